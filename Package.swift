@@ -1,0 +1,151 @@
+// swift-tools-version: 6.1
+import PackageDescription
+
+/// The same strict settings for every target (see STYLE.md): Swift 6 language mode comes from
+/// the tools version; these add the upcoming features the project relies on.
+let strictSettings: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("MemberImportVisibility"),
+]
+
+/// The bundled plugins by folder: each `Plugins/<Name>` is a target named `<Name>Plugin` that
+/// depends on GatewayCore only. SwiftPM looks for package plugins under Plugins/ by default, hence
+/// the explicit path.
+let bundledPluginFolders: [String] = []
+let bundledPluginTargets = bundledPluginFolders.map { $0 + "Plugin" }
+
+func plugin(_ folder: String) -> Target {
+    .target(name: folder + "Plugin", dependencies: ["GatewayCore"], path: "Plugins/" + folder, swiftSettings: strictSettings)
+}
+
+let package = Package(
+    name: "gateway",
+    platforms: [.macOS(.v14)],
+    products: [
+        .executable(name: "gateway", targets: ["gateway"]),
+        .library(name: "GatewayCore", targets: ["GatewayCore"]),
+        .library(name: "GatewayTesting", targets: ["GatewayTesting"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird-websocket.git", from: "2.8.1"),
+        .package(url: "https://github.com/jpsim/Yams.git", from: "6.2.2"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        .package(url: "https://github.com/vapor/sql-kit.git", from: "3.36.0"),
+        .package(url: "https://github.com/vapor/sqlite-kit.git", from: "4.5.2"),
+        .package(url: "https://github.com/vapor/postgres-kit.git", from: "2.17.0"),
+        .package(url: "https://github.com/mattpolzin/OpenAPIKit.git", from: "6.4.0"),
+        .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
+        .package(url: "https://github.com/apple/swift-crypto.git", from: "4.5.2"),
+        .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
+    ],
+    targets: [
+        .target(
+            name: "GatewayCore",
+            dependencies: [
+                .product(name: "SQLKit", package: "sql-kit"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: strictSettings
+        ),
+        .target(
+            name: "GatewayServer",
+            dependencies: [
+                "GatewayCore",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
+                .product(name: "Yams", package: "Yams"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "SQLiteKit", package: "sqlite-kit"),
+                .product(name: "PostgresKit", package: "postgres-kit"),
+                .product(name: "OpenAPIKit", package: "OpenAPIKit"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: strictSettings
+        ),
+        .target(
+            name: "GatewayTesting",
+            dependencies: [
+                "GatewayCore", "GatewayServer",
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "SQLKit", package: "sql-kit"),
+                .product(name: "NIOFoundationCompat", package: "swift-nio"),
+            ],
+            swiftSettings: strictSettings
+        ),
+        .executableTarget(
+            name: "gateway",
+            dependencies: [
+                "GatewayServer",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ] + bundledPluginTargets.map { .target(name: $0) },
+            swiftSettings: strictSettings
+        ),
+
+        // A plugin that exists only to prove the contract in tests and benchmarks; never shipped.
+        .target(
+            name: "NotesFixturePlugin",
+            dependencies: ["GatewayCore", .product(name: "NIOFoundationCompat", package: "swift-nio")],
+            path: "Tests/NotesFixturePlugin",
+            swiftSettings: strictSettings
+        ),
+
+        .testTarget(
+            name: "GatewayCoreTests",
+            dependencies: [
+                "GatewayCore",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "SQLKit", package: "sql-kit"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+            ],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "GatewayServerTests",
+            dependencies: [
+                "GatewayServer", "GatewayTesting", "NotesFixturePlugin",
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
+                .product(name: "OpenAPIKit", package: "OpenAPIKit"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "SQLKit", package: "sql-kit"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOWebSocket", package: "swift-nio"),
+                .product(name: "NIOFoundationCompat", package: "swift-nio"),
+            ],
+            swiftSettings: strictSettings
+        ),
+        // Depends on the executable so that `swift test` builds the binary it runs.
+        .testTarget(name: "EndToEndTests", dependencies: ["gateway"], swiftSettings: strictSettings),
+
+        // Benchmark servers (see Benchmarks/README.md).
+        .executableTarget(
+            name: "gateway-bench-server",
+            dependencies: ["GatewayServer", "NotesFixturePlugin"],
+            path: "Benchmarks/Servers/GatewayBenchServer",
+            swiftSettings: strictSettings
+        ),
+        .executableTarget(
+            name: "hello-baseline",
+            dependencies: [.product(name: "Hummingbird", package: "hummingbird")],
+            path: "Benchmarks/Servers/HelloBaseline",
+            swiftSettings: strictSettings
+        ),
+     ] + bundledPluginFolders.map(plugin)
+)

@@ -1,0 +1,156 @@
+import Foundation
+import NIOCore
+
+/// Decodes an operation's input parts and turns every decoding failure into a ``GatewayError``
+/// that names the offending field: 400 when the body cannot be read at all, 422 when a value has
+/// the wrong type, is missing or is invalid.
+enum InputDecoder {
+    static func decodeParameters<T: Decodable>(_ type: T.Type, from values: [String: String], location: String) throws -> T {
+        if T.self == NoInput.self { return NoInput() as! T }
+        return try decodeParameters(type, from: values.mapValues { [$0] }, location: location)
+    }
+
+    static func decodeParameters<T: Decodable>(_ type: T.Type, from pairs: [(name: String, value: String)], location: String) throws -> T {
+        if T.self == NoInput.self { return NoInput() as! T }
+        var values: [String: [String]] = [:]
+        for pair in pairs { values[pair.name, default: []].append(pair.value) }
+        return try decodeParameters(type, from: values, location: location)
+    }
+
+    static func decodeParameters<T: Decodable>(_ type: T.Type, from values: [String: [String]], location: String) throws -> T {
+        do {
+            return try T(from: ParameterDecoder(values: values))
+        } catch let error as DecodingError {
+            throw problem(for: error, location: location)
+        }
+    }
+
+    static func decodeBody<T: Decodable>(_ type: T.Type, from request: OperationRequest) throws -> T {
+        if T.self == NoInput.self { return NoInput() as! T }
+        let contentType = request.contentType ?? "application/json"
+        if let raw = T.self as? any RawBodyInput.Type {
+            guard raw.acceptedMediaTypes.contains(contentType) || raw.acceptedMediaTypes.contains("*/*") else {
+                throw GatewayError.unsupportedMediaType(contentType, accepted: raw.acceptedMediaTypes)
+            }
+            return try raw.init(bytes: request.body ?? ByteBuffer(), contentType: contentType) as! T
+        }
+        guard contentType == "application/json" || contentType.hasSuffix("+json") else {
+            throw GatewayError.unsupportedMediaType(contentType, accepted: ["application/json"])
+        }
+        guard let body = request.body, body.readableBytes > 0 else {
+            throw GatewayError.badRequest("This operation needs a JSON body.")
+        }
+        do {
+            return try body.withUnsafeReadableBytes { bytes in
+                try JSONCoding.decoder.decode(T.self, from: Data(bytes))
+            }
+        } catch let error as DecodingError {
+            if case .dataCorrupted(let context) = error, context.codingPath.isEmpty,
+               let syntax = body.withUnsafeReadableBytes({ JSONSyntax.firstError(in: $0) }) {
+                // Foundation's message has no position; say where the syntax breaks.
+                throw GatewayError.badRequest("The body is not valid JSON: \(syntax).")
+            }
+            throw problem(for: error, location: "")
+        }
+    }
+
+    static func validate(_ value: some Any, location: String) throws {
+        guard let validatable = value as? any ValidatableInput else { return }
+        let problems = validatable.validate()
+        guard !problems.isEmpty else { return }
+        let located = problems.map { problem in
+            location.isEmpty ? problem : GatewayError.FieldError(pointer: "\(location).\(problem.pointer)", detail: problem.detail)
+        }
+        throw GatewayError.invalid(located.map { "\($0.pointer): \($0.detail)" }.joined(separator: "; "), errors: located)
+    }
+
+    /// Maps a decoding failure to a problem. `location` is `path` or `query` for parameters, empty for the body.
+    static func problem(for error: DecodingError, location: String) -> GatewayError {
+        func pointer(_ path: [any CodingKey], appending key: (any CodingKey)? = nil) -> String {
+            let keys = path + (key.map { [$0] } ?? [])
+            if !location.isEmpty {
+                return "\(location).\(keys.map(\.stringValue).joined(separator: "."))"
+            }
+            return keys.isEmpty ? "/" : keys.map { key in
+                "/" + (key.intValue.map(String.init) ?? key.stringValue
+                    .replacingOccurrences(of: "~", with: "~0").replacingOccurrences(of: "/", with: "~1"))
+            }.joined()
+        }
+        func invalid(_ pointer: String, _ detail: String) -> GatewayError {
+            .invalid("\(pointer): \(detail)", errors: [.init(pointer: pointer, detail: detail)])
+        }
+        switch error {
+        case .typeMismatch(let type, let context):
+            return invalid(pointer(context.codingPath), "expected \(typeDescription(type))")
+        case .valueNotFound(let type, let context):
+            return invalid(pointer(context.codingPath), "expected \(typeDescription(type)), found null")
+        case .keyNotFound(let key, let context):
+            return invalid(pointer(context.codingPath, appending: key), "is required")
+        case .dataCorrupted(let context):
+            if context.codingPath.isEmpty && location.isEmpty {
+                return .badRequest("The body is not valid JSON.")
+            }
+            return invalid(pointer(context.codingPath), context.debugDescription)
+        @unknown default:
+            return .badRequest("The input could not be decoded.")
+        }
+    }
+
+    private static func typeDescription(_ type: Any.Type) -> String {
+        switch type {
+        case is String.Type: "a string"
+        case is Bool.Type: "a boolean"
+        case is Int.Type, is Int64.Type, is Int32.Type, is UInt.Type, is UInt64.Type, is UInt32.Type: "an integer"
+        case is Double.Type, is Float.Type: "a number"
+        case is Date.Type: "an RFC 3339 timestamp"
+        default:
+            String(describing: type).hasPrefix("Array") ? "an array" : (String(describing: type).hasPrefix("Dictionary") ? "an object" : "a \(type)")
+        }
+    }
+}
+
+/// The gateway's JSON conventions: RFC 3339 UTC timestamps (fractional seconds accepted on input,
+/// emitted when present), camelCase keys as declared, sorted keys off for speed.
+public enum JSONCoding {
+    /// The shared decoder for bodies and stored JSON.
+    public static var decoder: JSONDecoder {
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .custom { decoder in
+            let container = try decoder.singleValueContainer()
+            let text = try container.decode(String.self)
+            guard let date = Timestamp.parse(text) else {
+                throw DecodingError.dataCorruptedError(in: container, debugDescription: "'\(text)' is not an RFC 3339 timestamp")
+            }
+            return date
+        }
+        return decoder
+    }
+
+    /// The shared encoder for replies.
+    public static var encoder: JSONEncoder {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.withoutEscapingSlashes]
+        encoder.dateEncodingStrategy = .custom { date, encoder in
+            var container = encoder.singleValueContainer()
+            try container.encode(Timestamp.format(date))
+        }
+        return encoder
+    }
+}
+
+/// RFC 3339 timestamps in UTC.
+public enum Timestamp {
+    /// Parses `2024-05-01T10:00:00Z`, with optional fractional seconds and any offset.
+    public static func parse(_ text: String) -> Date? {
+        if let date = try? Date(text, strategy: Date.ISO8601FormatStyle(includingFractionalSeconds: true)) { return date }
+        return try? Date(text, strategy: Date.ISO8601FormatStyle())
+    }
+
+    /// Formats as `2024-05-01T10:00:00Z`, or with milliseconds when the date has a fraction.
+    public static func format(_ date: Date) -> String {
+        let whole = date.timeIntervalSince1970.rounded(.down) == date.timeIntervalSince1970
+        return whole
+            ? date.formatted(Date.ISO8601FormatStyle())
+            : date.formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true))
+    }
+}

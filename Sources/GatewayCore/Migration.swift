@@ -1,0 +1,44 @@
+import SQLKit
+
+/// One versioned step of a plugin's schema.
+///
+/// The host records applied steps per plugin in `gateway_migrations` and runs the missing ones in
+/// version order, each in its own transaction, at start and on `gateway migrate`. Steps must be
+/// written so they run on both SQLite and PostgreSQL (SQLKit's builders do that; for raw SQL, check
+/// ``SQLDatabase/dialect``).
+public struct Migration: Sendable {
+    /// The step's number; unique and increasing within the plugin.
+    public let version: Int
+    /// What it does, recorded with it.
+    public let name: String
+    /// The work.
+    public let up: @Sendable (any SQLDatabase) async throws -> Void
+
+    public init(_ version: Int, _ name: String, up: @escaping @Sendable (any SQLDatabase) async throws -> Void) {
+        self.version = version
+        self.name = name
+        self.up = up
+    }
+}
+
+extension SQLDatabase {
+    /// Whether this is an SQLite database (otherwise PostgreSQL).
+    public var isSQLite: Bool { dialect.name == "sqlite" }
+
+    /// Runs `work` in one transaction on one connection: committed when it returns, rolled back
+    /// when it throws. On SQLite the transaction takes the write lock at once (`BEGIN IMMEDIATE`),
+    /// so concurrent writers queue instead of failing.
+    public func transaction<R: Sendable>(_ work: @escaping @Sendable (any SQLDatabase) async throws -> R) async throws -> R {
+        try await withSession { session in
+            try await session.raw(SQLQueryString(session.isSQLite ? "BEGIN IMMEDIATE" : "BEGIN")).run()
+            do {
+                let result = try await work(session)
+                try await session.raw("COMMIT").run()
+                return result
+            } catch {
+                try? await session.raw("ROLLBACK").run()
+                throw error
+            }
+        }
+    }
+}

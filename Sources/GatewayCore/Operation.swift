@@ -1,0 +1,360 @@
+import Foundation
+import HTTPTypes
+import NIOCore
+
+/// One operation of a plugin's native API, described as data.
+///
+/// (DESIGN.md calls it `Operation`; Foundation on Linux already exports a class of that name, so
+/// every plugin importing Foundation would have to qualify it. `ServiceOperation` pairs with
+/// ``ServicePlugin`` and never clashes.)
+///
+/// From the list of operations a plugin returns, the host builds the REST routes, the OpenAPI
+/// document, `gateway call`, and (later) batch and composite requests. An `ServiceOperation` guarantees
+/// that its handler only ever sees input that decoded into its declared types: path parameters,
+/// query parameters and body are decoded and validated by the host's pipeline first, and any
+/// failure becomes a 400 or 422 problem naming the offending field.
+///
+/// Declare one with ``ServiceOperation/define(_:_:_:summary:)`` and its builder:
+///
+/// ```swift
+/// ServiceOperation.define("notes.get", .get, "/notes/{id}", summary: "Read one note")
+///     .path(NoteID.self)
+///     .returns(Note.self) { input, context in
+///         try await store.note(input.path.id)
+///     }
+/// ```
+public struct ServiceOperation: Sendable {
+    /// The stable, dotted name: `<plugin id>.<verb>` such as `suggest.complete`. Unique in the gateway.
+    public let name: String
+    /// The HTTP method.
+    public let method: HTTPRequest.Method
+    /// The path template relative to the plugin's mount, such as `/terms/{id}`; `""` or `/` is the mount itself.
+    public let path: String
+    /// One line for the OpenAPI document and `gateway routes`.
+    public let summary: String
+    /// Longer prose for the OpenAPI document.
+    public var details: String?
+    /// Who may call it.
+    public var access: AccessRule
+    /// Whether replies may be cached, and which cached replies a call invalidates.
+    public var cache: CachePolicy
+    /// How many units of the caller's rate limit one call consumes (default 1).
+    public var cost: Int
+    /// The path parameter that names the resource a key may be restricted to (e.g. `feed`), if any.
+    public var resourceParameter: String?
+    /// The status of a successful reply when the handler does not choose one (200; 201 for creates).
+    public var successStatus: Int
+    /// The declared types, for documentation and `gateway call`.
+    public let io: OperationIO
+    /// The media types the body may have (only for operations with a body).
+    public let bodyMediaTypes: [String]
+
+    private let run: @Sendable (OperationRequest, OperationContext) async throws -> OperationReply
+
+    /// Runs the operation on raw input: decodes, validates, calls the handler.
+    /// Throws ``GatewayError`` for bad input; rethrows whatever the handler throws.
+    public func callAsFunction(_ request: OperationRequest, context: OperationContext) async throws -> OperationReply {
+        try await run(request, context)
+    }
+
+    /// Declares an operation whose handler chooses its reply's status and headers.
+    public init<Path: Decodable & Sendable, Query: Decodable & Sendable, Body: Decodable & Sendable, Output: Encodable & Sendable>(
+        _ name: String,
+        _ method: HTTPRequest.Method,
+        _ path: String,
+        summary: String,
+        details: String? = nil,
+        access: AccessRule = .public,
+        cache: CachePolicy = .none,
+        cost: Int = 1,
+        resource: String? = nil,
+        successStatus: Int? = nil,
+        path pathType: Path.Type,
+        query queryType: Query.Type,
+        body bodyType: Body.Type,
+        output outputType: Output.Type,
+        handler: @escaping @Sendable (OperationInput<Path, Query, Body>, OperationContext) async throws -> Reply<Output>
+    ) {
+        self.name = name
+        self.method = method
+        self.path = path
+        self.summary = summary
+        self.details = details
+        self.access = access
+        self.cache = cache
+        self.cost = max(0, cost)
+        self.resourceParameter = resource
+        self.successStatus = successStatus ?? (method == .post ? 201 : 200)
+        self.io = OperationIO(path: pathType, query: queryType, body: bodyType, output: outputType)
+        self.bodyMediaTypes = Body.self == NoInput.self ? [] : (Body.self as? any RawBodyInput.Type)?.acceptedMediaTypes ?? ["application/json"]
+        let defaultStatus = self.successStatus
+        self.run = { request, context in
+            let input = OperationInput(
+                path: try InputDecoder.decodeParameters(Path.self, from: request.pathParameters, location: "path"),
+                query: try InputDecoder.decodeParameters(Query.self, from: request.queryParameters, location: "query"),
+                body: try InputDecoder.decodeBody(Body.self, from: request)
+            )
+            try InputDecoder.validate(input.path, location: "path")
+            try InputDecoder.validate(input.query, location: "query")
+            try InputDecoder.validate(input.body, location: "")
+            let reply = try await handler(input, context)
+            return reply.erased(defaultStatus: defaultStatus)
+        }
+    }
+
+    /// Declares an operation whose handler returns just its output (status ``successStatus``).
+    public init<Path: Decodable & Sendable, Query: Decodable & Sendable, Body: Decodable & Sendable, Output: Encodable & Sendable>(
+        _ name: String,
+        _ method: HTTPRequest.Method,
+        _ path: String,
+        summary: String,
+        details: String? = nil,
+        access: AccessRule = .public,
+        cache: CachePolicy = .none,
+        cost: Int = 1,
+        resource: String? = nil,
+        successStatus: Int? = nil,
+        path pathType: Path.Type,
+        query queryType: Query.Type,
+        body bodyType: Body.Type,
+        output outputType: Output.Type,
+        handler: @escaping @Sendable (OperationInput<Path, Query, Body>, OperationContext) async throws -> Output
+    ) {
+        self.init(
+            name, method, path, summary: summary, details: details, access: access, cache: cache, cost: cost,
+            resource: resource, successStatus: successStatus, path: pathType, query: queryType, body: bodyType,
+            output: outputType
+        ) { input, context in
+            Reply(try await handler(input, context))
+        }
+    }
+
+    /// The names of the `{parameters}` in ``path``.
+    public var pathParameterNames: [String] {
+        ServiceOperation.parameterNames(in: path)
+    }
+
+    /// The `{names}` of a path template, in order.
+    public static func parameterNames(in template: String) -> [String] {
+        template.split(separator: "/").compactMap { segment in
+            guard segment.hasPrefix("{"), segment.hasSuffix("}") else { return nil }
+            return String(segment.dropFirst().dropLast())
+        }
+    }
+}
+
+/// The declared types of an operation, kept so the host can describe them (OpenAPI, `gateway call`).
+public struct OperationIO: @unchecked Sendable {
+    // Metatypes are immutable values; the wrapper only exists because `any Decodable.Type`
+    // is not yet `Sendable` in the language.
+    public let path: any Decodable.Type
+    public let query: any Decodable.Type
+    public let body: any Decodable.Type
+    public let output: any Encodable.Type
+
+    /// Whether the operation reads a body.
+    public var hasBody: Bool { body != NoInput.self }
+}
+
+/// What a handler receives: its decoded, validated path parameters, query parameters and body.
+public struct OperationInput<Path: Sendable, Query: Sendable, Body: Sendable>: Sendable {
+    public var path: Path
+    public var query: Query
+    public var body: Body
+
+    public init(path: Path, query: Query, body: Body) {
+        self.path = path
+        self.query = query
+        self.body = body
+    }
+}
+
+/// The absence of an input part (no path parameters, no query, no body).
+public struct NoInput: Codable, Sendable, Equatable {
+    public init() {}
+    public init(from decoder: any Decoder) throws {}
+    public func encode(to encoder: any Encoder) throws {}
+}
+
+/// The output of an operation that answers with no body (204 No Content).
+public struct NoContent: Codable, Sendable, Equatable {
+    public init() {}
+}
+
+/// Input that checks itself after decoding. Return every problem, not just the first: the client
+/// gets them all in one 422 reply.
+public protocol ValidatableInput {
+    /// The problems with this value; empty when it is valid. Pointers are relative to the input
+    /// part (`/title` in a body, `limit` in a query).
+    func validate() -> [GatewayError.FieldError]
+}
+
+/// A body taken as raw bytes (CSV, plain text, files) rather than decoded from JSON.
+public protocol RawBodyInput: Decodable, Sendable {
+    /// The media types the operation accepts, such as `text/csv`.
+    static var acceptedMediaTypes: [String] { get }
+    /// Builds the input from the raw body and its media type.
+    init(bytes: ByteBuffer, contentType: String) throws
+}
+
+/// An operation's reply: its output plus the status and headers the handler chose.
+public struct Reply<Output: Encodable & Sendable>: Sendable {
+    public var output: Output
+    /// The status; nil means the operation's ``ServiceOperation/successStatus`` (204 for ``NoContent``).
+    public var status: Int?
+    /// Extra reply headers, such as `Location` or `ETag`.
+    public var headers: [String: String]
+
+    public init(_ output: Output, status: Int? = nil, headers: [String: String] = [:]) {
+        self.output = output
+        self.status = status
+        self.headers = headers
+    }
+
+    func erased(defaultStatus: Int) -> OperationReply {
+        if Output.self == NoContent.self {
+            return OperationReply(status: status ?? 204, headers: headers, body: .empty)
+        }
+        if let raw = output as? RawReply {
+            return OperationReply(status: status ?? defaultStatus, headers: headers, body: .bytes(raw.bytes, contentType: raw.contentType))
+        }
+        return OperationReply(status: status ?? defaultStatus, headers: headers, body: .json(output))
+    }
+}
+
+/// An output that is sent as is (plain text, CSV, images) instead of JSON.
+public struct RawReply: Encodable, Sendable {
+    public var bytes: ByteBuffer
+    public var contentType: String
+
+    public init(_ bytes: ByteBuffer, contentType: String) {
+        self.bytes = bytes
+        self.contentType = contentType
+    }
+
+    public init(text: String, contentType: String = "text/plain; charset=utf-8") {
+        self.init(ByteBuffer(string: text), contentType: contentType)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(String(buffer: bytes))
+    }
+}
+
+/// The raw input of one call, as the host extracted it from a request.
+public struct OperationRequest: Sendable {
+    /// The percent-decoded path parameters.
+    public var pathParameters: [String: String]
+    /// The percent-decoded query parameters in order; a name may repeat.
+    public var queryParameters: [(name: String, value: String)]
+    /// The body, if any.
+    public var body: ByteBuffer?
+    /// The body's media type without parameters, lowercased (`application/json`).
+    public var contentType: String?
+
+    public init(pathParameters: [String: String] = [:], queryParameters: [(name: String, value: String)] = [],
+                body: ByteBuffer? = nil, contentType: String? = nil) {
+        self.pathParameters = pathParameters
+        self.queryParameters = queryParameters
+        self.body = body
+        self.contentType = contentType
+    }
+}
+
+/// What an operation answered, before the host encodes it.
+public struct OperationReply: Sendable {
+    /// The body of a reply.
+    public enum Body: Sendable {
+        case empty
+        case json(any Encodable & Sendable)
+        case bytes(ByteBuffer, contentType: String)
+    }
+
+    public var status: Int
+    public var headers: [String: String]
+    public var body: Body
+
+    public init(status: Int, headers: [String: String] = [:], body: Body) {
+        self.status = status
+        self.headers = headers
+        self.body = body
+    }
+}
+
+extension ServiceOperation {
+    /// Starts declaring an operation; add its input parts, then finish with
+    /// ``OperationBuilder/returns(_:handler:)`` or ``OperationBuilder/replies(_:handler:)``.
+    public static func define(_ name: String, _ method: HTTPRequest.Method, _ path: String, summary: String) -> OperationBuilder<NoInput, NoInput, NoInput> {
+        OperationBuilder(name: name, method: method, path: path, summary: summary)
+    }
+}
+
+/// Declares an ``ServiceOperation`` step by step: its settings, its input types, then its handler.
+/// Input parts left out are ``NoInput``.
+public struct OperationBuilder<Path: Decodable & Sendable, Query: Decodable & Sendable, Body: Decodable & Sendable> {
+    let name: String
+    let method: HTTPRequest.Method
+    let path: String
+    let summary: String
+    var details: String?
+    var access: AccessRule = .public
+    var cache: CachePolicy = .none
+    var cost = 1
+    var resource: String?
+    var successStatus: Int?
+
+    init(name: String, method: HTTPRequest.Method, path: String, summary: String) {
+        self.name = name
+        self.method = method
+        self.path = path
+        self.summary = summary
+    }
+
+    private func with<P, Q, B>(_: P.Type, _: Q.Type, _: B.Type) -> OperationBuilder<P, Q, B> {
+        var next = OperationBuilder<P, Q, B>(name: name, method: method, path: path, summary: summary)
+        next.details = details
+        next.access = access
+        next.cache = cache
+        next.cost = cost
+        next.resource = resource
+        next.successStatus = successStatus
+        return next
+    }
+
+    /// The type the path parameters decode into (one property per `{name}`).
+    public func path<T: Decodable & Sendable>(_ type: T.Type) -> OperationBuilder<T, Query, Body> { with(T.self, Query.self, Body.self) }
+    /// The type the query parameters decode into.
+    public func query<T: Decodable & Sendable>(_ type: T.Type) -> OperationBuilder<Path, T, Body> { with(Path.self, T.self, Body.self) }
+    /// The type the body decodes into (JSON, or a ``RawBodyInput``).
+    public func body<T: Decodable & Sendable>(_ type: T.Type) -> OperationBuilder<Path, Query, T> { with(Path.self, Query.self, T.self) }
+
+    /// Who may call it (default public).
+    public func access(_ rule: AccessRule) -> Self { var copy = self; copy.access = rule; return copy }
+    /// Its cache policy (default not cached).
+    public func cache(_ policy: CachePolicy) -> Self { var copy = self; copy.cache = policy; return copy }
+    /// Units of rate limit one call costs (default 1).
+    public func cost(_ units: Int) -> Self { var copy = self; copy.cost = units; return copy }
+    /// The path parameter naming the resource a key may be restricted to.
+    public func resource(_ parameter: String) -> Self { var copy = self; copy.resource = parameter; return copy }
+    /// Longer prose for the OpenAPI document.
+    public func details(_ text: String) -> Self { var copy = self; copy.details = text; return copy }
+    /// The status of a successful reply (default 200; 201 for POST).
+    public func status(_ code: Int) -> Self { var copy = self; copy.successStatus = code; return copy }
+
+    /// Finishes with a handler that returns just its output.
+    public func returns<Output: Encodable & Sendable>(
+        _ output: Output.Type, handler: @escaping @Sendable (OperationInput<Path, Query, Body>, OperationContext) async throws -> Output
+    ) -> ServiceOperation {
+        ServiceOperation(name, method, path, summary: summary, details: details, access: access, cache: cache, cost: cost, resource: resource,
+                  successStatus: successStatus, path: Path.self, query: Query.self, body: Body.self, output: Output.self, handler: handler)
+    }
+
+    /// Finishes with a handler that chooses its reply's status and headers.
+    public func replies<Output: Encodable & Sendable>(
+        _ output: Output.Type, handler: @escaping @Sendable (OperationInput<Path, Query, Body>, OperationContext) async throws -> Reply<Output>
+    ) -> ServiceOperation {
+        ServiceOperation(name, method, path, summary: summary, details: details, access: access, cache: cache, cost: cost, resource: resource,
+                  successStatus: successStatus, path: Path.self, query: Query.self, body: Body.self, output: Output.self, handler: handler)
+    }
+}

@@ -1,0 +1,51 @@
+import HTTPTypes
+import Logging
+
+/// What a handler knows about the call it serves: who is calling, the request's id and headers,
+/// and its plugin's shared ``PluginContext``.
+public struct OperationContext: Sendable {
+    /// The caller.
+    public let principal: Principal
+    /// The request id (`X-Request-Id`), also in the logger's metadata.
+    public let requestID: String
+    /// A logger carrying the request id.
+    public let logger: Logger
+    /// The request's headers.
+    public let headers: HTTPFields
+    /// The plugin's shared services.
+    public let plugin: PluginContext
+
+    public init(principal: Principal, requestID: String, logger: Logger, headers: HTTPFields, plugin: PluginContext) {
+        self.principal = principal
+        self.requestID = requestID
+        self.logger = logger
+        self.headers = headers
+        self.plugin = plugin
+    }
+
+    /// Confirms the caller acts for `ownerID` (or is an admin). Answers 404 otherwise, so that a
+    /// stranger cannot even learn the resource exists.
+    public func requireOwner(_ ownerID: String?, resource: String = "resource") throws {
+        if principal.isAdmin { return }
+        guard let ownerID, principal.userID == ownerID else {
+            throw GatewayError.notFound("No such \(resource).")
+        }
+    }
+
+    /// Confirms the caller's key may touch `resource` of this plugin. Answers 404 otherwise.
+    public func requireAccess(toResource resource: String) throws {
+        guard principal.mayAccess(resource: resource, of: plugin.pluginID) else {
+            throw GatewayError.notFound("No such resource '\(resource)'.")
+        }
+    }
+
+    /// Records that the caller viewed `resource` (no-op for guests).
+    public func recordView(of resource: String, title: String) async {
+        guard let userID = principal.userID else { return }
+        do {
+            try await plugin.history.record(userID: userID, plugin: plugin.pluginID, resource: resource, title: title)
+        } catch {
+            logger.warning("could not record history", metadata: ["error": "\(error)"])
+        }
+    }
+}

@@ -1,0 +1,170 @@
+import Foundation
+import Logging
+import Metrics
+import NIOCore
+import SQLKit
+
+/// What the host shares with a plugin: given to ``ServicePlugin/init(configuration:context:)`` and
+/// valid for the plugin's whole life.
+///
+/// Every member is safe to use from any task. Plugins reach shared concerns only through it —
+/// never through the host's types — so the same plugin runs unchanged on SQLite or PostgreSQL,
+/// in a test or in production.
+public struct PluginContext: Sendable {
+    /// The plugin's id (its key in plugins.yaml).
+    public let pluginID: String
+    /// A logger labelled with the plugin's id.
+    public let logger: Logger
+    /// Where the plugin's metrics go (the host's Prometheus registry).
+    public let metrics: any MetricsFactory
+    /// The gateway's database. A plugin owns the tables whose names start with its id and creates
+    /// them with ``ServicePlugin/migrations``.
+    public let database: any SQLDatabase
+    /// The wall clock; tests may replace it.
+    public let clock: any WallClock
+    /// The HTTP client for upstream services, with timeouts.
+    public let http: any UpstreamHTTPClient
+    /// Posts notifications to a user's inbox.
+    public let notifier: any Notifier
+    /// Records entries in a user's activity history.
+    public let history: any ActivityRecorder
+    /// Publishes changes for live subscribers, on this instance and (with PostgreSQL) on every instance.
+    public let events: any EventBus
+    /// Purges cached replies by tag.
+    public let cache: any CacheInvalidator
+    /// The folder relative paths in the plugin's configuration are resolved against (the folder of plugins.yaml).
+    public let baseDirectory: URL
+
+    public init(
+        pluginID: String, logger: Logger, metrics: any MetricsFactory, database: any SQLDatabase,
+        clock: any WallClock, http: any UpstreamHTTPClient, notifier: any Notifier, history: any ActivityRecorder,
+        events: any EventBus, cache: any CacheInvalidator, baseDirectory: URL
+    ) {
+        self.pluginID = pluginID
+        self.logger = logger
+        self.metrics = metrics
+        self.database = database
+        self.clock = clock
+        self.http = http
+        self.notifier = notifier
+        self.history = history
+        self.events = events
+        self.cache = cache
+        self.baseDirectory = baseDirectory
+    }
+
+    /// A path from the configuration, made absolute against ``baseDirectory``.
+    public func resolve(path: String) -> URL {
+        path.hasPrefix("/") ? URL(fileURLWithPath: path) : baseDirectory.appendingPathComponent(path)
+    }
+}
+
+/// A source of the current time.
+public protocol WallClock: Sendable {
+    /// Now.
+    func now() -> Date
+}
+
+/// The system's clock.
+public struct SystemClock: WallClock {
+    public init() {}
+    public func now() -> Date { Date() }
+}
+
+/// A request to an upstream HTTP service.
+public struct UpstreamRequest: Sendable {
+    public var method: String
+    public var url: String
+    public var headers: [(String, String)]
+    public var body: ByteBuffer?
+    /// How long to wait for the whole reply.
+    public var timeout: Duration
+
+    public init(method: String = "GET", url: String, headers: [(String, String)] = [], body: ByteBuffer? = nil, timeout: Duration = .seconds(5)) {
+        self.method = method
+        self.url = url
+        self.headers = headers
+        self.body = body
+        self.timeout = timeout
+    }
+}
+
+/// An upstream service's reply.
+public struct UpstreamResponse: Sendable {
+    public var status: Int
+    public var headers: [(String, String)]
+    public var body: ByteBuffer
+
+    public init(status: Int, headers: [(String, String)], body: ByteBuffer) {
+        self.status = status
+        self.headers = headers
+        self.body = body
+    }
+}
+
+/// Sends requests to upstream services.
+///
+/// Implementations must honour ``UpstreamRequest/timeout`` and report failures as
+/// ``GatewayError`` 502 (unusable reply) or 504 (timeout), so a plugin can let them propagate.
+public protocol UpstreamHTTPClient: Sendable {
+    /// Sends `request`, reading at most `maxBodySize` bytes of the reply.
+    func send(_ request: UpstreamRequest, maxBodySize: Int) async throws -> UpstreamResponse
+}
+
+/// A message for a user's inbox.
+public struct UserNotification: Sendable, Codable, Equatable {
+    public var userID: String
+    public var plugin: String
+    public var title: String
+    public var body: String
+    /// A plugin-defined link or resource id the client can open.
+    public var link: String?
+
+    public init(userID: String, plugin: String, title: String, body: String, link: String? = nil) {
+        self.userID = userID
+        self.plugin = plugin
+        self.title = title
+        self.body = body
+        self.link = link
+    }
+}
+
+/// Posts to users' inboxes. Posting is durable once the call returns.
+public protocol Notifier: Sendable {
+    func post(_ notification: UserNotification) async throws
+}
+
+/// Records what a user looked at ("recently viewed").
+public protocol ActivityRecorder: Sendable {
+    /// Records that `userID` viewed `resource` of `plugin`, titled `title`.
+    func record(userID: String, plugin: String, resource: String, title: String) async throws
+}
+
+/// A change published on the event bus.
+public struct GatewayEvent: Sendable {
+    /// The topic, such as `feeds/504/datastreams/temp`.
+    public var topic: String
+    /// The payload, usually JSON.
+    public var payload: ByteBuffer
+
+    public init(topic: String, payload: ByteBuffer) {
+        self.topic = topic
+        self.payload = payload
+    }
+}
+
+/// Publishes changes and delivers them to live subscribers.
+///
+/// Delivery is at most once and in publish order per topic; a slow subscriber loses the oldest
+/// events rather than slowing publishers down.
+public protocol EventBus: Sendable {
+    func publish(_ event: GatewayEvent) async
+    /// Events whose topic equals `topic` or starts with `topic/`, from now on, until the stream is dropped.
+    func subscribe(to topic: String) -> AsyncStream<GatewayEvent>
+}
+
+/// Purges cached replies.
+public protocol CacheInvalidator: Sendable {
+    /// Removes every cached reply carrying any of `tags` (on every instance sharing the database).
+    func invalidate(tags: [String]) async
+}

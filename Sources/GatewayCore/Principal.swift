@@ -1,0 +1,70 @@
+/// Who is calling: identified by the host before any handler runs.
+///
+/// Every request has a principal; a caller that presents no credential is ``Kind-swift.enum/anonymous``
+/// and is known only by its network address (which rate limits use).
+public struct Principal: Sendable, Equatable, Hashable {
+    /// The kind of caller.
+    public enum Kind: Sendable, Equatable, Hashable {
+        /// No credential: a guest, known by address only.
+        case anonymous
+        /// A signed-in user, by session token.
+        case user
+        /// A caller presenting an API key (owned by `userID`, or a master key when it is nil).
+        case apiKey(keyID: String)
+    }
+
+    /// What kind of caller this is.
+    public var kind: Kind
+    /// The user the request acts for: the signed-in user, or the key's owner. Nil for guests and master keys.
+    public var userID: String?
+    /// The caller's display name where known (used by dialects that echo it).
+    public var displayName: String?
+    /// Whether the caller has the gateway's admin role.
+    public var isAdmin: Bool
+    /// The scopes a key carries (`todo:read`, `feeds:write`, `*`). Users and guests carry none: their
+    /// access follows from the operation's rule alone.
+    public var scopes: Set<String>
+    /// Resource restrictions of a key, per plugin id: the key may touch only these resource ids.
+    /// Absent for a plugin means unrestricted.
+    public var resources: [String: Set<String>]
+    /// The caller's network address as the server saw it (no port).
+    public var address: String
+
+    public init(
+        kind: Kind, userID: String? = nil, displayName: String? = nil, isAdmin: Bool = false,
+        scopes: Set<String> = [], resources: [String: Set<String>] = [:], address: String
+    ) {
+        self.kind = kind
+        self.userID = userID
+        self.displayName = displayName
+        self.isAdmin = isAdmin
+        self.scopes = scopes
+        self.resources = resources
+        self.address = address
+    }
+
+    /// A guest calling from `address`.
+    public static func anonymous(address: String) -> Principal {
+        Principal(kind: .anonymous, address: address)
+    }
+
+    /// Whether this is a guest.
+    public var isAnonymous: Bool { kind == .anonymous }
+
+    /// The key that identifies this caller for rate limiting and per-caller caching:
+    /// `user:<id>`, `key:<id>` or `addr:<address>`.
+    public var limitKey: String {
+        switch kind {
+        case .anonymous: "addr:\(address)"
+        case .user: "user:\(userID ?? "")"
+        case .apiKey(let keyID): "key:\(keyID)"
+        }
+    }
+
+    /// Whether the caller may touch `resource` of `plugin`: true unless it is a key restricted
+    /// to other resources of that plugin.
+    public func mayAccess(resource: String, of plugin: String) -> Bool {
+        guard let allowed = resources[plugin] else { return true }
+        return allowed.contains(resource)
+    }
+}

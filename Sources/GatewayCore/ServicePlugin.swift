@@ -1,0 +1,104 @@
+import ServiceLifecycle
+
+/// A service the gateway hosts: the one protocol a plugin implements.
+///
+/// A plugin says what it offers — operations, dialect routes, tables, background services,
+/// importers — and the host does the rest: routing, auth, caching, rate limits, errors, metrics,
+/// the OpenAPI document and the CLI. Plugins are compiled in and listed in `BundledPlugins.swift`;
+/// plugins.yaml switches them on and configures them.
+///
+/// A conforming type guarantees:
+/// - ``id`` is lowercase ASCII letters, digits and `-`, and never changes (it keys plugins.yaml,
+///   the default mount `/v1/<id>`, table prefixes and metrics);
+/// - every operation name starts with `<id>.`;
+/// - every table it creates starts with `<id>_`.
+public protocol ServicePlugin: Sendable {
+    /// The plugin's settings: the `config:` block of its plugins.yaml entry, decoded strictly
+    /// (unknown keys are errors). Throw ``ConfigurationError`` from `init` for values that decode but
+    /// make no sense; the host reports them with their YAML line.
+    associatedtype Configuration: Decodable & Sendable = NoConfiguration
+
+    /// The stable id.
+    static var id: String { get }
+    /// One line saying what the plugin is for (OpenAPI tag, `gateway plugins`).
+    static var summary: String { get }
+    /// Versioned schema steps for the plugin's tables, run in order before the plugin starts.
+    /// Never edit a shipped migration: add a new one.
+    static var migrations: [Migration] { get }
+
+    /// Creates the plugin. Runs after its migrations, once per gateway process.
+    init(configuration: Configuration, context: PluginContext) async throws
+
+    /// The native API.
+    var operations: [ServiceOperation] { get }
+    /// The legacy APIs served beside the native one.
+    var dialects: [Dialect] { get }
+    /// Long-running work (pollers, evaluators), run in the gateway's service group and stopped gracefully.
+    var services: [any Service] { get }
+    /// The file formats `gateway import <id> FILE` can load.
+    var importers: [any Importer] { get }
+
+    /// The plugin's current health, for `/readyz` and `gateway plugins`. Must answer quickly.
+    func health() async -> PluginHealth
+    /// Loads the demo data the plugin ships. Called once per database, on a start with `demo: true`.
+    func loadDemoData() async throws
+}
+
+extension ServicePlugin {
+    public static var summary: String { id }
+    public static var migrations: [Migration] { [] }
+    public var dialects: [Dialect] { [] }
+    public var services: [any Service] { [] }
+    public var importers: [any Importer] { [] }
+    public func health() async -> PluginHealth { .ok }
+    public func loadDemoData() async throws {}
+}
+
+/// The configuration of a plugin that takes none: only an empty (or absent) `config:` decodes.
+public struct NoConfiguration: Decodable, Sendable, Equatable {
+    public init() {}
+    public init(from decoder: any Decoder) throws {
+        _ = try? decoder.container(keyedBy: AnyKey.self)
+    }
+
+    private struct AnyKey: CodingKey {
+        var stringValue: String
+        var intValue: Int? { nil }
+        init?(stringValue: String) { self.stringValue = stringValue }
+        init?(intValue: Int) { nil }
+    }
+}
+
+/// A configuration value that decoded but cannot be used. `key` is relative to the plugin's
+/// `config:` block (`dictionaries[0]`); the host adds the file, line and full key path.
+public struct ConfigurationError: Error, Sendable, CustomStringConvertible {
+    public var key: String
+    public var message: String
+
+    public init(key: String, _ message: String) {
+        self.key = key
+        self.message = message
+    }
+
+    public var description: String { "\(key): \(message)" }
+}
+
+/// A plugin's health.
+public struct PluginHealth: Sendable, Equatable, Codable {
+    public enum Status: String, Sendable, Codable {
+        case ok, degraded, failing
+    }
+
+    public var status: Status
+    /// Why it is not ok.
+    public var reason: String?
+
+    public init(_ status: Status, reason: String? = nil) {
+        self.status = status
+        self.reason = reason
+    }
+
+    public static let ok = PluginHealth(.ok)
+    public static func degraded(_ reason: String) -> PluginHealth { PluginHealth(.degraded, reason: reason) }
+    public static func failing(_ reason: String) -> PluginHealth { PluginHealth(.failing, reason: reason) }
+}

@@ -1,0 +1,395 @@
+import Foundation
+
+/// The gateway's configuration: the contents of plugins.yaml.
+///
+/// Every key has a default except `plugins`, so a file may say only what differs. Decoding is
+/// strict (see ``YAMLConfigurationDecoder``): an unknown key or a wrong type stops start-up with the
+/// line that holds it.
+public struct GatewayConfiguration: Decodable, Sendable {
+    /// Reads and validates a configuration file: strict decoding, then plugin ids checked against
+    /// the bundled ones. Throws the first problem with its line.
+    public static func load(contentsOf file: URL, knownPlugins: [String], environment: [String: String] = ProcessInfo.processInfo.environment) throws(ConfigurationFileError) -> GatewayConfiguration {
+        let data: Data
+        do {
+            data = try Data(contentsOf: file)
+        } catch {
+            throw ConfigurationFileError(file: file.lastPathComponent, line: nil, column: nil, keyPath: "", message: "cannot be read (\(error.localizedDescription))")
+        }
+        return try parse(data, file: file.lastPathComponent, knownPlugins: knownPlugins, environment: environment)
+    }
+
+    /// Validates configuration text (see ``load(contentsOf:knownPlugins:environment:)``).
+    public static func parse(_ data: Data, file: String, knownPlugins: [String], environment: [String: String] = ProcessInfo.processInfo.environment) throws(ConfigurationFileError) -> GatewayConfiguration {
+        let configuration = try YAMLConfigurationDecoder(environment: environment).decode(GatewayConfiguration.self, from: data, file: file)
+        for (id, settings) in configuration.plugins.sorted(by: { $0.key < $1.key }) where !knownPlugins.contains(id) {
+            var error = settings.origin ?? ConfigurationFileError(file: file, line: nil, column: nil, keyPath: "plugins.\(id)", message: "")
+            error.keyPath = "plugins.\(id)"
+            error.message = "unknown plugin '\(id)' (this gateway has: \(knownPlugins.isEmpty ? "none" : knownPlugins.sorted().joined(separator: ", ")))"
+            throw error
+        }
+        return configuration
+    }
+
+    public var server: ServerSettings
+    /// Where the data lives: `sqlite:<path>` or `postgres://user:password@host:port/database`.
+    public var storage: StorageLocation
+    public var auth: AuthSettings
+    public var limits: LimitSettings
+    public var cache: CacheSettings
+    /// Whether plugins load the demo data they ship on their first start.
+    public var demo: Bool
+    /// The plugins by id: which are on, where they are mounted, and their settings.
+    public var plugins: [String: PluginSettings]
+
+    public init(
+        server: ServerSettings = .init(), storage: StorageLocation = .sqlite(path: "data/gateway.sqlite"),
+        auth: AuthSettings = .init(), limits: LimitSettings = .init(), cache: CacheSettings = .init(),
+        demo: Bool = false, plugins: [String: PluginSettings] = [:]
+    ) {
+        self.server = server
+        self.storage = storage
+        self.auth = auth
+        self.limits = limits
+        self.cache = cache
+        self.demo = demo
+        self.plugins = plugins
+    }
+
+    enum CodingKeys: String, CodingKey { case server, storage, auth, limits, cache, demo, plugins }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        server = try container.decodeIfPresent(ServerSettings.self, forKey: .server) ?? .init()
+        storage = try container.decodeIfPresent(StorageLocation.self, forKey: .storage) ?? .sqlite(path: "data/gateway.sqlite")
+        auth = try container.decodeIfPresent(AuthSettings.self, forKey: .auth) ?? .init()
+        limits = try container.decodeIfPresent(LimitSettings.self, forKey: .limits) ?? .init()
+        cache = try container.decodeIfPresent(CacheSettings.self, forKey: .cache) ?? .init()
+        demo = try container.decodeIfPresent(Bool.self, forKey: .demo) ?? false
+        plugins = try container.decodeIfPresent([String: PluginSettings].self, forKey: .plugins) ?? [:]
+    }
+}
+
+/// `server:` — the listener and request limits.
+public struct ServerSettings: Decodable, Sendable {
+    public var host: String = "127.0.0.1"
+    public var port: Int = 8080
+    /// The largest request body accepted (413 beyond). Default 1 MiB.
+    public var maxBodySize: ByteSize = ByteSize(bytes: 1 << 20)
+    /// Cross-origin settings; absent means no CORS headers are sent.
+    public var cors: CORSSettings?
+    /// Whether every request is logged at info level (otherwise at debug).
+    public var accessLog: Bool = false
+    /// The base URL the gateway is reached at, used in the OpenAPI document and `Location` headers.
+    public var publicURL: String?
+
+    public init() {}
+
+    enum CodingKeys: String, CodingKey { case host, port, maxBodySize, cors, accessLog, publicURL }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        host = try container.decodeIfPresent(String.self, forKey: .host) ?? host
+        port = try container.decodeIfPresent(Int.self, forKey: .port) ?? port
+        guard (0...65535).contains(port) else {
+            throw DecodingError.dataCorruptedError(forKey: .port, in: container, debugDescription: "\(port) is not a port (0 to 65535)")
+        }
+        maxBodySize = try container.decodeIfPresent(ByteSize.self, forKey: .maxBodySize) ?? maxBodySize
+        cors = try container.decodeIfPresent(CORSSettings.self, forKey: .cors)
+        accessLog = try container.decodeIfPresent(Bool.self, forKey: .accessLog) ?? false
+        publicURL = try container.decodeIfPresent(String.self, forKey: .publicURL)
+    }
+}
+
+/// `server.cors:` — which browser origins may call the gateway.
+public struct CORSSettings: Decodable, Sendable {
+    /// Allowed origins; `*` allows any.
+    public var allowOrigins: [String]
+    public var allowHeaders: [String]
+    public var exposeHeaders: [String]
+    public var maxAge: ConfigDuration
+    public var allowCredentials: Bool
+
+    enum CodingKeys: String, CodingKey { case allowOrigins, allowHeaders, exposeHeaders, maxAge, allowCredentials }
+
+    public init(allowOrigins: [String] = ["*"]) {
+        self.allowOrigins = allowOrigins
+        allowHeaders = ["Authorization", "Content-Type", "X-Api-Key", "If-Match", "If-None-Match", "X-Request-Id"]
+        exposeHeaders = ["ETag", "Location", "X-Request-Id", "RateLimit", "RateLimit-Policy", "Retry-After", "X-Cache"]
+        maxAge = ConfigDuration(seconds: 600)
+        allowCredentials = false
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        self.init(allowOrigins: try container.decodeIfPresent([String].self, forKey: .allowOrigins) ?? ["*"])
+        allowHeaders = try container.decodeIfPresent([String].self, forKey: .allowHeaders) ?? allowHeaders
+        exposeHeaders = try container.decodeIfPresent([String].self, forKey: .exposeHeaders) ?? exposeHeaders
+        maxAge = try container.decodeIfPresent(ConfigDuration.self, forKey: .maxAge) ?? maxAge
+        allowCredentials = try container.decodeIfPresent(Bool.self, forKey: .allowCredentials) ?? false
+    }
+}
+
+/// `auth:` — accounts and sessions.
+public struct AuthSettings: Decodable, Sendable {
+    public enum Registration: String, Decodable, Sendable { case open, closed }
+    public var sessionTTL: ConfigDuration = ConfigDuration(seconds: 30 * 86_400)
+    public var registration: Registration = .open
+    /// bcrypt cost for stored passwords (10 to 16).
+    public var bcryptCost: Int = 12
+
+    public init() {}
+
+    enum CodingKeys: String, CodingKey { case sessionTTL, registration, bcryptCost }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        sessionTTL = try container.decodeIfPresent(ConfigDuration.self, forKey: .sessionTTL) ?? sessionTTL
+        if let text = try container.decodeIfPresent(String.self, forKey: .registration) {
+            guard let value = Registration(rawValue: text) else {
+                throw DecodingError.dataCorruptedError(forKey: .registration, in: container, debugDescription: "\"\(text)\" is not one of open, closed")
+            }
+            registration = value
+        }
+        bcryptCost = try container.decodeIfPresent(Int.self, forKey: .bcryptCost) ?? bcryptCost
+        guard (10...16).contains(bcryptCost) else {
+            throw DecodingError.dataCorruptedError(forKey: .bcryptCost, in: container, debugDescription: "\(bcryptCost) is outside 10 to 16")
+        }
+    }
+}
+
+/// `limits:` — default rate limits per kind of caller.
+public struct LimitSettings: Decodable, Sendable {
+    public enum Policy: String, Decodable, Sendable { case local, cluster }
+    public var policy: Policy = .local
+    public var anonymous: RateSpec = RateSpec(count: 60, period: 60)
+    public var user: RateSpec = RateSpec(count: 600, period: 60)
+    public var key: RateSpec = RateSpec(count: 6000, period: 60)
+
+    public init() {}
+
+    enum CodingKeys: String, CodingKey { case policy, anonymous, user, key }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        if let text = try container.decodeIfPresent(String.self, forKey: .policy) {
+            guard let value = Policy(rawValue: text) else {
+                throw DecodingError.dataCorruptedError(forKey: .policy, in: container, debugDescription: "\"\(text)\" is not one of local, cluster")
+            }
+            policy = value
+        }
+        anonymous = try container.decodeIfPresent(RateSpec.self, forKey: .anonymous) ?? anonymous
+        user = try container.decodeIfPresent(RateSpec.self, forKey: .user) ?? user
+        key = try container.decodeIfPresent(RateSpec.self, forKey: .key) ?? key
+    }
+}
+
+/// A plugin's overrides of the default limits.
+public struct LimitOverrides: Decodable, Sendable {
+    public var anonymous: RateSpec?
+    public var user: RateSpec?
+    public var key: RateSpec?
+}
+
+/// `cache:` — the response cache's bounds.
+public struct CacheSettings: Decodable, Sendable {
+    public var maxEntries: Int = 50_000
+    public var maxBytes: ByteSize = ByteSize(bytes: 64 << 20)
+
+    public init() {}
+
+    enum CodingKeys: String, CodingKey { case maxEntries, maxBytes }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        maxEntries = try container.decodeIfPresent(Int.self, forKey: .maxEntries) ?? maxEntries
+        guard maxEntries >= 0 else {
+            throw DecodingError.dataCorruptedError(forKey: .maxEntries, in: container, debugDescription: "must not be negative")
+        }
+        maxBytes = try container.decodeIfPresent(ByteSize.self, forKey: .maxBytes) ?? maxBytes
+    }
+}
+
+/// A plugin's cache overrides.
+public struct PluginCacheSettings: Decodable, Sendable {
+    /// Replaces the TTL of every cacheable operation of the plugin.
+    public var ttl: ConfigDuration?
+    /// `false` turns caching off for the plugin.
+    public var enabled: Bool?
+}
+
+/// One entry under `plugins:`.
+public struct PluginSettings: Decodable, Sendable {
+    public var enabled: Bool
+    /// Where its native API is mounted; default `/v1/<id>`.
+    public var mount: String?
+    /// A prefix for its dialect routes; default none (they keep their legacy paths).
+    public var dialectMount: String?
+    public var limits: LimitOverrides?
+    public var cache: PluginCacheSettings?
+    /// Its own settings, decoded by the plugin's `Configuration` type.
+    public var config: ConfigurationNode?
+    /// Where the entry stands in the file, for errors about the entry as a whole.
+    var origin: ConfigurationFileError?
+
+    enum CodingKeys: String, CodingKey { case enabled, mount, dialectMount, limits, cache, config }
+
+    public init(enabled: Bool = true, mount: String? = nil) {
+        self.enabled = enabled
+        self.mount = mount
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        if let yaml = decoder as? YAMLNodeDecoder {
+            origin = yaml.fail("")
+        }
+        enabled = try container.decodeIfPresent(Bool.self, forKey: .enabled) ?? true
+        mount = try container.decodeIfPresent(String.self, forKey: .mount)
+        for key in [CodingKeys.mount, .dialectMount] {
+            if let path = try container.decodeIfPresent(String.self, forKey: key), !PluginSettings.isValidMount(path) {
+                throw DecodingError.dataCorruptedError(forKey: key, in: container,
+                    debugDescription: "\"\(path)\" is not a mount path (start with /, letters, digits, -, _ and / only)")
+            }
+        }
+        dialectMount = try container.decodeIfPresent(String.self, forKey: .dialectMount)
+        limits = try container.decodeIfPresent(LimitOverrides.self, forKey: .limits)
+        cache = try container.decodeIfPresent(PluginCacheSettings.self, forKey: .cache)
+        config = try container.decodeIfPresent(ConfigurationNode.self, forKey: .config)
+    }
+
+    static func isValidMount(_ path: String) -> Bool {
+        path.hasPrefix("/") && path.count < 200 && !path.contains("//")
+            && path.unicodeScalars.allSatisfy { ("a"..."z").contains($0) || ("A"..."Z").contains($0) || ("0"..."9").contains($0) || "-_/.".unicodeScalars.contains($0) }
+    }
+}
+
+/// Where the gateway stores its data.
+public enum StorageLocation: Decodable, Sendable, Equatable, CustomStringConvertible {
+    case sqlite(path: String)
+    case postgres(url: String)
+
+    public init(from decoder: any Decoder) throws {
+        let text = try decoder.singleValueContainer().decode(String.self)
+        guard let location = StorageLocation(text) else {
+            throw ConfigurationValueError(message: "\"\(text.prefix(80))\" is not a storage location (use sqlite:data/gateway.sqlite or postgres://user@host/db)")
+        }
+        self = location
+    }
+
+    public init?(_ text: String) {
+        if text.hasPrefix("sqlite:") {
+            let path = String(text.dropFirst("sqlite:".count))
+            guard !path.isEmpty else { return nil }
+            self = .sqlite(path: path)
+        } else if text.hasPrefix("postgres://") || text.hasPrefix("postgresql://") {
+            guard URL(string: text)?.host != nil else { return nil }
+            self = .postgres(url: text)
+        } else {
+            return nil
+        }
+    }
+
+    /// The location with any password hidden, for logs.
+    public var description: String {
+        switch self {
+        case .sqlite(let path): return "sqlite:\(path)"
+        case .postgres(let url):
+            guard var components = URLComponents(string: url) else { return "postgres://…" }
+            if components.password != nil { components.password = "***" }
+            return components.string ?? "postgres://…"
+        }
+    }
+}
+
+/// A span of time written as `300s`, `5m`, `1h`, `30d` or `250ms`.
+public struct ConfigDuration: Decodable, Sendable, Equatable {
+    public var seconds: Double
+
+    public init(seconds: Double) { self.seconds = seconds }
+
+    public var duration: Duration { .milliseconds(Int64((seconds * 1000).rounded())) }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.singleValueContainer()
+        let text = try container.decode(String.self)
+        guard let value = ConfigDuration(parsing: text) else {
+            throw ConfigurationValueError(message: "\"\(text.prefix(60))\" is not a duration (use 300s, 5m, 1h)")
+        }
+        self = value
+    }
+
+    public init?(parsing text: String) {
+        let units: [(String, Double)] = [("ms", 0.001), ("s", 1), ("m", 60), ("h", 3600), ("d", 86_400), ("w", 604_800)]
+        for (suffix, factor) in units where text.hasSuffix(suffix) {
+            let number = text.dropLast(suffix.count)
+            guard !number.isEmpty, number.allSatisfy({ $0.isASCII && ($0.isNumber || $0 == ".") }),
+                  let value = Double(number), value.isFinite, value * factor <= 10 * 365 * 86_400 else { continue }
+            self.seconds = value * factor
+            return
+        }
+        return nil
+    }
+}
+
+/// An amount of bytes written as `1048576`, `512KB`, `64MB` or `1GB` (powers of 1024).
+public struct ByteSize: Decodable, Sendable, Equatable {
+    public var bytes: Int
+
+    public init(bytes: Int) { self.bytes = bytes }
+
+    public init(from decoder: any Decoder) throws {
+        let text = try decoder.singleValueContainer().decode(String.self)
+        guard let value = ByteSize(parsing: text) else {
+            throw ConfigurationValueError(message: "\"\(text.prefix(60))\" is not a size (use 1048576, 512KB, 64MB, 1GB)")
+        }
+        self = value
+    }
+
+    public init?(parsing raw: String) {
+        let text = raw.uppercased().replacingOccurrences(of: " ", with: "")
+        let units: [(String, Int)] = [("KIB", 1 << 10), ("MIB", 1 << 20), ("GIB", 1 << 30), ("KB", 1 << 10), ("MB", 1 << 20), ("GB", 1 << 30), ("K", 1 << 10), ("M", 1 << 20), ("G", 1 << 30), ("B", 1), ("", 1)]
+        for (suffix, factor) in units where text.hasSuffix(suffix) {
+            guard let number = Int(text.dropLast(suffix.count)), number >= 0 else { continue }
+            let (product, overflow) = number.multipliedReportingOverflow(by: factor)
+            guard !overflow, product <= 1 << 40 else { return nil }
+            self.bytes = product
+            return
+        }
+        return nil
+    }
+}
+
+/// A rate written as `60/min`, `30/s`, `1000/h` or `10000/day`.
+public struct RateSpec: Decodable, Sendable, Equatable, CustomStringConvertible {
+    /// How many requests...
+    public var count: Int
+    /// ...per this many seconds.
+    public var period: Double
+
+    public init(count: Int, period: Double) {
+        self.count = count
+        self.period = period
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let text = try decoder.singleValueContainer().decode(String.self)
+        guard let value = RateSpec(parsing: text) else {
+            throw ConfigurationValueError(message: "\"\(text.prefix(60))\" is not a rate (use 60/min, 30/s, 1000/h)")
+        }
+        self = value
+    }
+
+    public init?(parsing text: String) {
+        let parts = text.replacingOccurrences(of: " ", with: "").split(separator: "/")
+        guard parts.count == 2, let count = Int(parts[0]), count > 0, count <= 1_000_000_000 else { return nil }
+        let periods: [String: Double] = ["s": 1, "sec": 1, "second": 1, "m": 60, "min": 60, "minute": 60, "h": 3600, "hour": 3600, "d": 86_400, "day": 86_400]
+        guard let period = periods[String(parts[1])] else { return nil }
+        self.count = count
+        self.period = period
+    }
+
+    public var description: String {
+        let unit = [1: "s", 60: "min", 3600: "h", 86_400: "day"][Int(period)] ?? "\(period)s"
+        return "\(count)/\(unit)"
+    }
+}

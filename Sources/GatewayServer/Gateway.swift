@@ -1,0 +1,295 @@
+import AsyncHTTPClient
+import Foundation
+import GatewayCore
+import HTTPTypes
+import Hummingbird
+import HummingbirdWebSocket
+import Logging
+import NIOCore
+import OpenAPIKit
+import SQLKit
+import ServiceLifecycle
+import UnixSignals
+
+/// A configured gateway: its database open and migrated, its enabled plugins created, and its
+/// request pipeline built. ``run(host:port:onStart:)`` serves it until SIGTERM / SIGINT.
+///
+/// A `Gateway` owns its database: call ``shutdown()`` once when done (``run`` does it itself).
+public final class Gateway: Sendable {
+    /// The configuration it was built from.
+    public let configuration: GatewayConfiguration
+    /// The database every plugin shares.
+    public let database: GatewayDatabase
+    /// The enabled plugins, in the order of their registration.
+    public let plugins: [LoadedPlugin]
+    /// The request pipeline.
+    public let responder: GatewayResponder
+    /// Metrics of requests and of plugins.
+    public let metrics: GatewayMetrics
+    /// The OpenAPI document of the enabled plugins.
+    public let openAPIDocument: OpenAPI.Document
+    /// The event bus plugins publish to.
+    public let events: LocalEventBus
+    public let logger: Logger
+    let webSockets: RouteTable<MountedWebSocket>
+    let routeList: [RouteDescription]
+
+    /// A plugin as the running gateway holds it.
+    public struct LoadedPlugin: Sendable {
+        public let id: String
+        public let summary: String
+        public let mount: String
+        public let dialectMount: String
+        public let instance: any ServicePlugin
+        public let context: PluginContext
+    }
+
+    /// One line of `gateway routes`.
+    public struct RouteDescription: Sendable, Equatable {
+        public var method: String
+        public var path: String
+        public var name: String
+        public var summary: String
+    }
+
+    /// How to assemble the gateway; the defaults are what `gateway serve` uses.
+    public struct Options: Sendable {
+        /// The folder relative paths (SQLite file, plugin data) are resolved against.
+        public var baseDirectory: URL
+        /// Whether to apply missing migrations (otherwise a pending one is an error).
+        public var migrate: Bool = true
+        /// Whether to load plugins' demo data (overrides `demo:` in the file when set).
+        public var loadDemoData: Bool?
+        /// The principal stage; nil means guests only.
+        public var authenticator: (any Authenticator)?
+        /// The rate-limit stage; nil means unlimited.
+        public var rateLimiter: (any RateLimiter)?
+        /// The response-cache stage; nil means no caching.
+        public var cache: (any ResponseCacheStore)?
+        /// The clock plugins see.
+        public var clock: any WallClock = SystemClock()
+        public var logger: Logger = Logger(label: "gateway")
+
+        public init(baseDirectory: URL) {
+            self.baseDirectory = baseDirectory
+        }
+    }
+
+    /// Opens the database, applies migrations, creates every enabled plugin and builds the pipeline.
+    public static func start(configuration: GatewayConfiguration, registrations: [PluginRegistration], options: Options) async throws -> Gateway {
+        let logger = options.logger
+        for registration in registrations where !PluginRegistration.isValidID(registration.id) {
+            throw GatewayStartupError("plugin id '\(registration.id)' is not valid (lowercase letters, digits and -)")
+        }
+        let enabled = registrations.filter { configuration.plugins[$0.id]?.enabled ?? false }
+        let database = try await GatewayDatabase.open(configuration.storage, baseDirectory: options.baseDirectory, logger: logger)
+        do {
+            return try await assemble(configuration: configuration, enabled: enabled, database: database, options: options)
+        } catch {
+            await database.shutdown()
+            throw error
+        }
+    }
+
+    private static func assemble(configuration: GatewayConfiguration, enabled: [PluginRegistration], database: GatewayDatabase, options: Options) async throws -> Gateway {
+        let logger = options.logger
+        let db = database.sql
+        let migrations = [(owner: "gateway", steps: UserInbox.migrations)] + enabled.map { (owner: $0.id, steps: $0.migrations) }
+        if options.migrate {
+            try await MigrationRunner(database: db, logger: logger).migrate(migrations)
+        }
+        let metrics = GatewayMetrics()
+        let events = LocalEventBus()
+        let cache = options.cache ?? DisabledResponseCache()
+        let inbox = UserInbox(database: db, clock: options.clock)
+        let http = AsyncUpstreamClient()
+
+        var plugins: [LoadedPlugin] = []
+        for registration in enabled {
+            let settings = configuration.plugins[registration.id] ?? PluginSettings()
+            var pluginLogger = logger
+            pluginLogger[metadataKey: "plugin"] = .string(registration.id)
+            let context = PluginContext(
+                pluginID: registration.id, logger: pluginLogger, metrics: metrics.factory, database: db, clock: options.clock,
+                http: http, notifier: inbox, history: inbox, events: events, cache: cache, baseDirectory: options.baseDirectory)
+            let instance = try await registration.make(settings.config, context)
+            plugins.append(LoadedPlugin(
+                id: registration.id, summary: registration.summary, mount: settings.mount ?? "/v1/\(registration.id)",
+                dialectMount: settings.dialectMount ?? "", instance: instance, context: context))
+        }
+
+        if options.loadDemoData ?? configuration.demo {
+            try await loadDemoData(plugins, database: db, logger: logger)
+        }
+
+        // Routes: operations under their mounts, dialect routes, and the gateway's own endpoints.
+        var routes = RouteTable<Endpoint>()
+        var sockets = RouteTable<MountedWebSocket>()
+        var names = Set<String>()
+        var routeList: [RouteDescription] = []
+        func add(_ method: HTTPRequest.Method, _ path: String, _ endpoint: Endpoint) throws {
+            do {
+                try routes.add(method, path, endpoint)
+            } catch {
+                throw GatewayStartupError("route conflict: \(error)")
+            }
+            routeList.append(RouteDescription(method: method.rawValue, path: path, name: endpoint.name, summary: endpoint.summary))
+        }
+        for plugin in plugins {
+            let overrides = configuration.plugins[plugin.id]?.cache
+            for operation in plugin.instance.operations {
+                guard operation.name.hasPrefix(plugin.id + ".") else {
+                    throw GatewayStartupError("operation '\(operation.name)' of plugin \(plugin.id) must be named '\(plugin.id).<verb>'")
+                }
+                guard names.insert(operation.name).inserted else {
+                    throw GatewayStartupError("operation '\(operation.name)' is declared twice")
+                }
+                var cachePolicy = operation.cache
+                if overrides?.enabled == false { cachePolicy.ttl = nil }
+                if let ttl = overrides?.ttl, cachePolicy.ttl != nil { cachePolicy.ttl = ttl.duration }
+                let template = joinPath(plugin.mount, operation.path)
+                try add(operation.method, template, .operation(MountedOperation(
+                    pluginID: plugin.id, operation: operation, plugin: plugin.context, template: template, cache: cachePolicy)))
+            }
+            for dialect in plugin.instance.dialects {
+                for route in dialect.routes {
+                    let template = joinPath(plugin.dialectMount, route.path)
+                    try add(route.method, template, .dialect(MountedDialectRoute(
+                        pluginID: plugin.id, dialect: dialect, route: route, plugin: plugin.context, template: template)))
+                }
+                for socket in dialect.webSockets {
+                    let template = joinPath(plugin.dialectMount, socket.path)
+                    do {
+                        try sockets.add(.get, template, MountedWebSocket(pluginID: plugin.id, dialect: dialect, route: socket, plugin: plugin.context))
+                    } catch {
+                        throw GatewayStartupError("route conflict: \(error)")
+                    }
+                    routeList.append(RouteDescription(method: "WS", path: template, name: "\(plugin.id).\(dialect.name)", summary: socket.summary))
+                }
+            }
+        }
+
+        let document = OpenAPIDocumentBuilder.document(
+            title: "Gateway", version: GatewayVersion.current, serverURL: configuration.server.publicURL,
+            plugins: plugins.map { PluginDescription(id: $0.id, summary: $0.summary, mount: $0.mount, operations: $0.instance.operations) })
+        let openAPIJSON = ByteBuffer(bytes: try OpenAPIDocumentBuilder.json(document))
+        for endpoint in builtinEndpoints(plugins: plugins, metrics: metrics, openAPIJSON: openAPIJSON, database: database) {
+            try add(.get, endpoint.path, .gateway(endpoint.endpoint))
+        }
+
+        let responder = GatewayResponder(
+            routes: routes,
+            settings: .init(maxBodySize: configuration.server.maxBodySize.bytes, cors: configuration.server.cors, accessLog: configuration.server.accessLog),
+            authenticator: options.authenticator ?? GuestOnlyAuthenticator(),
+            rateLimiter: options.rateLimiter ?? UnlimitedRateLimiter(),
+            cache: cache, metrics: metrics, logger: logger)
+        return Gateway(configuration: configuration, database: database, plugins: plugins, responder: responder, metrics: metrics,
+                       openAPIDocument: document, events: events, logger: logger, webSockets: sockets,
+                       routeList: routeList.sorted { ($0.path, $0.method) < ($1.path, $1.method) })
+    }
+
+    private init(configuration: GatewayConfiguration, database: GatewayDatabase, plugins: [LoadedPlugin], responder: GatewayResponder,
+                 metrics: GatewayMetrics, openAPIDocument: OpenAPI.Document, events: LocalEventBus, logger: Logger,
+                 webSockets: RouteTable<MountedWebSocket>, routeList: [RouteDescription]) {
+        self.configuration = configuration
+        self.database = database
+        self.plugins = plugins
+        self.responder = responder
+        self.metrics = metrics
+        self.openAPIDocument = openAPIDocument
+        self.events = events
+        self.logger = logger
+        self.webSockets = webSockets
+        self.routeList = routeList
+    }
+
+    /// Every route the gateway serves: operations, dialect routes, WebSocket routes and its own endpoints.
+    public var routes: [RouteDescription] { routeList }
+
+    /// Each plugin's health.
+    public func health() async -> [(id: String, health: PluginHealth)] {
+        var result: [(String, PluginHealth)] = []
+        for plugin in plugins { result.append((plugin.id, await plugin.instance.health())) }
+        return result
+    }
+
+    /// Closes the database. Call once, after serving has stopped.
+    public func shutdown() async {
+        await database.shutdown()
+    }
+
+    /// The Hummingbird application serving this gateway (HTTP/1.1 with WebSocket upgrades).
+    public func makeApplication(host: String, port: Int, onStart: @escaping @Sendable (Int) async -> Void = { _ in }) -> some ApplicationProtocol {
+        let sockets = webSockets
+        let authenticator = responder.authenticator
+        let logger = self.logger
+        return Application(
+            responder: responder,
+            server: .http1WebSocketUpgrade(configuration: .init(ws: WebSocketServerConfiguration(maxFrameSize: 1 << 20))) { head, channel, _ in
+                try await Gateway.upgrade(head, channel: channel, sockets: sockets, authenticator: authenticator, logger: logger)
+            },
+            configuration: .init(address: .hostname(host, port: port), serverName: nil),
+            onServerRunning: { channel in await onStart(channel.localAddress?.port ?? port) },
+            logger: logger)
+    }
+
+    /// Serves until SIGTERM or SIGINT, then stops accepting, lets in-flight requests finish, stops
+    /// plugin services and closes the database.
+    public func run(host: String? = nil, port: Int? = nil, onStart: @escaping @Sendable (Int) async -> Void = { _ in }) async throws {
+        let app = makeApplication(host: host ?? configuration.server.host, port: port ?? configuration.server.port, onStart: onStart)
+        let services: [any Service] = [app] + plugins.flatMap(\.instance.services)
+        let group = ServiceGroup(configuration: .init(services: services.map { .init(service: $0) },
+                                                      gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        do {
+            try await group.run()
+        } catch {
+            await shutdown()
+            throw error
+        }
+        await shutdown()
+    }
+
+    static func joinPath(_ prefix: String, _ path: String) -> String {
+        let trimmedPrefix = prefix.hasSuffix("/") ? String(prefix.dropLast()) : prefix
+        let suffix = path.isEmpty || path == "/" ? "" : (path.hasPrefix("/") ? path : "/" + path)
+        let joined = trimmedPrefix + suffix
+        return joined.isEmpty ? "/" : joined
+    }
+
+    private static func loadDemoData(_ plugins: [LoadedPlugin], database: any SQLDatabase, logger: Logger) async throws {
+        struct Row: Decodable { var plugin: String }
+        let loaded = Set(try await database.select().column("plugin").from("gateway_demo_data").all(decoding: Row.self).map(\.plugin))
+        for plugin in plugins where !loaded.contains(plugin.id) {
+            logger.info("loading demo data", metadata: ["plugin": .string(plugin.id)])
+            try await plugin.instance.loadDemoData()
+            try await database.insert(into: "gateway_demo_data").columns("plugin", "loaded_at")
+                .values(SQLBind(plugin.id), SQLBind(Timestamp.format(Date()))).run()
+        }
+    }
+}
+
+/// A reason the gateway cannot start that is not tied to a line of plugins.yaml.
+public struct GatewayStartupError: Error, CustomStringConvertible {
+    public var description: String
+    public init(_ description: String) { self.description = description }
+}
+
+/// The gateway's version, shown in the OpenAPI document and `--version`.
+public enum GatewayVersion {
+    public static let current = "0.1.0"
+}
+
+extension Gateway {
+    /// A few `curl` lines that work against this gateway: its GET operations that need no path
+    /// parameter, one per plugin first.
+    public func exampleRequests(base: String) -> [String] {
+        var lines: [String] = []
+        for plugin in plugins {
+            for operation in plugin.instance.operations where operation.method == .get && operation.pathParameterNames.isEmpty && operation.access == .public {
+                lines.append("curl '\(base)\(Gateway.joinPath(plugin.mount, operation.path))'   # \(operation.summary)")
+                break
+            }
+        }
+        return lines
+    }
+}

@@ -1,0 +1,388 @@
+import Foundation
+import GatewayCore
+import HTTPTypes
+import OpenAPIKit
+
+/// What the OpenAPI document needs to know about one mounted plugin.
+public struct PluginDescription: Sendable {
+    /// The plugin's id; it names the plugin's tag.
+    public var id: String
+    /// One line about the plugin; it describes the tag.
+    public var summary: String
+    /// Where the plugin's operations are mounted, such as `/v1/notes`.
+    public var mount: String
+    /// The plugin's native operations.
+    public var operations: [GatewayCore.ServiceOperation]
+
+    public init(id: String, summary: String, mount: String, operations: [GatewayCore.ServiceOperation]) {
+        self.id = id
+        self.summary = summary
+        self.mount = mount
+        self.operations = operations
+    }
+}
+
+/// Builds the gateway's OpenAPI 3.1 document from the operations of the mounted plugins.
+///
+/// The document is derived, never written by hand, so it cannot drift from what the gateway serves.
+/// It guarantees:
+/// - every operation appears once, at its mount plus its path, with its name as `operationId` and
+///   its plugin's id as its tag;
+/// - its parameters, request body and success reply are described from the operation's declared
+///   types (see ``SchemaReflector``);
+/// - every failure it can produce is documented as an RFC 9457 problem
+///   (`#/components/schemas/Problem`), with 400/422 for operations that take input, 401/403 for
+///   operations that are not public, 429 always, and a `default` for the rest;
+/// - operations that are not public require the `bearer` or the `apiKey` security scheme;
+/// - the gateway's own endpoints (`/healthz`, `/readyz`, `/metrics`, `/openapi.json`, `/v1/plugins`)
+///   are listed under the `gateway` tag;
+/// - the result passes OpenAPIKit's validation.
+///
+/// The `x-gateway-access`, `x-gateway-cache` and `x-gateway-cost` extensions on each operation
+/// carry the gateway's policies for tools and people reading the document.
+public enum OpenAPIDocumentBuilder {
+    /// The document for `plugins`, served from `serverURL` (omitted: relative to the document).
+    public static func document(title: String, version: String, serverURL: String?, plugins: [PluginDescription]) -> OpenAPI.Document {
+        var paths: OrderedDictionary<OpenAPI.Path, OpenAPI.PathItem> = [:]
+        var tags = [
+            OpenAPI.Tag(name: gatewayTag, description: "The gateway's own endpoints: health, metrics, this document, the plugin list.")
+        ]
+
+        for (path, method, operation) in gatewayEndpoints {
+            add(operation, method: method, at: path, to: &paths)
+        }
+        for plugin in plugins {
+            tags.append(OpenAPI.Tag(name: plugin.id, description: plugin.summary))
+            for operation in plugin.operations {
+                let path = joined(mount: plugin.mount, path: operation.path)
+                guard let method = OpenAPI.HttpMethod(rawValue: operation.method.rawValue) else { continue }
+                add(describe(operation, tag: plugin.id), method: method, at: OpenAPI.Path(rawValue: path), to: &paths)
+            }
+        }
+
+        return OpenAPI.Document(
+            openAPIVersion: .v3_1_1,
+            info: OpenAPI.Document.Info(title: title, version: version),
+            servers: serverURL.flatMap(URLTemplate.init(rawValue:)).map { [OpenAPI.Server(urlTemplate: $0)] } ?? [],
+            paths: paths.mapValues { .b($0) },
+            components: components,
+            tags: tags
+        )
+    }
+
+    /// The document as pretty-printed JSON with sorted keys, so that equal documents give equal bytes.
+    public static func json(_ document: OpenAPI.Document) throws -> Data {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        return try encoder.encode(document)
+    }
+
+    /// `mount` followed by `path`, with exactly one slash between them; an empty or `/` path is the
+    /// mount itself.
+    static func joined(mount: String, path: String) -> String {
+        let head = mount.split(separator: "/", omittingEmptySubsequences: true)
+        let tail = path.split(separator: "/", omittingEmptySubsequences: true)
+        return "/" + (head + tail).joined(separator: "/")
+    }
+
+    // MARK: Operations
+
+    private static let gatewayTag = "gateway"
+
+    private static func add(
+        _ operation: OpenAPI.Operation, method: OpenAPI.HttpMethod, at path: OpenAPI.Path,
+        to paths: inout OrderedDictionary<OpenAPI.Path, OpenAPI.PathItem>
+    ) {
+        var item = paths[path] ?? OpenAPI.PathItem()
+        // OpenAPI has room for one operation per method and path; should two plugins claim the
+        // same one, the first declared keeps it rather than being silently replaced.
+        guard item[method] == nil else { return }
+        item[method] = operation
+        paths[path] = item
+    }
+
+    private static func describe(_ operation: GatewayCore.ServiceOperation, tag: String) -> OpenAPI.Operation {
+        let io = operation.io
+        let hasInput = io.path != NoInput.self || io.query != NoInput.self || io.hasBody || !operation.pathParameterNames.isEmpty
+
+        var responses: OpenAPI.Response.Map = [:]
+        responses[.status(code: successStatus(of: operation))] = .b(successResponse(of: operation))
+        if hasInput {
+            responses[.status(code: 400)] = problemReference(ProblemResponse.badRequest)
+            responses[.status(code: 422)] = problemReference(ProblemResponse.invalidInput)
+        }
+        if operation.access != .public {
+            responses[.status(code: 401)] = problemReference(ProblemResponse.unauthorized)
+            responses[.status(code: 403)] = problemReference(ProblemResponse.forbidden)
+        }
+        responses[.status(code: 429)] = problemReference(ProblemResponse.tooManyRequests)
+        responses[.default] = problemReference(ProblemResponse.problem)
+
+        return OpenAPI.Operation(
+            tags: [tag],
+            summary: operation.summary,
+            description: operation.details,
+            operationId: operation.name,
+            parameters: parameters(of: operation),
+            requestBody: requestBody(of: operation),
+            responses: responses,
+            security: security(for: operation.access),
+            vendorExtensions: [
+                "x-gateway-access": AnyCodable(operation.access.summary),
+                "x-gateway-cache": operation.cache.ttl.map { AnyCodable(seconds(of: $0)) } ?? AnyCodable("none"),
+                "x-gateway-cost": AnyCodable(operation.cost),
+            ]
+        )
+    }
+
+    private static func parameters(of operation: GatewayCore.ServiceOperation) -> OpenAPI.Parameter.Array {
+        var result: OpenAPI.Parameter.Array = []
+        // The template decides which path parameters exist; a declared field the template lacks could
+        // never be sent, and a template name without a field still arrives, as text.
+        let pathFields = SchemaReflector.parameters(of: operation.io.path)
+        for name in operation.pathParameterNames {
+            let schema = pathFields.first { $0.name == name }?.schema ?? .string
+            result.append(.b(.path(name: name, schema: schema)))
+        }
+        for field in SchemaReflector.parameters(of: operation.io.query) {
+            result.append(.b(.query(name: field.name, required: field.required, schema: field.schema)))
+        }
+        return result
+    }
+
+    private static func requestBody(of operation: GatewayCore.ServiceOperation) -> OpenAPI.Request? {
+        guard operation.io.hasBody else { return nil }
+        let isRaw = operation.io.body is any RawBodyInput.Type
+        let schema = isRaw ? nil : SchemaReflector.schema(for: operation.io.body)
+        var content: OrderedDictionary<OpenAPI.ContentType, OpenAPI.Content> = [:]
+        for mediaType in operation.bodyMediaTypes {
+            guard let contentType = OpenAPI.ContentType(rawValue: mediaType) else { continue }
+            content[contentType] = OpenAPI.Content(schema: schema ?? rawSchema(for: mediaType))
+        }
+        return OpenAPI.Request(content: .direct(content), required: true)
+    }
+
+    /// The schema of a body taken as bytes: text for textual media types, binary otherwise.
+    private static func rawSchema(for mediaType: String) -> JSONSchema {
+        let textual = mediaType.hasPrefix("text/") || ["json", "xml", "yaml"].contains { mediaType.hasSuffix($0) }
+        return textual ? .string : .string(format: .other("binary"))
+    }
+
+    /// A ``NoContent`` output always answers 204, whatever the operation's default status.
+    private static func successStatus(of operation: GatewayCore.ServiceOperation) -> Int {
+        operation.io.output == NoContent.self ? 204 : operation.successStatus
+    }
+
+    private static func successResponse(of operation: GatewayCore.ServiceOperation) -> OpenAPI.Response {
+        let status = successStatus(of: operation)
+        let description = reasonPhrase(for: status)
+        let output = operation.io.output
+        if output == NoContent.self {
+            return OpenAPI.Response(description: description)
+        }
+        if output == RawReply.self {
+            return OpenAPI.Response(description: description, content: .direct([.txt: OpenAPI.Content(schema: .string)]))
+        }
+        return OpenAPI.Response(
+            description: description,
+            content: .direct([.json: OpenAPI.Content(schema: SchemaReflector.schema(forOutput: output))])
+        )
+    }
+
+    private static func reasonPhrase(for status: Int) -> String {
+        // OpenAPI 3.1 requires a description on every response.
+        let phrase = HTTPResponse.Status(code: status).reasonPhrase
+        return phrase.isEmpty ? "Success" : phrase
+    }
+
+    private static func security(for access: AccessRule) -> [OpenAPI.SecurityRequirement]? {
+        guard access != .public else { return nil }
+        // A key carries scopes; a session holds every scope of its user, so only the key
+        // alternative names the scope.
+        let scopes: [String]
+        if case .scope(let scope) = access { scopes = [scope] } else { scopes = [] }
+        return [
+            [.component(named: SecuritySchemeName.bearer): []],
+            [.component(named: SecuritySchemeName.apiKey): scopes],
+        ]
+    }
+
+    private static func seconds(of duration: Duration) -> Int {
+        let (seconds, attoseconds) = duration.components
+        return Int(seconds) + (attoseconds > 0 ? 1 : 0)
+    }
+
+    // MARK: Components
+
+    private enum SecuritySchemeName {
+        static let bearer = "bearer"
+        static let apiKey = "apiKey"
+    }
+
+    private enum ProblemResponse {
+        static let badRequest = "BadRequest"
+        static let invalidInput = "InvalidInput"
+        static let unauthorized = "Unauthorized"
+        static let forbidden = "Forbidden"
+        static let tooManyRequests = "TooManyRequests"
+        static let problem = "Problem"
+    }
+
+    private static let problemSchemaName = "Problem"
+
+    private static func problemReference(_ name: String) -> Either<OpenAPI.Reference<OpenAPI.Response>, OpenAPI.Response> {
+        .a(.component(named: name))
+    }
+
+    private static var problemContent: OpenAPI.Content.Map {
+        let problemJSON = OpenAPI.ContentType(rawValue: "application/problem+json") ?? .json
+        return .direct([problemJSON: OpenAPI.Content(schema: .reference(.component(named: problemSchemaName)))])
+    }
+
+    private static func problemResponse(_ description: String, headers: OpenAPI.Header.Map? = nil) -> OpenAPI.Response {
+        OpenAPI.Response(description: description, headers: headers, content: problemContent)
+    }
+
+    /// RFC 9457 problem details as the gateway writes them (`GatewayError`).
+    private static var problemSchema: JSONSchema {
+        .object(
+            description: "An RFC 9457 problem document. Extension members (such as `violated-policies`) may appear beside these.",
+            properties: [
+                "type": .string(format: .uriReference, description: "Identifies the problem type."),
+                "title": .string(description: "A short summary of the problem type."),
+                "status": .integer(description: "The HTTP status code."),
+                "detail": .string(required: false, description: "What went wrong this time."),
+                "instance": .string(format: .uriReference, required: false, description: "Identifies this occurrence."),
+                "errors": .array(
+                    required: false,
+                    description: "The offending input fields.",
+                    items: .object(properties: [
+                        "pointer": .string(description: "A JSON pointer into the body, or `path.<name>` / `query.<name>`."),
+                        "detail": .string(description: "What is wrong with the field."),
+                    ])
+                ),
+            ]
+        )
+    }
+
+    private static var components: OpenAPI.Components {
+        let integerHeader = OpenAPI.Header(schema: .integer)
+        let stringHeader = OpenAPI.Header(schema: .string)
+        return .direct(
+            schemas: [OpenAPI.ComponentKey(stringLiteral: problemSchemaName): problemSchema],
+            responses: [
+                OpenAPI.ComponentKey(stringLiteral: ProblemResponse.badRequest): problemResponse(
+                    "The request cannot be read (malformed JSON or parameters)."),
+                OpenAPI.ComponentKey(stringLiteral: ProblemResponse.invalidInput): problemResponse(
+                    "The input is well-formed but invalid; `errors` names each field."),
+                OpenAPI.ComponentKey(stringLiteral: ProblemResponse.unauthorized): problemResponse(
+                    "Authentication is required, or the credential is no longer valid.",
+                    headers: ["WWW-Authenticate": .b(stringHeader)]
+                ),
+                OpenAPI.ComponentKey(stringLiteral: ProblemResponse.forbidden): problemResponse("The caller may not do this."),
+                OpenAPI.ComponentKey(stringLiteral: ProblemResponse.tooManyRequests): problemResponse(
+                    "The caller's rate limit is used up.",
+                    headers: [
+                        "Retry-After": .b(OpenAPI.Header(schema: .integer, description: "Seconds until the limit allows another call.")),
+                        "RateLimit-Policy": .b(stringHeader),
+                        "RateLimit": .b(stringHeader),
+                        "X-RateLimit-Limit": .b(integerHeader),
+                        "X-RateLimit-Remaining": .b(integerHeader),
+                        "X-RateLimit-Reset": .b(integerHeader),
+                    ]
+                ),
+                OpenAPI.ComponentKey(stringLiteral: ProblemResponse.problem): problemResponse("Any other failure, as a problem document."),
+            ],
+            securitySchemes: [
+                OpenAPI.ComponentKey(stringLiteral: SecuritySchemeName.bearer): .http(
+                    scheme: "bearer",
+                    description: "A session token from signing in."
+                ),
+                OpenAPI.ComponentKey(stringLiteral: SecuritySchemeName.apiKey): .apiKey(
+                    name: "X-Api-Key",
+                    location: .header,
+                    description: "An API key; its scopes limit what it may call."
+                ),
+            ]
+        )
+    }
+
+    // MARK: The gateway's own endpoints
+
+    /// The endpoints the host serves itself. Their shapes follow what `BuiltinEndpoints` writes.
+    private static var gatewayEndpoints: [(OpenAPI.Path, OpenAPI.HttpMethod, OpenAPI.Operation)] {
+        let health = JSONSchema.string(allowedValues: ["ok", "degraded", "failing"])
+        let plugin = JSONSchema.object(properties: [
+            "id": .string,
+            "summary": .string,
+            "mount": .string,
+            "status": health,
+            "reason": .string(required: false, description: "Why the plugin is not ok."),
+            "operations": .integer(description: "How many native operations it offers."),
+            "dialects": .array(items: .string),
+        ])
+        let readiness = JSONSchema.object(properties: [
+            "status": health,
+            "database": health,
+            "plugins": .array(items: plugin),
+        ])
+        func json(_ schema: JSONSchema) -> OpenAPI.Content.Map {
+            .direct([.json: OpenAPI.Content(schema: schema)])
+        }
+        func endpoint(_ id: String, _ summary: String, _ ok: OpenAPI.Response, others: OpenAPI.Response.Map = [:]) -> OpenAPI.Operation {
+            var responses: OpenAPI.Response.Map = [.status(code: 200): .b(ok)]
+            for (status, response) in others { responses[status] = response }
+            responses[.default] = problemReference(ProblemResponse.problem)
+            return OpenAPI.Operation(
+                tags: [gatewayTag],
+                summary: summary,
+                operationId: "gateway.\(id)",
+                responses: responses,
+                vendorExtensions: ["x-gateway-access": AnyCodable(AccessRule.public.summary)]
+            )
+        }
+        let prometheus = OpenAPI.ContentType(rawValue: "text/plain; version=0.0.4; charset=utf-8") ?? .txt
+        return [
+            (
+                "/healthz", .get,
+                endpoint(
+                    "healthz", "Liveness: the process answers",
+                    OpenAPI.Response(description: "The process is alive", content: json(.object(properties: ["status": health])))
+                )
+            ),
+            (
+                "/readyz", .get,
+                endpoint(
+                    "readyz", "Readiness: the database and every plugin's health",
+                    OpenAPI.Response(description: "Ready, possibly degraded", content: json(readiness)),
+                    others: [
+                        .status(code: 503): .b(
+                            OpenAPI.Response(description: "The database or a plugin is failing", content: json(readiness)))
+                    ]
+                )
+            ),
+            (
+                "/metrics", .get,
+                endpoint(
+                    "metrics", "Prometheus metrics",
+                    OpenAPI.Response(
+                        description: "The Prometheus text format", content: .direct([prometheus: OpenAPI.Content(schema: .string)]))
+                )
+            ),
+            (
+                "/openapi.json", .get,
+                endpoint(
+                    "openapi", "The OpenAPI 3.1 document of the enabled plugins",
+                    OpenAPI.Response(description: "This document", content: json(.object(description: "An OpenAPI 3.1 document.")))
+                )
+            ),
+            (
+                "/v1/plugins", .get,
+                endpoint(
+                    "plugins", "The enabled plugins, their mounts and health",
+                    OpenAPI.Response(description: "The plugins", content: json(.object(properties: ["items": .array(items: plugin)])))
+                )
+            ),
+        ]
+    }
+}

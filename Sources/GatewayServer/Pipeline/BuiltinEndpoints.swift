@@ -1,0 +1,76 @@
+import Foundation
+import GatewayCore
+import HTTPTypes
+import Hummingbird
+import NIOCore
+import SQLKit
+
+extension Gateway {
+    /// The gateway's own endpoints: liveness, readiness with per-plugin health, Prometheus
+    /// metrics, the OpenAPI document and the plugin list.
+    static func builtinEndpoints(plugins: [LoadedPlugin], metrics: GatewayMetrics, openAPIJSON: ByteBuffer,
+                                 database: GatewayDatabase) -> [(path: String, endpoint: GatewayEndpoint)] {
+        @Sendable func json(_ value: some Encodable & Sendable, status: HTTPResponse.Status = .ok) throws -> Response {
+            var headers = HTTPFields()
+            headers[.contentType] = "application/json"
+            headers[.cacheControl] = "no-store"
+            return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: try JSONCoding.encoder.encode(value))))
+        }
+        struct PluginStatus: Encodable, Sendable {
+            var id: String
+            var summary: String
+            var mount: String
+            var status: String
+            var reason: String?
+            var operations: Int
+            var dialects: [String]
+        }
+        struct Readiness: Encodable, Sendable {
+            var status: String
+            var database: String
+            var plugins: [PluginStatus]
+        }
+        @Sendable func statuses() async -> [PluginStatus] {
+            var result: [PluginStatus] = []
+            for plugin in plugins {
+                let health = await plugin.instance.health()
+                result.append(PluginStatus(id: plugin.id, summary: plugin.summary, mount: plugin.mount, status: health.status.rawValue,
+                                           reason: health.reason, operations: plugin.instance.operations.count,
+                                           dialects: plugin.instance.dialects.map(\.name)))
+            }
+            return result
+        }
+        let healthz = ByteBuffer(string: #"{"status":"ok"}"#)
+        return [
+            ("/healthz", GatewayEndpoint(name: "gateway.healthz", summary: "Liveness: the process answers") { _, _ in
+                var headers = HTTPFields()
+                headers[.contentType] = "application/json"
+                headers[.cacheControl] = "no-store"
+                return Response(status: .ok, headers: headers, body: .init(byteBuffer: healthz))
+            }),
+            ("/readyz", GatewayEndpoint(name: "gateway.readyz", summary: "Readiness: the database and every plugin's health") { _, _ in
+                let plugins = await statuses()
+                let databaseOK = (try? await database.sql.raw("SELECT 1").run()) != nil
+                let failing = !databaseOK || plugins.contains { $0.status == PluginHealth.Status.failing.rawValue }
+                let degraded = plugins.contains { $0.status == PluginHealth.Status.degraded.rawValue }
+                return try json(Readiness(status: failing ? "failing" : (degraded ? "degraded" : "ok"),
+                                          database: databaseOK ? "ok" : "failing", plugins: plugins),
+                                status: failing ? .serviceUnavailable : .ok)
+            }),
+            ("/metrics", GatewayEndpoint(name: "gateway.metrics", summary: "Prometheus metrics") { _, _ in
+                var headers = HTTPFields()
+                headers[.contentType] = "text/plain; version=0.0.4; charset=utf-8"
+                return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: metrics.render())))
+            }),
+            ("/openapi.json", GatewayEndpoint(name: "gateway.openapi", summary: "The OpenAPI 3.1 document of the enabled plugins") { _, _ in
+                var headers = HTTPFields()
+                headers[.contentType] = "application/json"
+                return Response(status: .ok, headers: headers, body: .init(byteBuffer: openAPIJSON))
+            }),
+            ("/v1/plugins", GatewayEndpoint(name: "gateway.plugins", summary: "The enabled plugins, their mounts and health") { _, _ in
+                struct List: Encodable, Sendable { var items: [PluginStatus] }
+                return try json(List(items: await statuses()))
+            }),
+        ]
+    }
+}

@@ -1,0 +1,369 @@
+import Foundation
+import GatewayCore
+import HTTPTypes
+import Hummingbird
+import Logging
+import NIOCore
+
+/// The gateway's request pipeline, as one Hummingbird responder.
+///
+/// Every request passes the stages of DESIGN.md in order: request id → access log + metrics →
+/// CORS → route → body size limit → principal → rate limit → cache lookup → authorization →
+/// input decoding → handler → encode → cache store / invalidate → reply. The stages run inline
+/// rather than as a chain of middleware so that the common path costs no extra allocations or
+/// indirections. Every error becomes a problem document (or the dialect's legacy shape); nothing a
+/// client sends can produce a 500 unless a handler itself fails unexpectedly.
+public struct GatewayResponder: HTTPResponder {
+    public typealias Context = GatewayRequestContext
+
+    let routes: RouteTable<Endpoint>
+    let settings: PipelineSettings
+    let authenticator: any Authenticator
+    let rateLimiter: any RateLimiter
+    let cache: any ResponseCacheStore
+    let metrics: GatewayMetrics
+    let logger: Logger
+    private let encoder = JSONCoding.encoder
+
+    /// Settings of the pipeline that come from plugins.yaml.
+    struct PipelineSettings: Sendable {
+        var maxBodySize: Int
+        var cors: CORSSettings?
+        var accessLog: Bool
+    }
+
+    static let requestIDField = HTTPField.Name("X-Request-Id")!
+    static let cacheField = HTTPField.Name("X-Cache")!
+    static let ageField = HTTPField.Name("Age")!
+
+    public func respond(to request: Request, context: Context) async throws -> Response {
+        let start = ContinuousClock.now
+        let requestID = Self.requestID(from: request.headers)
+        var endpointName = "unmatched"
+        var response: Response
+        if request.method == .options, let cors = settings.cors, request.headers[.accessControlRequestMethod] != nil {
+            endpointName = "cors.preflight"
+            response = Self.preflight(request, cors: cors)
+        } else {
+            do {
+                switch try routes.resolve(request.method, path: Substring(request.uri.path)) {
+                case .found(let endpoint, _, let parameters):
+                    endpointName = endpoint.name
+                    response = try await dispatch(endpoint, parameters: parameters, request: request, context: context, requestID: requestID)
+                case .methodNotAllowed(let allowed):
+                    response = ProblemResponse.make(.methodNotAllowed(request.method.rawValue, allowed: allowed), path: request.uri.path, requestID: requestID)
+                case .notFound:
+                    response = ProblemResponse.make(.notFound("Nothing is served at \(request.uri.path.prefix(200))."), path: request.uri.path, requestID: requestID)
+                }
+            } catch {
+                response = problem(for: error, request: request, requestID: requestID, endpoint: endpointName)
+            }
+        }
+        response.headers[Self.requestIDField] = requestID
+        if let cors = settings.cors { Self.addCORS(to: &response, request: request, cors: cors) }
+        if request.method == .head { response.body = .init() }
+        let elapsed = ContinuousClock.now - start
+        metrics.record(endpoint: endpointName, status: response.status.code, duration: elapsed)
+        let level: Logger.Level = settings.accessLog ? .info : .debug
+        if logger.logLevel <= level {
+            logger.log(level: level, "\(request.method.rawValue) \(request.uri.path) \(response.status.code)", metadata: [
+                "request.id": .string(requestID), "endpoint": .string(endpointName), "client": .string(context.remoteAddress),
+                "micros": .stringConvertible(elapsed.components.attoseconds / 1_000_000_000_000 + elapsed.components.seconds * 1_000_000),
+            ])
+        }
+        return response
+    }
+
+    private func problem(for error: any Error, request: Request, requestID: String, endpoint: String) -> Response {
+        if let gatewayError = ProblemResponse.gatewayError(from: error) {
+            return ProblemResponse.make(gatewayError, path: request.uri.path, requestID: requestID)
+        }
+        logger.error("unhandled error", metadata: ["request.id": .string(requestID), "endpoint": .string(endpoint), "error": "\(String(reflecting: error))"])
+        return ProblemResponse.make(.internalError(), path: request.uri.path, requestID: requestID)
+    }
+
+    private func dispatch(_ endpoint: Endpoint, parameters: [String: String], request: Request, context: Context, requestID: String) async throws -> Response {
+        switch endpoint {
+        case .gateway(let gateway):
+            return try await gateway.handler(request, context)
+        case .operation(let mounted):
+            return try await runOperation(mounted, parameters: parameters, request: request, context: context, requestID: requestID)
+        case .dialect(let mounted):
+            do {
+                return try await runDialect(mounted, parameters: parameters, request: request, context: context, requestID: requestID)
+            } catch {
+                guard let gatewayError = ProblemResponse.gatewayError(from: error) else {
+                    logger.error("unhandled dialect error", metadata: ["request.id": .string(requestID), "error": "\(String(reflecting: error))"])
+                    return Self.response(mounted.dialect.renderError(.internalError()))
+                }
+                var response = Self.response(mounted.dialect.renderError(gatewayError))
+                for (name, value) in gatewayError.headers where name != "WWW-Authenticate" || gatewayError.status == 401 {
+                    if let field = HTTPField.Name(name) { response.headers[field] = value }
+                }
+                return response
+            }
+        }
+    }
+
+    // MARK: Stages shared by operations and dialects
+
+    private func collectBody(_ request: Request) async throws -> ByteBuffer {
+        if let length = request.headers[.contentLength].flatMap(Int.init), length > settings.maxBodySize {
+            throw GatewayError.contentTooLarge(limit: settings.maxBodySize)
+        }
+        do {
+            return try await request.body.collect(upTo: settings.maxBodySize)
+        } catch let error as HTTPError where error.status == .contentTooLarge {
+            throw GatewayError.contentTooLarge(limit: settings.maxBodySize)
+        }
+    }
+
+    private func limit(_ principal: Principal, plugin: String, cost: Int) async throws -> [(String, String)] {
+        let decision = try await rateLimiter.acquire(principal: principal, plugin: plugin, cost: cost)
+        guard decision.allowed else {
+            throw GatewayError.quotaExceeded(policy: decision.policy, retryAfter: decision.retryAfter)
+                .adding(headers: Dictionary(decision.headers, uniquingKeysWith: { _, new in new }))
+        }
+        return decision.headers
+    }
+
+    static func authorize(_ rule: AccessRule, principal: Principal, plugin: String) throws {
+        switch rule {
+        case .public:
+            return
+        case .user, .owner:
+            guard principal.userID != nil || principal.isAdmin else {
+                throw principal.isAnonymous ? GatewayError.unauthorized() : GatewayError.forbidden("This operation acts for a user; this key has none.")
+            }
+        case .scope(let scope):
+            if principal.isAdmin { return }
+            switch principal.kind {
+            case .anonymous: throw GatewayError.unauthorized()
+            case .user: return
+            case .apiKey:
+                guard principal.scopes.contains(scope) || principal.scopes.contains("*") || principal.scopes.contains("\(plugin):*") else {
+                    throw GatewayError.forbidden("This key lacks the scope \(scope).")
+                }
+            }
+        case .admin:
+            guard principal.isAdmin else {
+                throw principal.isAnonymous ? GatewayError.unauthorized() : GatewayError.forbidden("Only administrators may do this.")
+            }
+        }
+    }
+
+    // MARK: Operations
+
+    private func runOperation(_ mounted: MountedOperation, parameters: [String: String], request: Request, context: Context, requestID: String) async throws -> Response {
+        let operation = mounted.operation
+        let principal = try await authenticator.principal(for: NativeCredentials.extract(from: request.headers), address: context.remoteAddress)
+        let limitHeaders = try await limit(principal, plugin: mounted.pluginID, cost: operation.cost)
+        let query = try PercentDecoding.queryParameters(Substring(request.uri.query ?? ""))
+
+        let isRead = request.method == .get || request.method == .head
+        let requestCacheControl = request.headers[.cacheControl]?.lowercased() ?? ""
+        let cacheKey: String? = isRead && mounted.cache.isCacheable && !requestCacheControl.contains("no-store")
+            ? Self.cacheKey(mounted, parameters: parameters, query: query, request: request, principal: principal) : nil
+        if let cacheKey, !requestCacheControl.contains("no-cache"), let hit = await cache.lookup(cacheKey) {
+            let age = ContinuousClock.now - hit.storedAt
+            let maxAge = Self.requestMaxAge(requestCacheControl)
+            if age < hit.ttl, maxAge.map({ age <= .seconds($0) }) ?? true {
+                return Self.cachedResponse(hit, age: age, request: request, limitHeaders: limitHeaders)
+            }
+        }
+
+        try Self.authorize(operation.access, principal: principal, plugin: mounted.pluginID)
+        if let resource = operation.resourceParameter, let id = parameters[resource],
+           !principal.mayAccess(resource: id, of: mounted.pluginID) {
+            throw GatewayError.notFound("No such resource '\(id)'.")
+        }
+        var body: ByteBuffer?
+        if operation.io.hasBody {
+            body = try await collectBody(request)
+        }
+        let contentType = request.headers[.contentType].map { Self.mediaType($0) }
+        var logger = self.logger
+        logger[metadataKey: "request.id"] = .string(requestID)
+        let operationContext = OperationContext(principal: principal, requestID: requestID, logger: logger,
+                                                headers: request.headers, plugin: mounted.plugin)
+        let reply = try await operation(
+            OperationRequest(pathParameters: parameters, queryParameters: query, body: body, contentType: contentType),
+            context: operationContext)
+
+        var headers = HTTPFields()
+        for (name, value) in limitHeaders { if let field = HTTPField.Name(name) { headers[field] = value } }
+        for (name, value) in reply.headers { if let field = HTTPField.Name(name) { headers[field] = value } }
+        let bytes: ByteBuffer
+        switch reply.body {
+        case .empty:
+            bytes = ByteBuffer()
+        case .json(let value):
+            bytes = ByteBuffer(bytes: try encoder.encode(value))
+            headers[.contentType] = "application/json"
+        case .bytes(let buffer, let type):
+            bytes = buffer
+            headers[.contentType] = type
+        }
+        let succeeded = (200..<300).contains(reply.status)
+        if succeeded && !isRead && !mounted.cache.invalidates.isEmpty {
+            await cache.invalidate(tags: Self.resolve(tags: mounted.cache.invalidates, parameters: parameters))
+        }
+        guard isRead, reply.status == 200 else {
+            return Response(status: .init(code: reply.status), headers: headers, body: .init(byteBuffer: bytes))
+        }
+        let etag = headers[.eTag] ?? Self.strongETag(bytes)
+        headers[.eTag] = etag
+        if let cacheKey, let ttl = mounted.cache.ttl {
+            let seconds = Int(ttl.components.seconds)
+            headers[.cacheControl] = mounted.cache.scope == .shared ? "public, max-age=\(seconds)" : "private, max-age=\(seconds)"
+            headers[Self.cacheField] = "MISS"
+            if !requestCacheControl.contains("no-store") {
+                var stored = headers
+                for (name, _) in limitHeaders { if let field = HTTPField.Name(name) { stored[field] = nil } }
+                await cache.store(cacheKey, CachedReply(
+                    status: 200, headers: stored.map { ($0.name.rawName, $0.value) }, body: Array(buffer: bytes), etag: etag,
+                    storedAt: .now, ttl: ttl, tags: Self.resolve(tags: mounted.cache.tags, parameters: parameters)))
+            }
+        } else {
+            if headers[.cacheControl] == nil { headers[.cacheControl] = "no-cache" }
+            headers[Self.cacheField] = "BYPASS"
+        }
+        if Self.matches(ifNoneMatch: request.headers[.ifNoneMatch], etag: etag) {
+            headers[.contentType] = nil
+            return Response(status: .notModified, headers: headers, body: .init())
+        }
+        return Response(status: .ok, headers: headers, body: .init(byteBuffer: bytes))
+    }
+
+    // MARK: Dialects
+
+    private func runDialect(_ mounted: MountedDialectRoute, parameters: [String: String], request: Request, context: Context, requestID: String) async throws -> Response {
+        let query = try PercentDecoding.queryParameters(Substring(request.uri.query ?? ""))
+        let body = try await collectBody(request)
+        let dialectRequest = DialectRequest(method: request.method, path: request.uri.path, pathParameters: parameters,
+                                            queryParameters: query, headers: request.headers, body: body)
+        let principal = try await authenticator.principal(for: mounted.dialect.credential(dialectRequest), address: context.remoteAddress)
+        let limitHeaders = try await limit(principal, plugin: mounted.pluginID, cost: mounted.route.cost)
+        var logger = self.logger
+        logger[metadataKey: "request.id"] = .string(requestID)
+        let operationContext = OperationContext(principal: principal, requestID: requestID, logger: logger,
+                                                headers: request.headers, plugin: mounted.plugin)
+        var response = Self.response(try await mounted.route.handler(dialectRequest, operationContext))
+        for (name, value) in limitHeaders { if let field = HTTPField.Name(name) { response.headers[field] = value } }
+        return response
+    }
+
+    static func response(_ reply: DialectResponse) -> Response {
+        var headers = HTTPFields()
+        for (name, value) in reply.headers { if let field = HTTPField.Name(name) { headers[field] = value } }
+        return Response(status: .init(code: reply.status), headers: headers, body: .init(byteBuffer: reply.body))
+    }
+
+    // MARK: Helpers
+
+    static func requestID(from headers: HTTPFields) -> String {
+        if let given = headers[requestIDField], !given.isEmpty, given.utf8.count <= 128,
+           given.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) {
+            return given
+        }
+        var generator = SystemRandomNumberGenerator()
+        let value = generator.next() as UInt64
+        let hex = String(value, radix: 16)
+        return String(repeating: "0", count: 16 - hex.count) + hex
+    }
+
+    static func mediaType(_ header: String) -> String {
+        let type = header.split(separator: ";", maxSplits: 1).first.map(String.init) ?? header
+        return type.trimmingCharacters(in: .whitespaces).lowercased()
+    }
+
+    /// A strong validator derived from the body: FNV-1a 64, stable across instances and restarts.
+    static func strongETag(_ bytes: ByteBuffer) -> String {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        bytes.withUnsafeReadableBytes { raw in
+            for byte in raw {
+                hash ^= UInt64(byte)
+                hash &*= 0x0000_0100_0000_01b3
+            }
+        }
+        let hex = String(hash, radix: 16)
+        return "\"" + String(repeating: "0", count: 16 - hex.count) + hex + "\""
+    }
+
+    static func matches(ifNoneMatch header: String?, etag: String) -> Bool {
+        guard let header else { return false }
+        if header.trimmingCharacters(in: .whitespaces) == "*" { return true }
+        let bare = etag.hasPrefix("W/") ? String(etag.dropFirst(2)) : etag
+        return header.split(separator: ",").contains { candidate in
+            var value = candidate.trimmingCharacters(in: .whitespaces)
+            if value.hasPrefix("W/") { value.removeFirst(2) }
+            return value == bare
+        }
+    }
+
+    static func requestMaxAge(_ cacheControl: String) -> Int? {
+        guard let range = cacheControl.range(of: "max-age=") else { return nil }
+        return Int(cacheControl[range.upperBound...].prefix { $0.isNumber })
+    }
+
+    static func resolve(tags: [String], parameters: [String: String]) -> [String] {
+        tags.map { tag in
+            guard tag.contains("{") else { return tag }
+            var result = tag
+            for (name, value) in parameters { result = result.replacingOccurrences(of: "{\(name)}", with: value) }
+            return result
+        }
+    }
+
+    static func cacheKey(_ mounted: MountedOperation, parameters: [String: String], query: [(name: String, value: String)],
+                         request: Request, principal: Principal) -> String {
+        var key = mounted.operation.name
+        key += "|" + request.uri.path
+        // Parameter order does not change the answer, so it must not split the cache.
+        let sorted = query.sorted { ($0.name, $0.value) < ($1.name, $1.value) }
+        for pair in sorted { key += "|\(pair.name)=\(pair.value)" }
+        for header in mounted.cache.vary {
+            if let field = HTTPField.Name(header) { key += "|\(header):\(request.headers[field] ?? "")" }
+        }
+        if mounted.cache.scope == .perPrincipal { key += "|@" + principal.limitKey }
+        return key
+    }
+
+    static func cachedResponse(_ hit: CachedReply, age: Duration, request: Request, limitHeaders: [(String, String)]) -> Response {
+        var headers = HTTPFields()
+        for (name, value) in hit.headers { if let field = HTTPField.Name(name) { headers[field] = value } }
+        for (name, value) in limitHeaders { if let field = HTTPField.Name(name) { headers[field] = value } }
+        headers[cacheField] = "HIT"
+        headers[ageField] = String(age.components.seconds)
+        if matches(ifNoneMatch: request.headers[.ifNoneMatch], etag: hit.etag) {
+            headers[.contentType] = nil
+            return Response(status: .notModified, headers: headers, body: .init())
+        }
+        return Response(status: .init(code: hit.status), headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: hit.body)))
+    }
+
+    // MARK: CORS
+
+    static func originAllowed(_ origin: String, cors: CORSSettings) -> Bool {
+        cors.allowOrigins.contains("*") || cors.allowOrigins.contains(origin)
+    }
+
+    static func preflight(_ request: Request, cors: CORSSettings) -> Response {
+        var headers = HTTPFields()
+        if let origin = request.headers[.origin], originAllowed(origin, cors: cors) {
+            headers[.accessControlAllowMethods] = "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS"
+            headers[.accessControlAllowHeaders] = cors.allowHeaders.joined(separator: ", ")
+            headers[.accessControlMaxAge] = String(Int(cors.maxAge.seconds))
+        }
+        return Response(status: .noContent, headers: headers)
+    }
+
+    static func addCORS(to response: inout Response, request: Request, cors: CORSSettings) {
+        guard let origin = request.headers[.origin], originAllowed(origin, cors: cors) else { return }
+        let wildcard = cors.allowOrigins.contains("*") && !cors.allowCredentials
+        response.headers[.accessControlAllowOrigin] = wildcard ? "*" : origin
+        if !wildcard { response.headers[.vary] = "Origin" }
+        if cors.allowCredentials { response.headers[.accessControlAllowCredentials] = "true" }
+        if !cors.exposeHeaders.isEmpty { response.headers[.accessControlExposeHeaders] = cors.exposeHeaders.joined(separator: ", ") }
+    }
+}

@@ -1,0 +1,101 @@
+import Foundation
+import GatewayCore
+import HTTPTypes
+
+/// Identifies the caller of a request: the pipeline's "principal" stage.
+///
+/// Implementations must answer 401 (``GatewayError/unauthorized(_:)``) for a credential that is
+/// presented but invalid, expired or revoked — never fall back to anonymous for it — and return
+/// an anonymous principal only when no credential is presented.
+public protocol Authenticator: Sendable {
+    func principal(for credential: Credential?, address: String) async throws -> Principal
+}
+
+/// Reads the credential a native request carries: `Authorization: Bearer <token>` or `X-Api-Key`.
+public enum NativeCredentials {
+    public static func extract(from headers: HTTPFields) -> Credential? {
+        if let authorization = headers[.authorization] {
+            let parts = authorization.split(separator: " ", maxSplits: 1)
+            if parts.count == 2, parts[0].lowercased() == "bearer" { return .sessionToken(String(parts[1]).trimmingCharacters(in: .whitespaces)) }
+        }
+        if let name = HTTPField.Name("X-Api-Key"), let key = headers[name] { return .apiKey(key) }
+        return nil
+    }
+}
+
+/// Until accounts are configured, every caller is a guest; a presented credential cannot be
+/// checked, so it is refused rather than ignored.
+public struct GuestOnlyAuthenticator: Authenticator {
+    public init() {}
+    public func principal(for credential: Credential?, address: String) async throws -> Principal {
+        guard credential == nil else { throw GatewayError.unauthorized("This gateway has no accounts; the credential cannot be accepted.") }
+        return .anonymous(address: address)
+    }
+}
+
+/// The decision of the rate-limit stage for one request.
+public struct RateLimitDecision: Sendable {
+    /// Whether the request may proceed.
+    public var allowed: Bool
+    /// Headers for the reply (`RateLimit`, `RateLimit-Policy`, `X-RateLimit-*`, `Retry-After`).
+    public var headers: [(String, String)]
+    /// The policy name, for the 429 problem.
+    public var policy: String
+    /// Seconds until the request would be allowed (for 429).
+    public var retryAfter: Int
+
+    public init(allowed: Bool, headers: [(String, String)] = [], policy: String = "default", retryAfter: Int = 0) {
+        self.allowed = allowed
+        self.headers = headers
+        self.policy = policy
+        self.retryAfter = retryAfter
+    }
+
+    public static let unlimited = RateLimitDecision(allowed: true)
+}
+
+/// The rate-limit stage: decides whether `principal` may spend `cost` units of `plugin`'s quota now.
+public protocol RateLimiter: Sendable {
+    func acquire(principal: Principal, plugin: String, cost: Int) async throws -> RateLimitDecision
+}
+
+/// A rate limiter that allows everything (used when limits are switched off, as in the benchmark's reference).
+public struct UnlimitedRateLimiter: RateLimiter {
+    public init() {}
+    public func acquire(principal: Principal, plugin: String, cost: Int) async -> RateLimitDecision { .unlimited }
+}
+
+/// A stored reply.
+public struct CachedReply: Sendable {
+    public var status: Int
+    public var headers: [(String, String)]
+    public var body: [UInt8]
+    public var etag: String
+    public var storedAt: ContinuousClock.Instant
+    public var ttl: Duration
+    public var tags: [String]
+
+    public init(status: Int, headers: [(String, String)], body: [UInt8], etag: String, storedAt: ContinuousClock.Instant, ttl: Duration, tags: [String]) {
+        self.status = status
+        self.headers = headers
+        self.body = body
+        self.etag = etag
+        self.storedAt = storedAt
+        self.ttl = ttl
+        self.tags = tags
+    }
+}
+
+/// The response-cache stage: lookup before authorization, store after the handler, invalidate by tag.
+public protocol ResponseCacheStore: CacheInvalidator {
+    func lookup(_ key: String) async -> CachedReply?
+    func store(_ key: String, _ reply: CachedReply) async
+}
+
+/// A cache that stores nothing: every lookup misses (used when caching is switched off).
+public struct DisabledResponseCache: ResponseCacheStore {
+    public init() {}
+    public func lookup(_ key: String) async -> CachedReply? { nil }
+    public func store(_ key: String, _ reply: CachedReply) async {}
+    public func invalidate(tags: [String]) async {}
+}

@@ -1,0 +1,65 @@
+import Foundation
+import GatewayCore
+import HTTPTypes
+import Hummingbird
+import NIOCore
+
+/// Renders ``GatewayError``s as RFC 9457 `application/problem+json` replies.
+enum ProblemResponse {
+    private struct Document: Encodable {
+        let error: GatewayError
+        let instance: String
+        let requestID: String
+
+        private struct Key: CodingKey {
+            var stringValue: String
+            var intValue: Int? { nil }
+            init(_ value: String) { stringValue = value }
+            init?(stringValue: String) { self.stringValue = stringValue }
+            init?(intValue: Int) { nil }
+        }
+
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: Key.self)
+            try container.encode(error.type, forKey: Key("type"))
+            try container.encode(error.title, forKey: Key("title"))
+            try container.encode(error.status, forKey: Key("status"))
+            try container.encode(error.detail, forKey: Key("detail"))
+            try container.encode(instance, forKey: Key("instance"))
+            try container.encode(requestID, forKey: Key("requestId"))
+            if !error.errors.isEmpty { try container.encode(error.errors, forKey: Key("errors")) }
+            for (name, value) in error.extensions.sorted(by: { $0.key < $1.key }) {
+                try container.encode(value, forKey: Key(name))
+            }
+        }
+    }
+
+    static func make(_ error: GatewayError, path: String, requestID: String) -> Response {
+        let data = (try? JSONCoding.encoder.encode(Document(error: error, instance: String(path.prefix(512)), requestID: requestID))) ?? Data()
+        var headers = HTTPFields()
+        headers[.contentType] = "application/problem+json"
+        headers[.cacheControl] = "no-store"
+        for (name, value) in error.headers {
+            if let field = HTTPField.Name(name) { headers[field] = value }
+        }
+        return Response(status: .init(code: error.status), headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: data)))
+    }
+
+    /// Maps any error to a ``GatewayError``: its own kind, Hummingbird's HTTP errors by status,
+    /// anything else as a 500 whose text stays in the log.
+    static func gatewayError(from error: any Error) -> GatewayError? {
+        if let error = error as? GatewayError { return error }
+        if let error = error as? HTTPError {
+            switch error.status.code {
+            case 400: return .badRequest(error.body ?? "The request could not be read.")
+            case 404: return .notFound(error.body ?? "No such resource.")
+            case 413: return .contentTooLarge(limit: 0)
+            case 415: return .unsupportedMediaType(error.body ?? "?", accepted: ["application/json"])
+            case 401: return .unauthorized(error.body ?? "Authentication is required.")
+            case 403: return .forbidden(error.body ?? "Forbidden.")
+            default: return nil
+            }
+        }
+        return nil
+    }
+}

@@ -1,0 +1,74 @@
+import GatewayCore
+import HTTPTypes
+import Hummingbird
+import HummingbirdWebSocket
+import Logging
+import NIOCore
+
+/// A WebSocket route placed at its full path.
+struct MountedWebSocket: Sendable {
+    let pluginID: String
+    let dialect: Dialect
+    let route: WebSocketRoute
+    let plugin: PluginContext
+}
+
+/// Adapts a Hummingbird WebSocket to the contract's ``WebSocketConnection``.
+private struct HummingbirdSocket: WebSocketConnection {
+    let inbound: AsyncStream<GatewayCore.WebSocketMessage>
+    let outbound: WebSocketOutboundWriter
+
+    func send(_ message: GatewayCore.WebSocketMessage) async throws {
+        switch message {
+        case .text(let text): try await outbound.write(.text(text))
+        case .binary(let bytes): try await outbound.write(.binary(bytes))
+        }
+    }
+}
+
+extension Gateway {
+    /// Decides whether a request upgrades to a WebSocket: only at a declared WebSocket route, and
+    /// only for a caller the authenticator accepts. Anything else continues as plain HTTP (and gets
+    /// the pipeline's 404 / 401).
+    static func upgrade(_ head: HTTPRequest, channel: any Channel, sockets: RouteTable<MountedWebSocket>,
+                        authenticator: any Authenticator, logger: Logger) async throws -> ShouldUpgradeResult<WebSocketDataHandler<HTTP1WebSocketUpgradeChannel.Context>> {
+        let target = head.path ?? "/"
+        let path = target.split(separator: "?", maxSplits: 1).first.map(Substring.init) ?? "/"
+        let query = target.split(separator: "?", maxSplits: 1).dropFirst().first.map(Substring.init) ?? ""
+        guard case .found(let mounted, _, let parameters) = try? sockets.resolve(.get, path: path),
+              let queryParameters = try? PercentDecoding.queryParameters(query) else {
+            return .dontUpgrade
+        }
+        let request = DialectRequest(method: .get, path: String(path), pathParameters: parameters, queryParameters: queryParameters,
+                                     headers: head.headerFields)
+        let address = channel.remoteAddress?.ipAddress ?? "local"
+        guard let principal = try? await authenticator.principal(for: mounted.dialect.credential(request), address: address) else {
+            return .dontUpgrade
+        }
+        let requestID = GatewayResponder.requestID(from: head.headerFields)
+        var socketLogger = logger
+        socketLogger[metadataKey: "request.id"] = .string(requestID)
+        let context = OperationContext(principal: principal, requestID: requestID, logger: socketLogger,
+                                       headers: head.headerFields, plugin: mounted.plugin)
+        return .upgrade([:]) { inbound, outbound, _ in
+            let (stream, continuation) = AsyncStream<GatewayCore.WebSocketMessage>.makeStream()
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask {
+                    defer { continuation.finish() }
+                    for try await message in inbound.messages(maxSize: 1 << 20) {
+                        switch message {
+                        case .text(let text): continuation.yield(.text(text))
+                        case .binary(let bytes): continuation.yield(.binary(bytes))
+                        }
+                    }
+                }
+                group.addTask {
+                    try await mounted.route.handler(HummingbirdSocket(inbound: stream, outbound: outbound), context)
+                }
+                // Whichever ends first ends the connection.
+                _ = try await group.next()
+                group.cancelAll()
+            }
+        }
+    }
+}

@@ -1,0 +1,163 @@
+import GatewayCore
+import HTTPTypes
+
+/// Maps request paths to endpoints by path template, segment by segment.
+///
+/// Literal segments win over `{parameter}` segments; a trailing slash is ignored (`/v2/feeds/5/`
+/// is `/v2/feeds/5`). Resolution tells apart "no such path" (404) and "path exists, method does
+/// not" (405, with the allowed methods), and percent-decodes parameter values, refusing invalid
+/// encodings with a 400.
+struct RouteTable<Endpoint: Sendable>: Sendable {
+    private final class Node: @unchecked Sendable {
+        // Built once at start-up, read-only afterwards.
+        var literals: [Substring: Node] = [:]
+        var parameter: (name: String, node: Node)?
+        var endpoints: [HTTPRequest.Method: Endpoint] = [:]
+        var template: String?
+    }
+
+    private let root = Node()
+
+    /// A path template that clashes with one already added.
+    struct Conflict: Error, CustomStringConvertible {
+        var description: String
+    }
+
+    /// Adds `endpoint` for `method` at `template`. Throws when that method and path are taken, or
+    /// when two templates name the same segment's parameter differently.
+    mutating func add(_ method: HTTPRequest.Method, _ template: String, _ endpoint: Endpoint) throws {
+        var node = root
+        for segment in template.split(separator: "/") {
+            if segment.hasPrefix("{") && segment.hasSuffix("}") {
+                let name = String(segment.dropFirst().dropLast())
+                if let existing = node.parameter {
+                    guard existing.name == name else {
+                        throw Conflict(description: "\(template): parameter {\(name)} clashes with {\(existing.name)} at the same place in \(existing.node.template ?? "another route")")
+                    }
+                    node = existing.node
+                } else {
+                    let child = Node()
+                    node.parameter = (name, child)
+                    node = child
+                }
+            } else {
+                if let child = node.literals[segment] {
+                    node = child
+                } else {
+                    let child = Node()
+                    node.literals[segment] = child
+                    node = child
+                }
+            }
+        }
+        guard node.endpoints[method] == nil else {
+            throw Conflict(description: "\(method.rawValue) \(template) is declared twice")
+        }
+        node.endpoints[method] = endpoint
+        node.template = template
+    }
+
+    /// The outcome of resolving a request.
+    enum Resolution {
+        case found(Endpoint, template: String, parameters: [String: String])
+        case methodNotAllowed(allowed: [String])
+        case notFound
+    }
+
+    func resolve(_ method: HTTPRequest.Method, path: Substring) throws(GatewayError) -> Resolution {
+        var node = root
+        var captured: [(String, Substring)] = []
+        for segment in path.split(separator: "/", omittingEmptySubsequences: true) {
+            if let child = node.literals[segment] {
+                node = child
+            } else if let parameter = node.parameter {
+                captured.append((parameter.name, segment))
+                node = parameter.node
+            } else {
+                return .notFound
+            }
+        }
+        guard !node.endpoints.isEmpty, let template = node.template else { return .notFound }
+        let endpoint: Endpoint
+        if let exact = node.endpoints[method] {
+            endpoint = exact
+        } else if method == .head, let get = node.endpoints[.get] {
+            endpoint = get
+        } else {
+            var allowed = node.endpoints.keys.map(\.rawValue)
+            if node.endpoints[.get] != nil { allowed.append("HEAD") }
+            return .methodNotAllowed(allowed: allowed.sorted())
+        }
+        var parameters: [String: String] = [:]
+        for (name, raw) in captured {
+            guard let value = PercentDecoding.decode(raw) else {
+                throw GatewayError.badRequest("The path segment '\(raw.prefix(80))' is not validly percent-encoded.")
+            }
+            parameters[name] = value
+        }
+        return .found(endpoint, template: template, parameters: parameters)
+    }
+
+    /// Every route, for `gateway routes`.
+    func allRoutes() -> [(method: HTTPRequest.Method, template: String, endpoint: Endpoint)] {
+        var result: [(HTTPRequest.Method, String, Endpoint)] = []
+        func walk(_ node: Node) {
+            if let template = node.template {
+                for (method, endpoint) in node.endpoints { result.append((method, template, endpoint)) }
+            }
+            for (_, child) in node.literals { walk(child) }
+            if let parameter = node.parameter { walk(parameter.node) }
+        }
+        walk(root)
+        return result.sorted { ($0.1, $0.0.rawValue) < ($1.1, $1.0.rawValue) }
+    }
+}
+
+/// Percent-decoding of URL parts (RFC 3986) into UTF-8 text.
+enum PercentDecoding {
+    /// Decodes `%XX` escapes (and `+` as space when `plusIsSpace`); nil when an escape is malformed
+    /// or the bytes are not UTF-8 (a lone surrogate, say).
+    static func decode(_ text: Substring, plusIsSpace: Bool = false) -> String? {
+        if !text.utf8.contains(UInt8(ascii: "%")) && !(plusIsSpace && text.utf8.contains(UInt8(ascii: "+"))) {
+            return String(text)
+        }
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(text.utf8.count)
+        var iterator = text.utf8.makeIterator()
+        while let byte = iterator.next() {
+            switch byte {
+            case UInt8(ascii: "%"):
+                guard let high = iterator.next().flatMap(hexValue), let low = iterator.next().flatMap(hexValue) else { return nil }
+                bytes.append(high << 4 | low)
+            case UInt8(ascii: "+") where plusIsSpace:
+                bytes.append(UInt8(ascii: " "))
+            default:
+                bytes.append(byte)
+            }
+        }
+        return String(validating: bytes, as: UTF8.self)
+    }
+
+    private static func hexValue(_ byte: UInt8) -> UInt8? {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
+        default: nil
+        }
+    }
+
+    /// Splits and decodes a query string (`a=1&b=x%20y`); throws 400 naming the first bad pair.
+    static func queryParameters(_ query: Substring) throws(GatewayError) -> [(name: String, value: String)] {
+        var result: [(name: String, value: String)] = []
+        for pair in query.split(separator: "&", omittingEmptySubsequences: true) {
+            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            guard let name = decode(parts[0], plusIsSpace: true),
+                  let value = parts.count > 1 ? decode(parts[1], plusIsSpace: true) : "" else {
+                throw GatewayError.badRequest("The query parameter '\(pair.prefix(80))' is not validly percent-encoded.")
+            }
+            result.append((name, value))
+        }
+        return result
+    }
+}

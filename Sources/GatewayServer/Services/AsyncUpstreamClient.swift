@@ -1,0 +1,34 @@
+import AsyncHTTPClient
+import GatewayCore
+import NIOCore
+import NIOHTTP1
+
+/// The upstream HTTP client plugins receive: AsyncHTTPClient with a deadline per request, and
+/// failures mapped to 502 / 504 problems so plugins can let them propagate.
+public struct AsyncUpstreamClient: UpstreamHTTPClient {
+    let client: HTTPClient
+
+    public init(client: HTTPClient = .shared) {
+        self.client = client
+    }
+
+    public func send(_ request: UpstreamRequest, maxBodySize: Int) async throws -> UpstreamResponse {
+        var outbound = HTTPClientRequest(url: request.url)
+        outbound.method = HTTPMethod(rawValue: request.method)
+        for (name, value) in request.headers { outbound.headers.add(name: name, value: value) }
+        if let body = request.body { outbound.body = .bytes(body) }
+        let timeout = TimeAmount.nanoseconds(Int64(request.timeout.components.seconds) * 1_000_000_000
+            + request.timeout.components.attoseconds / 1_000_000_000)
+        do {
+            let response = try await client.execute(outbound, timeout: timeout)
+            let body = try await response.body.collect(upTo: maxBodySize)
+            return UpstreamResponse(status: Int(response.status.code), headers: response.headers.map { ($0.name, $0.value) }, body: body)
+        } catch let error as HTTPClientError where error == .deadlineExceeded || error == .readTimeout || error == .connectTimeout {
+            throw GatewayError.gatewayTimeout("The upstream service at \(request.url) did not answer in time.")
+        } catch let error as GatewayError {
+            throw error
+        } catch {
+            throw GatewayError.badGateway("The upstream service at \(request.url) failed: \(error)")
+        }
+    }
+}

@@ -1,0 +1,74 @@
+import Foundation
+import GatewayCore
+import GatewayServer
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import Logging
+import NIOCore
+import NIOFoundationCompat
+
+/// A gateway for a test: a fresh database, the given plugins, and helpers to send requests
+/// through the real pipeline (in-process router or a real socket).
+public struct TestGateway: Sendable {
+    public let gateway: Gateway
+    public let storage: TestStorage
+
+    /// Starts a gateway from plugins.yaml text on a fresh database of `storage`, runs `body`, and
+    /// tears everything down. The text's `storage:` is replaced by the test database.
+    public static func with<R: Sendable>(
+        _ registrations: [PluginRegistration],
+        yaml: String = "",
+        storage: TestStorage = .sqlite,
+        configure: @Sendable (inout Gateway.Options) -> Void = { _ in },
+        _ body: @Sendable (TestGateway) async throws -> R
+    ) async throws -> R {
+        try await storage.withFreshLocation { location, directory in
+            var configuration = try GatewayConfiguration.parse(Data(yaml.utf8), file: "plugins.yaml", knownPlugins: registrations.map(\.id))
+            configuration.storage = location
+            var options = Gateway.Options(baseDirectory: directory)
+            options.logger = TestStorage.quietLogger
+            options.loadDemoData = false
+            configure(&options)
+            let gateway = try await Gateway.start(configuration: configuration, registrations: registrations, options: options)
+            do {
+                let result = try await body(TestGateway(gateway: gateway, storage: storage))
+                await gateway.shutdown()
+                return result
+            } catch {
+                await gateway.shutdown()
+                throw error
+            }
+        }
+    }
+
+    /// Runs `body` with a client of the gateway's application: `.router` in-process, `.live` over a real socket.
+    public func test<R: Sendable>(_ setup: TestingSetup = .router, _ body: @Sendable (any TestClientProtocol) async throws -> R) async throws -> R {
+        try await gateway.makeApplication(host: "127.0.0.1", port: 0).test(setup, body)
+    }
+}
+
+extension TestResponse {
+    /// The body as text.
+    public var text: String { String(buffer: body) }
+
+    /// The body decoded as JSON into `T`.
+    public func decode<T: Decodable>(_ type: T.Type) throws -> T {
+        try JSONCoding.decoder.decode(T.self, from: Data(buffer: body))
+    }
+
+    /// The body as a JSON object (nil when it is not one).
+    public var json: [String: Any]? {
+        (try? JSONSerialization.jsonObject(with: Data(buffer: body))) as? [String: Any]
+    }
+}
+
+extension String {
+    /// The string as a request body.
+    public var buffer: ByteBuffer { ByteBuffer(string: self) }
+}
+
+extension HTTPFields {
+    /// `Content-Type: application/json`.
+    public static var json: HTTPFields { [.contentType: "application/json"] }
+}

@@ -1,0 +1,70 @@
+import Foundation
+import GatewayCore
+import GatewayServer
+import Logging
+import SQLKit
+
+/// The databases a store test runs against: SQLite always, and PostgreSQL when the environment
+/// variable `POSTGRES_URL` names a server (CI sets it). Each run gets a database of its own, so
+/// tests can run in parallel and leave nothing behind.
+public enum TestStorage: String, Sendable, CaseIterable, CustomStringConvertible {
+    case sqlite
+    case postgres
+
+    public var description: String { rawValue }
+
+    /// The kinds available here: `[.sqlite]`, plus `.postgres` when `POSTGRES_URL` is set.
+    public static var available: [TestStorage] {
+        ProcessInfo.processInfo.environment["POSTGRES_URL"].map { $0.isEmpty ? [.sqlite] : [.sqlite, .postgres] } ?? [.sqlite]
+    }
+
+    /// Runs `body` with a fresh, empty database of this kind, and removes it afterwards.
+    public func withFreshLocation<R>(_ body: (StorageLocation, URL) async throws -> R) async throws -> R {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("gateway-test-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        switch self {
+        case .sqlite:
+            return try await body(.sqlite(path: directory.appendingPathComponent("test.sqlite").path), directory)
+        case .postgres:
+            guard let base = ProcessInfo.processInfo.environment["POSTGRES_URL"], var components = URLComponents(string: base) else {
+                throw GatewayStartupError("POSTGRES_URL is not set")
+            }
+            let name = "gw_test_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").prefix(20).lowercased()
+            let admin = try await GatewayDatabase.open(.postgres(url: base), baseDirectory: directory, logger: Self.quietLogger)
+            try await admin.sql.raw("CREATE DATABASE \(unsafeRaw: name)").run()
+            components.path = "/" + name
+            do {
+                let result = try await body(.postgres(url: components.string ?? base), directory)
+                try? await admin.sql.raw("DROP DATABASE IF EXISTS \(unsafeRaw: name) WITH (FORCE)").run()
+                await admin.shutdown()
+                return result
+            } catch {
+                try? await admin.sql.raw("DROP DATABASE IF EXISTS \(unsafeRaw: name) WITH (FORCE)").run()
+                await admin.shutdown()
+                throw error
+            }
+        }
+    }
+
+    /// Runs `body` with an open, empty database of this kind.
+    public func withDatabase<R>(_ body: (GatewayDatabase) async throws -> R) async throws -> R {
+        try await withFreshLocation { location, directory in
+            let database = try await GatewayDatabase.open(location, baseDirectory: directory, logger: Self.quietLogger)
+            do {
+                let result = try await body(database)
+                await database.shutdown()
+                return result
+            } catch {
+                await database.shutdown()
+                throw error
+            }
+        }
+    }
+
+    static var quietLogger: Logger {
+        var logger = Logger(label: "gateway-test")
+        logger.logLevel = ProcessInfo.processInfo.environment["GATEWAY_TEST_LOG"].flatMap(Logger.Level.init(rawValue:)) ?? .critical
+        return logger
+    }
+}

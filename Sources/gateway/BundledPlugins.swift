@@ -1,0 +1,5 @@
+import GatewayServer
+
+/// The plugins compiled into this gateway: one line per plugin. plugins.yaml switches them on.
+let bundledPlugins: [PluginRegistration] = [
+]

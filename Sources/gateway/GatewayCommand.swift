@@ -1,0 +1,212 @@
+import ArgumentParser
+import Foundation
+import GatewayCore
+import GatewayServer
+import HTTPTypes
+import Logging
+import NIOCore
+
+@main
+struct GatewayCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "gateway",
+        abstract: "An API gateway that hosts service plugins behind one endpoint.",
+        version: GatewayVersion.current,
+        subcommands: [Serve.self, Check.self, Plugins.self, Routes.self, Call.self, Migrate.self, OpenAPICommand.self],
+        defaultSubcommand: Serve.self)
+}
+
+/// Options every command shares.
+struct ConfigOptions: ParsableArguments {
+    @Option(name: [.short, .customLong("config")], help: "The configuration file.")
+    var config: String = "plugins.yaml"
+
+    @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.")
+    var logLevel: Logger.Level = .info
+
+    var fileURL: URL { URL(fileURLWithPath: config) }
+
+    /// The configuration, validated; a bad file ends the command with its located error.
+    func load() throws -> GatewayConfiguration {
+        do {
+            let configuration = try GatewayConfiguration.load(contentsOf: fileURL, knownPlugins: bundledPlugins.map(\.id))
+            for registration in bundledPlugins {
+                if let settings = configuration.plugins[registration.id], settings.enabled {
+                    try registration.validate(settings.config)
+                }
+            }
+            return configuration
+        } catch let error as ConfigurationFileError {
+            throw ValidationError(error.description)
+        }
+    }
+
+    func logger() -> Logger {
+        var logger = Logger(label: "gateway")
+        logger.logLevel = logLevel
+        return logger
+    }
+
+    /// Starts the gateway from the configuration (database open, migrations applied, plugins created).
+    func start(demo: Bool? = nil) async throws -> (GatewayConfiguration, Gateway) {
+        let configuration = try load()
+        var options = Gateway.Options(baseDirectory: fileURL.deletingLastPathComponent())
+        options.logger = logger()
+        options.loadDemoData = demo
+        do {
+            return (configuration, try await Gateway.start(configuration: configuration, registrations: bundledPlugins, options: options))
+        } catch let error as ConfigurationFileError {
+            throw ValidationError(error.description)
+        }
+    }
+}
+
+extension Logger.Level: @retroactive ExpressibleByArgument {}
+
+struct Serve: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Serve the gateway until SIGTERM or SIGINT (the default command).")
+
+    @OptionGroup var options: ConfigOptions
+    @Option(help: "Listen on this host (overrides server.host).") var host: String?
+    @Option(help: "Listen on this port (overrides server.port; 0 picks a free one).") var port: Int?
+
+    func run() async throws {
+        LoggingSystem.bootstrap(StreamLogHandler.standardError)
+        let (configuration, gateway) = try await options.start()
+        let host = host ?? configuration.server.host
+        try await gateway.run(host: host, port: port) { port in
+            let base = "http://\(host):\(port)"
+            var lines = ["gateway \(GatewayVersion.current) listening on \(base)  (storage \(configuration.storage))"]
+            lines.append("plugins: \(gateway.plugins.isEmpty ? "none enabled" : gateway.plugins.map { "\($0.id) at \($0.mount)" }.joined(separator: ", "))")
+            lines.append("try:")
+            lines.append("  curl \(base)/healthz")
+            lines.append("  curl \(base)/v1/plugins")
+            lines.append("  curl \(base)/openapi.json")
+            for example in gateway.exampleRequests(base: base).prefix(4) { lines.append("  \(example)") }
+            // Written in one call so that a process reading the first line sees the URL at once.
+            FileHandle.standardOutput.write(Data((lines.joined(separator: "\n") + "\n").utf8))
+        }
+    }
+}
+
+struct Check: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Validate the configuration file without starting anything.")
+    @OptionGroup var options: ConfigOptions
+
+    func run() async throws {
+        let configuration = try options.load()
+        let enabled = configuration.plugins.filter(\.value.enabled).keys.sorted()
+        print("\(options.config) is valid: storage \(configuration.storage); plugins enabled: \(enabled.isEmpty ? "none" : enabled.joined(separator: ", "))")
+    }
+}
+
+struct Plugins: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "List the bundled plugins: enabled, mount and health.")
+    @OptionGroup var options: ConfigOptions
+
+    func run() async throws {
+        let (configuration, gateway) = try await options.start(demo: false)
+        let health = Dictionary(await gateway.health().map { ($0.id, $0.health) }, uniquingKeysWith: { first, _ in first })
+        var rows = [["ID", "ENABLED", "MOUNT", "HEALTH", "SUMMARY"]]
+        for registration in bundledPlugins {
+            let settings = configuration.plugins[registration.id]
+            let enabled = settings?.enabled ?? false
+            let state = health[registration.id].map { health in
+                health.reason.map { "\(health.status.rawValue) (\($0))" } ?? health.status.rawValue
+            } ?? "-"
+            rows.append([registration.id, enabled ? "yes" : "no", enabled ? (settings?.mount ?? "/v1/\(registration.id)") : "-", state, registration.summary])
+        }
+        print(Table.render(rows))
+        await gateway.shutdown()
+    }
+}
+
+struct Routes: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "List every route: operations, dialect routes, WebSockets and gateway endpoints.")
+    @OptionGroup var options: ConfigOptions
+
+    func run() async throws {
+        let (_, gateway) = try await options.start(demo: false)
+        var rows = [["METHOD", "PATH", "NAME", "SUMMARY"]]
+        for route in gateway.routes { rows.append([route.method, route.path, route.name, route.summary]) }
+        print(Table.render(rows))
+        await gateway.shutdown()
+    }
+}
+
+struct Migrate: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Apply pending migrations of the enabled plugins and exit.")
+    @OptionGroup var options: ConfigOptions
+
+    func run() async throws {
+        let configuration = try options.load()
+        let logger = options.logger()
+        let database = try await GatewayDatabase.open(configuration.storage, baseDirectory: options.fileURL.deletingLastPathComponent(), logger: logger)
+        do {
+            let enabled = bundledPlugins.filter { configuration.plugins[$0.id]?.enabled ?? false }
+            let applied = try await MigrationRunner(database: database.sql, logger: logger)
+                .migrate([(owner: "gateway", steps: UserInbox.migrations)] + enabled.map { (owner: $0.id, steps: $0.migrations) })
+            print(applied.isEmpty ? "up to date" : applied.map { "applied \($0.plugin) \($0.version): \($0.name)" }.joined(separator: "\n"))
+        } catch {
+            await database.shutdown()
+            throw error
+        }
+        await database.shutdown()
+    }
+}
+
+struct OpenAPICommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "openapi", abstract: "Print the OpenAPI 3.1 document of the enabled plugins.")
+    @OptionGroup var options: ConfigOptions
+
+    func run() async throws {
+        let (_, gateway) = try await options.start(demo: false)
+        let data = try OpenAPIDocumentBuilder.json(gateway.openAPIDocument)
+        print(String(decoding: data, as: UTF8.self))
+        await gateway.shutdown()
+    }
+}
+
+struct Call: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Run one operation in-process, through the same pipeline as HTTP, and print its JSON reply.",
+        discussion: """
+            Arguments are name=value pairs: path parameters fill the path, query parameters the query, \
+            and the rest become fields of a JSON body (values that parse as JSON are sent as such). \
+            --body sends a whole JSON body instead. Exits 1 on a 4xx or 5xx reply.
+            Example: gateway call suggest.complete q=bei limit=5
+            """)
+    @OptionGroup var options: ConfigOptions
+    @Argument(help: "The operation's name, such as suggest.complete (see `gateway routes`).") var operation: String
+    @Argument(help: "name=value pairs.") var arguments: [String] = []
+    @Option(help: "A session token to call as.") var token: String?
+    @Option(help: "An API key to call as.") var key: String?
+    @Option(help: "A JSON body, sent as is.") var body: String?
+
+    func run() async throws {
+        let (_, gateway) = try await options.start(demo: false)
+        defer { Task { await gateway.shutdown() } }
+        guard let (plugin, operation) = gateway.operation(named: operation) else {
+            await gateway.shutdown()
+            throw ValidationError("no operation named '\(self.operation)'; `gateway routes` lists them")
+        }
+        var pairs: [(String, String)] = []
+        for argument in arguments {
+            guard let equals = argument.firstIndex(of: "=") else {
+                await gateway.shutdown()
+                throw ValidationError("'\(argument)' is not name=value")
+            }
+            pairs.append((String(argument[..<equals]), String(argument[argument.index(after: equals)...])))
+        }
+        let request = try CallRequest.build(operation: operation, mount: plugin.mount, arguments: pairs, body: body)
+        var headers = HTTPFields()
+        if let token { headers[.authorization] = "Bearer \(token)" }
+        if let key, let name = HTTPField.Name("X-Api-Key") { headers[name] = key }
+        if request.body != nil { headers[.contentType] = "application/json" }
+        let response = try await gateway.handle(operation.method, request.target, headers: headers, body: request.body)
+        let text = String(buffer: response.body)
+        print(CallRequest.pretty(text))
+        await gateway.shutdown()
+        if response.status >= 400 { throw ExitCode(1) }
+    }
+}

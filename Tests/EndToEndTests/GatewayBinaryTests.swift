@@ -1,0 +1,93 @@
+import Foundation
+import Testing
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// Runs the real `gateway` executable, as a newcomer would.
+@Suite("the gateway binary", .serialized)
+struct GatewayBinaryTests {
+    static let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+
+    struct BinaryNotBuilt: Error, CustomStringConvertible {
+        var description: String { "the gateway executable was not found next to the tests or in .build/debug" }
+    }
+
+    /// The executable `swift build` / `swift test` built next to the test bundle.
+    static func binary() throws -> URL {
+        let candidates = [Bundle.main.bundleURL, Bundle.main.bundleURL.deletingLastPathComponent()]
+            .map { $0.appendingPathComponent("gateway") }
+            + ["debug", "release"].map { packageRoot.appendingPathComponent(".build/\($0)/gateway") }
+        guard let found = candidates.first(where: { FileManager.default.isExecutableFile(atPath: $0.path) }) else { throw BinaryNotBuilt() }
+        return found
+    }
+
+    func temporaryDirectory() throws -> URL {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("gateway-e2e-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        return directory
+    }
+
+    func run(_ arguments: [String], in directory: URL) throws -> (status: Int32, output: String) {
+        let process = Process()
+        process.executableURL = try Self.binary()
+        process.arguments = arguments
+        process.currentDirectoryURL = directory
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        process.standardError = pipe
+        try process.run()
+        let data = pipe.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+    }
+
+    @Test("`gateway check` accepts the shipped plugins.yaml and rejects a bad one with its line")
+    func check() throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        try FileManager.default.copyItem(at: Self.packageRoot.appendingPathComponent("plugins.yaml"), to: directory.appendingPathComponent("plugins.yaml"))
+        let good = try run(["check"], in: directory)
+        #expect(good.status == 0, "\(good.output)")
+        #expect(good.output.contains("is valid"))
+
+        try "server:\n  port: 8080\ncache:\n  maxBytes: lots\n".write(to: directory.appendingPathComponent("bad.yaml"), atomically: true, encoding: .utf8)
+        let bad = try run(["check", "--config", "bad.yaml"], in: directory)
+        #expect(bad.status != 0)
+        #expect(bad.output.contains("bad.yaml:4:13: cache.maxBytes: \"lots\" is not a size"), "\(bad.output)")
+    }
+
+    @Test("`gateway serve` creates its database, answers, and stops cleanly on SIGTERM")
+    func serve() async throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        try FileManager.default.copyItem(at: Self.packageRoot.appendingPathComponent("plugins.yaml"), to: directory.appendingPathComponent("plugins.yaml"))
+        let process = Process()
+        process.executableURL = try Self.binary()
+        process.arguments = ["serve", "--port", "0", "--log-level", "warning"]
+        process.currentDirectoryURL = directory
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        defer { if process.isRunning { process.terminate() } }
+
+        // The first line names the URL.
+        var output = ""
+        let deadline = Date().addingTimeInterval(30)
+        while !output.contains("\n"), Date() < deadline {
+            let chunk = pipe.fileHandleForReading.availableData
+            if chunk.isEmpty { try await Task.sleep(for: .milliseconds(50)) }
+            output += String(decoding: chunk, as: UTF8.self)
+        }
+        let url = try #require(output.split(separator: " ").first { $0.hasPrefix("http://") }.map(String.init))
+        let (data, response) = try await URLSession.shared.data(from: URL(string: url + "/healthz")!)
+        #expect((response as? HTTPURLResponse)?.statusCode == 200)
+        #expect(String(decoding: data, as: UTF8.self) == #"{"status":"ok"}"#)
+        #expect(FileManager.default.fileExists(atPath: directory.appendingPathComponent("data/gateway.sqlite").path))
+
+        process.terminate()
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0)
+    }
+}

@@ -1,0 +1,141 @@
+import Foundation
+import GatewayCore
+import NIOCore
+import Testing
+
+@Suite("operation input decoding")
+struct OperationInputTests {
+    struct Path: Codable, Sendable { var id: String }
+    struct Query: Codable, Sendable {
+        var limit: Int?
+        var tags: [String]?
+        var exact: Bool?
+        var since: Date?
+    }
+    struct Body: Codable, Sendable, ValidatableInput {
+        var title: String
+        var count: Int
+        var nested: Nested?
+        struct Nested: Codable, Sendable { var values: [Double] }
+        func validate() -> [GatewayError.FieldError] {
+            count < 0 ? [.init(pointer: "/count", detail: "must not be negative")] : []
+        }
+    }
+    struct Output: Codable, Sendable, Equatable {
+        var id: String
+        var limit: Int?
+        var tags: [String]?
+        var title: String
+    }
+
+    static let operation = ServiceOperation.define("test.op", .post, "/items/{id}", summary: "test")
+        .path(Path.self).query(Query.self).body(Body.self)
+        .returns(Output.self) { input, _ in
+            Output(id: input.path.id, limit: input.query.limit, tags: input.query.tags, title: input.body.title)
+        }
+
+    static let context = OperationContext(
+        principal: .anonymous(address: "127.0.0.1"), requestID: "r", logger: .init(label: "t"), headers: [:],
+        plugin: PluginContextFixture.make())
+
+    func call(query: [(String, String)] = [], body: String?, contentType: String? = "application/json") async throws -> OperationReply {
+        try await Self.operation(
+            OperationRequest(pathParameters: ["id": "a b"], queryParameters: query.map { (name: $0.0, value: $0.1) },
+                             body: body.map { ByteBuffer(string: $0) }, contentType: contentType),
+            context: Self.context)
+    }
+
+    func problem(query: [(String, String)] = [], body: String?, contentType: String? = "application/json") async -> GatewayError? {
+        do {
+            _ = try await call(query: query, body: body, contentType: contentType)
+            return nil
+        } catch {
+            return error as? GatewayError
+        }
+    }
+
+    @Test("path, query and body decode into their declared types")
+    func decodes() async throws {
+        let reply = try await call(query: [("limit", "5"), ("tags", "a,b"), ("exact", "true"), ("since", "2024-05-01T10:00:00Z")],
+                                   body: #"{"title": "t", "count": 1}"#)
+        #expect(reply.status == 201)
+        guard case .json(let value) = reply.body, let output = value as? Output else {
+            Issue.record("expected a JSON output")
+            return
+        }
+        #expect(output == Output(id: "a b", limit: 5, tags: ["a", "b"], title: "t"))
+    }
+
+    @Test("repeated query parameters fill an array")
+    func repeatedParameters() async throws {
+        let reply = try await call(query: [("tags", "x"), ("tags", "y")], body: #"{"title": "t", "count": 1}"#)
+        guard case .json(let value) = reply.body else { return }
+        #expect((value as? Output)?.tags == ["x", "y"])
+    }
+
+    @Test("a query value of the wrong type is a 422 naming the parameter", arguments: [
+        ("limit", "ten", "query.limit"), ("limit", "99999999999999999999999", "query.limit"), ("exact", "perhaps", "query.exact"),
+        ("since", "yesterday", "query.since"),
+    ])
+    func wrongQueryType(name: String, value: String, pointer: String) async {
+        let error = await problem(query: [(name, value)], body: #"{"title": "t", "count": 1}"#)
+        #expect(error?.status == 422)
+        #expect(error?.errors.first?.pointer == pointer)
+    }
+
+    @Test("body problems: malformed is 400, wrong type / missing / null / invalid are 422 with JSON pointers")
+    func bodyProblems() async {
+        #expect(await problem(body: #"{"title": "#)?.status == 400)
+        #expect(await problem(body: nil)?.status == 400)
+        #expect(await problem(body: "")?.status == 400)
+        let wrong = await problem(body: #"{"title": "t", "count": "many"}"#)
+        #expect(wrong?.status == 422)
+        #expect(wrong?.errors.first == .init(pointer: "/count", detail: "expected an integer"))
+        let nested = await problem(body: #"{"title": "t", "count": 1, "nested": {"values": [1, "x"]}}"#)
+        #expect(nested?.errors.first?.pointer == "/nested/values/1")
+        let missing = await problem(body: #"{"count": 1}"#)
+        #expect(missing?.errors.first == .init(pointer: "/title", detail: "is required"))
+        let null = await problem(body: #"{"title": null, "count": 1}"#)
+        #expect(null?.errors.first?.detail == "expected a string, found null")
+        let invalid = await problem(body: #"{"title": "t", "count": -1}"#)
+        #expect(invalid?.status == 422)
+        #expect(invalid?.errors.first == .init(pointer: "/count", detail: "must not be negative"))
+        let deep = await problem(body: String(repeating: "[", count: 100_000))
+        #expect(deep?.status == 400)
+    }
+
+    @Test("a body of another media type is a 415")
+    func mediaType() async {
+        let error = await problem(body: "title=t", contentType: "application/x-www-form-urlencoded")
+        #expect(error?.status == 415)
+        #expect(error?.headers["Accept-Post"] == "application/json")
+    }
+
+    @Test("problem types: quota problems use the IANA type and carry the violated policy")
+    func problemTypes() {
+        let quota = GatewayError.quotaExceeded(policy: "user", retryAfter: 7)
+        #expect(quota.type == "https://iana.org/assignments/http-problem-types#quota-exceeded")
+        #expect(quota.headers["Retry-After"] == "7")
+        #expect(quota.extensions["violated-policies"] == .strings(["user"]))
+        #expect(GatewayError.notFound("x").type.hasSuffix("/not-found"))
+        #expect(GatewayError.methodNotAllowed("PUT", allowed: ["GET", "HEAD"]).headers["Allow"] == "GET, HEAD")
+    }
+
+    @Test("principals: limit keys and resource restrictions")
+    func principals() {
+        let key = Principal(kind: .apiKey(keyID: "k1"), userID: "u1", scopes: ["feeds:read"], resources: ["feeds": ["504"]], address: "::1")
+        #expect(key.limitKey == "key:k1")
+        #expect(key.mayAccess(resource: "504", of: "feeds"))
+        #expect(!key.mayAccess(resource: "505", of: "feeds"))
+        #expect(key.mayAccess(resource: "anything", of: "todo"))
+        #expect(Principal.anonymous(address: "10.0.0.1").limitKey == "addr:10.0.0.1")
+    }
+
+    @Test("timestamps are RFC 3339 UTC, with fractions only when present")
+    func timestamps() {
+        #expect(Timestamp.format(Date(timeIntervalSince1970: 0)) == "1970-01-01T00:00:00Z")
+        #expect(Timestamp.format(Date(timeIntervalSince1970: 0.5)) == "1970-01-01T00:00:00.500Z")
+        #expect(Timestamp.parse("2024-05-01T12:00:00+02:00") == Date(timeIntervalSince1970: 1_714_557_600))
+        #expect(Timestamp.parse("2024-05-01") == nil)
+    }
+}

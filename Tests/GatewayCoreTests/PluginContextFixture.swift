@@ -1,0 +1,33 @@
+import Foundation
+import GatewayCore
+import Logging
+import Metrics
+import NIOCore
+import SQLKit
+
+/// A plugin context for unit tests of core types that never touch its services.
+enum PluginContextFixture {
+    struct Unreachable: UpstreamHTTPClient, Notifier, ActivityRecorder, EventBus, CacheInvalidator {
+        func send(_ request: UpstreamRequest, maxBodySize: Int) async throws -> UpstreamResponse { throw GatewayError.unavailable("no network in unit tests") }
+        func post(_ notification: UserNotification) async throws {}
+        func record(userID: String, plugin: String, resource: String, title: String) async throws {}
+        func publish(_ event: GatewayEvent) async {}
+        func subscribe(to topic: String) -> AsyncStream<GatewayEvent> { AsyncStream { $0.finish() } }
+        func invalidate(tags: [String]) async {}
+    }
+
+    struct NoDatabase: SQLDatabase {
+        var logger: Logger { Logger(label: "none") }
+        var eventLoop: any EventLoop { fatalError("unit tests of core types use no database") }
+        var dialect: any SQLDialect { fatalError("unit tests of core types use no database") }
+        func execute(sql query: any SQLExpression, _ onRow: @escaping @Sendable (any SQLRow) -> ()) -> EventLoopFuture<Void> {
+            fatalError("unit tests of core types use no database")
+        }
+    }
+
+    static func make() -> PluginContext {
+        PluginContext(pluginID: "test", logger: Logger(label: "test"), metrics: NOOPMetricsHandler.instance, database: NoDatabase(),
+                      clock: SystemClock(), http: Unreachable(), notifier: Unreachable(), history: Unreachable(), events: Unreachable(),
+                      cache: Unreachable(), baseDirectory: URL(fileURLWithPath: "/tmp"))
+    }
+}

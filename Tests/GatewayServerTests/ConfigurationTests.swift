@@ -1,0 +1,175 @@
+import Foundation
+import GatewayCore
+import GatewayServer
+import NotesFixturePlugin
+import Testing
+
+@Suite("plugins.yaml")
+struct ConfigurationTests {
+    static let known = ["notes", "suggest"]
+
+    func parse(_ text: String, environment: [String: String] = [:]) throws(ConfigurationFileError) -> GatewayConfiguration {
+        try GatewayConfiguration.parse(Data(text.utf8), file: "plugins.yaml", knownPlugins: Self.known, environment: environment)
+    }
+
+    func error(_ text: String, environment: [String: String] = [:]) -> ConfigurationFileError? {
+        do {
+            _ = try parse(text, environment: environment)
+            return nil
+        } catch {
+            return error
+        }
+    }
+
+    @Test("the shipped plugins.yaml is valid")
+    func shippedFileIsValid() throws {
+        let file = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../plugins.yaml").standardized
+        let configuration = try GatewayConfiguration.load(contentsOf: file, knownPlugins: Self.known)
+        #expect(configuration.storage == .sqlite(path: "data/gateway.sqlite"))
+        #expect(configuration.demo)
+    }
+
+    @Test("an empty file gives every default")
+    func defaults() throws {
+        let configuration = try parse("")
+        #expect(configuration.server.port == 8080)
+        #expect(configuration.server.maxBodySize.bytes == 1 << 20)
+        #expect(configuration.limits.anonymous == RateSpec(count: 60, period: 60))
+        #expect(configuration.plugins.isEmpty)
+    }
+
+    @Test("values in their written forms decode: durations, sizes, rates, storage")
+    func writtenForms() throws {
+        let configuration = try parse("""
+            server: { port: 9000, maxBodySize: 512KB, cors: { allowOrigins: ["https://a.example"] } }
+            storage: postgres://gw:secret@127.0.0.1:5432/gw
+            auth: { sessionTTL: 12h, registration: closed }
+            limits: { policy: cluster, anonymous: 30/s, user: 1000/h, key: 5/min }
+            cache: { maxEntries: 10, maxBytes: 1GB }
+            plugins:
+              notes:
+                mount: /api/notes
+                limits: { anonymous: 10/s }
+                cache: { ttl: 5m }
+                config: { greeting: hi }
+            """)
+        #expect(configuration.server.port == 9000)
+        #expect(configuration.server.maxBodySize.bytes == 512 * 1024)
+        #expect(configuration.server.cors?.allowOrigins == ["https://a.example"])
+        #expect(configuration.storage == .postgres(url: "postgres://gw:secret@127.0.0.1:5432/gw"))
+        #expect(configuration.storage.description == "postgres://gw:***@127.0.0.1:5432/gw")
+        #expect(configuration.auth.sessionTTL.seconds == 43_200)
+        #expect(configuration.auth.registration == .closed)
+        #expect(configuration.limits.policy == .cluster)
+        #expect(configuration.limits.anonymous == RateSpec(count: 30, period: 1))
+        #expect(configuration.cache.maxBytes.bytes == 1 << 30)
+        #expect(configuration.plugins["notes"]?.mount == "/api/notes")
+        #expect(configuration.plugins["notes"]?.cache?.ttl?.seconds == 300)
+        let notes = try #require(configuration.plugins["notes"]?.config).decode(NotesPlugin.Configuration.self)
+        #expect(notes.greeting == "hi")
+    }
+
+    @Test("a bad duration names the file, line, column, key path and the accepted forms")
+    func badDuration() {
+        let text = """
+            server:
+              port: 8080
+            plugins:
+              suggest:
+                enabled: true
+                cache:
+                  ttl: 5 min
+            """
+        let problem = error(text)
+        #expect(problem?.description == #"plugins.yaml:7:12: plugins.suggest.cache.ttl: "5 min" is not a duration (use 300s, 5m, 1h)"#)
+    }
+
+    @Test("an unknown key is an error at its line")
+    func unknownKey() {
+        let problem = error("server:\n  host: 127.0.0.1\n  prot: 8080\n")
+        #expect(problem?.line == 3)
+        #expect(problem?.keyPath == "server.prot")
+        #expect(problem?.message == "unknown key 'prot'")
+    }
+
+    @Test("an unknown key inside a plugin's config block is an error when that block is decoded")
+    func unknownPluginConfigKey() throws {
+        let configuration = try parse("plugins:\n  notes:\n    config:\n      greeting: hi\n      colour: red\n")
+        #expect(throws: ConfigurationFileError.self) {
+            try configuration.plugins["notes"]?.config?.decode(NotesPlugin.Configuration.self)
+        }
+        do {
+            _ = try configuration.plugins["notes"]?.config?.decode(NotesPlugin.Configuration.self)
+        } catch let error as ConfigurationFileError {
+            #expect(error.line == 5)
+            #expect(error.keyPath == "plugins.notes.config.colour")
+        } catch {
+            Issue.record("unexpected \(error)")
+        }
+    }
+
+    @Test("an unknown plugin id is an error naming the bundled ones")
+    func unknownPlugin() {
+        let problem = error("plugins:\n  weather:\n    enabled: true\n")
+        #expect(problem?.keyPath == "plugins.weather")
+        #expect(problem?.message.contains("unknown plugin 'weather'") == true)
+        #expect(problem?.message.contains("notes, suggest") == true)
+        #expect(problem?.line != nil)
+    }
+
+    @Test("wrong types say what was expected", arguments: [
+        ("server: { port: eighty }", "server.port", "\"eighty\" is not a whole number"),
+        ("server: { port: 99999999999999999999999 }", "server.port", "is not a whole number"),
+        ("server: { port: 70000 }", "server.port", "70000 is not a port"),
+        ("demo: maybe", "demo", "\"maybe\" is not true or false"),
+        ("server: [1, 2]", "server", "expected a mapping"),
+        ("limits: { user: lots }", "limits.user", "is not a rate"),
+        ("cache: { maxBytes: 3 parsecs }", "cache.maxBytes", "is not a size"),
+        ("storage: mysql://x", "storage", "is not a storage location"),
+        ("plugins: { notes: { mount: no-slash } }", "plugins.notes.mount", "is not a mount path"),
+        ("auth: { bcryptCost: 4 }", "auth.bcryptCost", "outside 10 to 16"),
+    ])
+    func wrongTypes(text: String, keyPath: String, message: String) {
+        let problem = error(text)
+        #expect(problem?.keyPath == keyPath, "\(String(describing: problem))")
+        #expect(problem?.message.contains(message) == true, "\(String(describing: problem))")
+        #expect(problem?.line == 1)
+    }
+
+    @Test("${NAME} is replaced from the environment, and an unset variable is an error")
+    func environmentSubstitution() throws {
+        let configuration = try parse("storage: postgres://gw:${DB_PASSWORD}@db/gw\n", environment: ["DB_PASSWORD": "s3cret"])
+        #expect(configuration.storage == .postgres(url: "postgres://gw:s3cret@db/gw"))
+        let problem = error("storage: postgres://gw:${DB_PASSWORD}@db/gw\n")
+        #expect(problem?.message == "the environment variable DB_PASSWORD is not set")
+        #expect(problem?.line == 1)
+    }
+
+    @Test("invalid YAML and invalid UTF-8 are located")
+    func invalidSyntax() throws {
+        let yaml = error("server:\n  host: [unclosed\n")
+        #expect(yaml?.message.hasPrefix("not valid YAML") == true)
+        #expect(yaml?.line != nil)
+        var bytes = Data("server:\n  host: ".utf8)
+        bytes.append(contentsOf: [0xC3, 0x28])
+        do {
+            _ = try GatewayConfiguration.parse(bytes, file: "plugins.yaml", knownPlugins: [])
+            Issue.record("invalid UTF-8 was accepted")
+        } catch {
+            #expect(error.message == "the file is not valid UTF-8")
+            #expect(error.line == 2)
+            #expect(error.column == 9)
+        }
+    }
+
+    @Test("an alias bomb is refused instead of expanded")
+    func aliasBomb() {
+        var text = "a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n"
+        for level in 1...8 {
+            text += "a\(level): &a\(level) [" + Array(repeating: "*a\(level - 1)", count: 10).joined(separator: ", ") + "]\n"
+        }
+        text += "server: *a8\n"
+        let problem = error(text)
+        #expect(problem != nil)
+    }
+}

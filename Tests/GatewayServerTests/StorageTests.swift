@@ -1,0 +1,136 @@
+import Foundation
+import GatewayCore
+import GatewayServer
+import GatewayTesting
+import NIOFoundationCompat
+import NotesFixturePlugin
+import SQLKit
+import Testing
+
+@Suite("storage and migrations")
+struct StorageTests {
+    static let steps = [
+        Migration(1, "create t") { db in
+            try await db.create(table: "probe_t").column("id", type: .bigint, .primaryKey(autoIncrement: false)).column("name", type: .text).run()
+        },
+        Migration(2, "add index") { db in
+            try await db.create(index: "probe_t_name").on("probe_t").column("name").run()
+        },
+    ]
+
+    @Test("migrations apply once, in order, and are recorded", arguments: TestStorage.available)
+    func migrationsApplyOnce(storage: TestStorage) async throws {
+        try await storage.withDatabase { database in
+            let runner = MigrationRunner(database: database.sql, logger: .init(label: "test"))
+            let first = try await runner.migrate([(owner: "probe", steps: Self.steps)])
+            #expect(first.map(\.version) == [1, 2])
+            let second = try await runner.migrate([(owner: "probe", steps: Self.steps)])
+            #expect(second.isEmpty)
+            let third = try await runner.migrate([(owner: "probe", steps: Self.steps + [Migration(3, "seed") { db in
+                try await db.insert(into: "probe_t").columns("id", "name").values(SQLBind(1), SQLBind("one")).run()
+            }])])
+            #expect(third.map(\.version) == [3])
+        }
+    }
+
+    @Test("a failing migration leaves nothing half-applied", arguments: TestStorage.available)
+    func failingMigrationRollsBack(storage: TestStorage) async throws {
+        try await storage.withDatabase { database in
+            let runner = MigrationRunner(database: database.sql, logger: .init(label: "test"))
+            let broken = Self.steps + [Migration(3, "broken") { db in
+                try await db.insert(into: "probe_t").columns("id", "name").values(SQLBind(1), SQLBind("one")).run()
+                try await db.raw("THIS IS NOT SQL").run()
+            }]
+            await #expect(throws: (any Error).self) { try await runner.migrate([(owner: "probe", steps: broken)]) }
+            // Everything of that run was rolled back, including steps 1 and 2.
+            let applied = try await runner.migrate([(owner: "probe", steps: Self.steps)])
+            #expect(applied.map(\.version) == [1, 2])
+        }
+    }
+
+    @Test("two instances migrating at once on one database both succeed and apply each step once", arguments: TestStorage.available)
+    func concurrentMigrations(storage: TestStorage) async throws {
+        try await storage.withFreshLocation { location, directory in
+            let databases = [
+                try await GatewayDatabase.open(location, baseDirectory: directory, logger: .init(label: "a")),
+                try await GatewayDatabase.open(location, baseDirectory: directory, logger: .init(label: "b")),
+            ]
+            let applied = try await withThrowingTaskGroup(of: [MigrationRunner.Applied].self) { group in
+                for database in databases {
+                    group.addTask {
+                        try await MigrationRunner(database: database.sql, logger: .init(label: "test")).migrate([(owner: "probe", steps: Self.steps)])
+                    }
+                }
+                return try await group.reduce(into: []) { $0 += $1 }
+            }
+            #expect(applied.map(\.version).sorted() == [1, 2])
+            for database in databases { await database.shutdown() }
+        }
+    }
+
+    @Test("the notes plugin stores and reads through the gateway on every database", arguments: TestStorage.available)
+    func pluginStore(storage: TestStorage) async throws {
+        try await TestGateway.with(notes, yaml: notesYAML, storage: storage) { gateway in
+            for index in 0..<3 {
+                let created = try await gateway.gateway.handle(.post, "/v1/notes/notes", headers: .json,
+                                                               body: #"{"title": "n\#(index)", "body": "b"}"#.buffer)
+                #expect(created.status == 201)
+            }
+            let page = try await gateway.gateway.handle(.get, "/v1/notes/notes?limit=2")
+            let list = try JSONCoding.decoder.decode(NoteList.self, from: Data(buffer: page.body))
+            #expect(list.items.count == 2)
+            let cursor = try #require(list.next)
+            let rest = try await gateway.gateway.handle(.get, "/v1/notes/notes?limit=2&cursor=\(cursor.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? "")")
+            let remaining = try JSONCoding.decoder.decode(NoteList.self, from: Data(buffer: rest.body))
+            #expect(remaining.items.count == 1)
+            #expect(remaining.next == nil)
+            #expect(Set((list.items + remaining.items).map(\.title)) == ["n0", "n1", "n2"])
+        }
+    }
+
+    @Test("a transaction commits on return and rolls back on error", arguments: TestStorage.available)
+    func transactions(storage: TestStorage) async throws {
+        try await storage.withDatabase { database in
+            try await MigrationRunner(database: database.sql, logger: .init(label: "test")).migrate([(owner: "probe", steps: Self.steps)])
+            try await database.sql.transaction { db in
+                try await db.insert(into: "probe_t").columns("id", "name").values(SQLBind(1), SQLBind("kept")).run()
+            }
+            await #expect(throws: GatewayError.self) {
+                try await database.sql.transaction { db in
+                    try await db.insert(into: "probe_t").columns("id", "name").values(SQLBind(2), SQLBind("dropped")).run()
+                    throw GatewayError.conflict("abort")
+                }
+            }
+            struct Row: Decodable { var name: String }
+            let rows = try await database.sql.select().column("name").from("probe_t").all(decoding: Row.self)
+            #expect(rows.map(\.name) == ["kept"])
+        }
+    }
+
+    @Test("SQLite runs in WAL mode and passes its integrity check")
+    func sqliteWAL() async throws {
+        try await TestStorage.sqlite.withDatabase { database in
+            struct Mode: Decodable { var journal_mode: String }
+            let mode = try await database.sql.raw("PRAGMA journal_mode").first(decoding: Mode.self)
+            #expect(mode?.journal_mode == "wal")
+            #expect(try await database.integrityCheck())
+        }
+    }
+
+    @Test("demo data loads once per database")
+    func demoDataOnce() async throws {
+        try await TestStorage.sqlite.withFreshLocation { location, directory in
+            var configuration = GatewayConfiguration(storage: location, demo: true)
+            configuration.plugins = ["notes": PluginSettings()]
+            var options = Gateway.Options(baseDirectory: directory)
+            options.logger.logLevel = .critical
+            for _ in 0..<2 {
+                let gateway = try await Gateway.start(configuration: configuration, registrations: notes, options: options)
+                let page = try await gateway.handle(.get, "/v1/notes/notes")
+                let list = try JSONCoding.decoder.decode(NoteList.self, from: Data(buffer: page.body))
+                #expect(list.items.map(\.title) == ["Welcome"])
+                await gateway.shutdown()
+            }
+        }
+    }
+}

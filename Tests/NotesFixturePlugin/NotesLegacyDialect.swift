@@ -1,0 +1,53 @@
+import Foundation
+import GatewayCore
+import NIOCore
+import NIOFoundationCompat
+
+/// An old client's API for the same notes: plain-text listing, form-like JSON with
+/// `{"code", "msg"}` errors, a key in `?apikey=`, and a WebSocket that echoes.
+enum NotesLegacyDialect {
+    struct LegacyError: Encodable {
+        var code: Int
+        var msg: String
+    }
+
+    struct LegacyCreate: Decodable {
+        var t: String
+        var b: String?
+    }
+
+    static func make(store: NotesStore) -> Dialect {
+        Dialect(
+            name: "legacy",
+            routes: [
+                DialectRoute(.get, "/legacy/notes.txt", summary: "Titles, one per line") { request, _ in
+                    let limit = request.query("n").flatMap(Int.init) ?? 20
+                    guard (1...1000).contains(limit) else { throw GatewayError.invalid(field: "n", "must be between 1 and 1000") }
+                    let notes = try await store.list(limit: limit, after: nil)
+                    return .text(notes.items.map { "\($0.id)\t\($0.title)" }.joined(separator: "\n"))
+                },
+                DialectRoute(.post, "/legacy/notes", summary: "Create with the old field names") { request, context in
+                    let draft: LegacyCreate
+                    do {
+                        draft = try JSONDecoder().decode(LegacyCreate.self, from: Data(buffer: request.body))
+                    } catch {
+                        throw GatewayError.badRequest("bad json")
+                    }
+                    let note = try await store.create(NoteDraft(title: draft.t, body: draft.b ?? ""), owner: context.principal.userID)
+                    return try .json(["code": "0", "id": note.id])
+                },
+            ],
+            webSockets: [
+                WebSocketRoute("/legacy/live", summary: "Echoes each text message back, upper-cased") { socket, _ in
+                    for await message in socket.inbound {
+                        if case .text(let text) = message { try await socket.send(.text(text.uppercased())) }
+                    }
+                },
+            ],
+            credential: { request in request.query("apikey").map(Credential.apiKey) },
+            renderError: { error in
+                (try? DialectResponse.json(LegacyError(code: error.status * 10, msg: error.detail), status: error.status == 404 ? 404 : 200))
+                    ?? .text("error", status: 500)
+            })
+    }
+}
