@@ -42,3 +42,9 @@ extension SQLDatabase {
         }
     }
 }
+
+extension SQLDataType {
+    /// An 8-byte floating point column on every database (`DOUBLE PRECISION`; SQLKit's `.real` is
+    /// only 4 bytes on PostgreSQL, too coarse for timestamps).
+    public static var double: SQLDataType { .custom(SQLRaw("DOUBLE PRECISION")) }
+}

@@ -29,10 +29,22 @@ public struct Principal: Sendable, Equatable, Hashable {
     public var resources: [String: Set<String>]
     /// The caller's network address as the server saw it (no port).
     public var address: String
+    /// A key's own rate limit, replacing the configured default for keys.
+    public var quota: Quota?
+
+    /// A number of requests per number of seconds.
+    public struct Quota: Sendable, Equatable, Hashable {
+        public var count: Int
+        public var seconds: Double
+        public init(count: Int, seconds: Double) {
+            self.count = count
+            self.seconds = seconds
+        }
+    }
 
     public init(
         kind: Kind, userID: String? = nil, displayName: String? = nil, isAdmin: Bool = false,
-        scopes: Set<String> = [], resources: [String: Set<String>] = [:], address: String
+        scopes: Set<String> = [], resources: [String: Set<String>] = [:], address: String, quota: Quota? = nil
     ) {
         self.kind = kind
         self.userID = userID
@@ -41,6 +53,7 @@ public struct Principal: Sendable, Equatable, Hashable {
         self.scopes = scopes
         self.resources = resources
         self.address = address
+        self.quota = quota
     }
 
     /// A guest calling from `address`.

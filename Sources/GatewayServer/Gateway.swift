@@ -22,6 +22,8 @@ public final class Gateway: Sendable {
     public let database: GatewayDatabase
     /// The enabled plugins, in the order of their registration.
     public let plugins: [LoadedPlugin]
+    /// Users, sessions and API keys.
+    public let accounts: AccountStore
     /// The request pipeline.
     public let responder: GatewayResponder
     /// Metrics of requests and of plugins.
@@ -75,11 +77,17 @@ public final class Gateway: Sendable {
         }
     }
 
+    /// Ids a plugin may not take: the host's own paths under /v1.
+    public static let reservedIDs: Set<String> = ["accounts", "auth", "me", "admin", "plugins", "batch", "gateway"]
+
+    /// The host's own schema steps (owner `gateway`).
+    public static let hostMigrations: [Migration] = UserInbox.migrations + AccountStore.migrations + ClusterRateLimiter.migrations
+
     /// Opens the database, applies migrations, creates every enabled plugin and builds the pipeline.
     public static func start(configuration: GatewayConfiguration, registrations: [PluginRegistration], options: Options) async throws -> Gateway {
         let logger = options.logger
-        for registration in registrations where !PluginRegistration.isValidID(registration.id) {
-            throw GatewayStartupError("plugin id '\(registration.id)' is not valid (lowercase letters, digits and -)")
+        for registration in registrations where !PluginRegistration.isValidID(registration.id) || reservedIDs.contains(registration.id) {
+            throw GatewayStartupError("plugin id '\(registration.id)' is not valid (lowercase letters, digits and -; not one of \(reservedIDs.sorted().joined(separator: ", ")))")
         }
         let enabled = registrations.filter { configuration.plugins[$0.id]?.enabled ?? false }
         let database = try await GatewayDatabase.open(configuration.storage, baseDirectory: options.baseDirectory, logger: logger)
@@ -94,17 +102,43 @@ public final class Gateway: Sendable {
     private static func assemble(configuration: GatewayConfiguration, enabled: [PluginRegistration], database: GatewayDatabase, options: Options) async throws -> Gateway {
         let logger = options.logger
         let db = database.sql
-        let migrations = [(owner: "gateway", steps: UserInbox.migrations)] + enabled.map { (owner: $0.id, steps: $0.migrations) }
+        let migrations = [(owner: "gateway", steps: hostMigrations)] + enabled.map { (owner: $0.id, steps: $0.migrations) }
         if options.migrate {
             try await MigrationRunner(database: db, logger: logger).migrate(migrations)
         }
         let metrics = GatewayMetrics()
         let events = LocalEventBus()
-        let cache = options.cache ?? DisabledResponseCache()
+        let cache = options.cache ?? MemoryResponseCache(maxEntries: configuration.cache.maxEntries, maxBytes: configuration.cache.maxBytes.bytes)
         let inbox = UserInbox(database: db, clock: options.clock)
         let http = AsyncUpstreamClient()
+        let accounts = AccountStore(database: db, clock: options.clock, bcryptCost: configuration.auth.bcryptCost,
+                                    sessionTTL: configuration.auth.sessionTTL.seconds)
+        let accountAuthenticator = AccountAuthenticator(store: accounts)
+        let policies = RateLimitPolicies(defaults: configuration.limits,
+                                         plugins: configuration.plugins.compactMapValues { $0.enabled ? $0.limits : nil })
+        let rateLimiter: any RateLimiter
+        if let given = options.rateLimiter {
+            rateLimiter = given
+        } else if configuration.limits.policy == .cluster {
+            guard !db.isSQLite else { throw GatewayStartupError("limits.policy: cluster needs PostgreSQL storage (instances share their buckets there)") }
+            rateLimiter = ClusterRateLimiter(policies: policies, database: db, clock: options.clock)
+        } else {
+            rateLimiter = LocalRateLimiter(policies: policies)
+        }
 
         var plugins: [LoadedPlugin] = []
+        // The host's own account API, mounted at /v1 like a plugin so it shares the whole pipeline.
+        var accountsLogger = logger
+        accountsLogger[metadataKey: "plugin"] = "accounts"
+        let accountsContext = PluginContext(
+            pluginID: AccountsService.id, logger: accountsLogger, metrics: metrics.factory, database: db, clock: options.clock,
+            http: http, notifier: inbox, history: inbox, events: events, cache: cache, baseDirectory: options.baseDirectory)
+        plugins.append(LoadedPlugin(
+            id: AccountsService.id, summary: AccountsService.summary, mount: "/v1", dialectMount: "",
+            instance: AccountsService(store: accounts, authenticator: accountAuthenticator, throttle: LoginThrottle(),
+                                      registration: configuration.auth.registration, cache: cache,
+                                      appKeys: Set(configuration.auth.appKeys)),
+            context: accountsContext))
         for registration in enabled {
             let settings = configuration.plugins[registration.id] ?? PluginSettings()
             var pluginLogger = logger
@@ -180,20 +214,21 @@ public final class Gateway: Sendable {
         let responder = GatewayResponder(
             routes: routes,
             settings: .init(maxBodySize: configuration.server.maxBodySize.bytes, cors: configuration.server.cors, accessLog: configuration.server.accessLog),
-            authenticator: options.authenticator ?? GuestOnlyAuthenticator(),
-            rateLimiter: options.rateLimiter ?? UnlimitedRateLimiter(),
+            authenticator: options.authenticator ?? accountAuthenticator,
+            rateLimiter: rateLimiter,
             cache: cache, metrics: metrics, logger: logger)
-        return Gateway(configuration: configuration, database: database, plugins: plugins, responder: responder, metrics: metrics,
+        return Gateway(configuration: configuration, database: database, plugins: plugins, accounts: accounts, responder: responder, metrics: metrics,
                        openAPIDocument: document, events: events, logger: logger, webSockets: sockets,
                        routeList: routeList.sorted { ($0.path, $0.method) < ($1.path, $1.method) })
     }
 
-    private init(configuration: GatewayConfiguration, database: GatewayDatabase, plugins: [LoadedPlugin], responder: GatewayResponder,
+    private init(configuration: GatewayConfiguration, database: GatewayDatabase, plugins: [LoadedPlugin], accounts: AccountStore, responder: GatewayResponder,
                  metrics: GatewayMetrics, openAPIDocument: OpenAPI.Document, events: LocalEventBus, logger: Logger,
                  webSockets: RouteTable<MountedWebSocket>, routeList: [RouteDescription]) {
         self.configuration = configuration
         self.database = database
         self.plugins = plugins
+        self.accounts = accounts
         self.responder = responder
         self.metrics = metrics
         self.openAPIDocument = openAPIDocument
@@ -211,6 +246,11 @@ public final class Gateway: Sendable {
         var result: [(String, PluginHealth)] = []
         for plugin in plugins { result.append((plugin.id, await plugin.instance.health())) }
         return result
+    }
+
+    /// Forgets every remembered credential, so the next request of each asks the database again.
+    public func forgetCredentials() {
+        (responder.authenticator as? AccountAuthenticator)?.forget(userID: nil)
     }
 
     /// Closes the database. Call once, after serving has stopped.

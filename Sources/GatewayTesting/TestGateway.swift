@@ -15,20 +15,25 @@ public struct TestGateway: Sendable {
     public let storage: TestStorage
 
     /// Starts a gateway from plugins.yaml text on a fresh database of `storage`, runs `body`, and
-    /// tears everything down. The text's `storage:` is replaced by the test database.
+    /// tears everything down. The text's `storage:` is replaced by the test database. Unless
+    /// `limits` is true, rate limits are off (tests send far more than a real client would); the
+    /// bcrypt cost is the minimum unless the text sets one.
     public static func with<R: Sendable>(
         _ registrations: [PluginRegistration],
         yaml: String = "",
         storage: TestStorage = .sqlite,
+        limits: Bool = false,
         configure: @Sendable (inout Gateway.Options) -> Void = { _ in },
         _ body: @Sendable (TestGateway) async throws -> R
     ) async throws -> R {
         try await storage.withFreshLocation { location, directory in
             var configuration = try GatewayConfiguration.parse(Data(yaml.utf8), file: "plugins.yaml", knownPlugins: registrations.map(\.id))
             configuration.storage = location
+            if !yaml.contains("bcryptCost") { configuration.auth.bcryptCost = 10 }
             var options = Gateway.Options(baseDirectory: directory)
             options.logger = TestStorage.quietLogger
             options.loadDemoData = false
+            if !limits { options.rateLimiter = UnlimitedRateLimiter() }
             configure(&options)
             let gateway = try await Gateway.start(configuration: configuration, registrations: registrations, options: options)
             do {
@@ -71,4 +76,33 @@ extension String {
 extension HTTPFields {
     /// `Content-Type: application/json`.
     public static var json: HTTPFields { [.contentType: "application/json"] }
+}
+
+extension TestGateway {
+    /// Registers `username` with `password` and returns its session token.
+    public func register(_ username: String, password: String = "correct horse battery") async throws -> (token: String, userID: String) {
+        let body = #"{"username": "\#(username)", "password": "\#(password)"}"#
+        let response = try await gateway.handle(.post, "/v1/auth/register", headers: .json, body: ByteBuffer(string: body))
+        guard response.status == 201,
+              let object = try JSONSerialization.jsonObject(with: Data(buffer: response.body)) as? [String: Any],
+              let token = object["token"] as? String, let user = object["user"] as? [String: Any], let id = user["id"] as? String
+        else { throw TestGatewayError("registering \(username) answered \(response.status): \(String(buffer: response.body))") }
+        return (token, id)
+    }
+
+    /// Creates an API key for the user of `token` with `grant` (JSON) and returns its secret and id.
+    public func createKey(token: String, grant: String) async throws -> (secret: String, id: String) {
+        let response = try await gateway.handle(.post, "/v1/me/keys", headers: [.authorization: "Bearer \(token)", .contentType: "application/json"],
+                                                body: ByteBuffer(string: grant))
+        guard response.status == 201, let object = try JSONSerialization.jsonObject(with: Data(buffer: response.body)) as? [String: Any],
+              let secret = object["secret"] as? String, let key = object["key"] as? [String: Any], let id = key["id"] as? String
+        else { throw TestGatewayError("creating a key answered \(response.status): \(String(buffer: response.body))") }
+        return (secret, id)
+    }
+}
+
+/// A test set-up step that failed.
+public struct TestGatewayError: Error, CustomStringConvertible {
+    public var description: String
+    public init(_ description: String) { self.description = description }
 }

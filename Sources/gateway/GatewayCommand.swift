@@ -12,7 +12,8 @@ struct GatewayCommand: AsyncParsableCommand {
         commandName: "gateway",
         abstract: "An API gateway that hosts service plugins behind one endpoint.",
         version: GatewayVersion.current,
-        subcommands: [Serve.self, Check.self, Plugins.self, Routes.self, Call.self, Migrate.self, OpenAPICommand.self],
+        subcommands: [Serve.self, Check.self, Plugins.self, Routes.self, Call.self, Migrate.self, OpenAPICommand.self,
+                      UserCommand.self, KeyCommand.self, CacheCommand.self],
         defaultSubcommand: Serve.self)
 }
 
@@ -145,7 +146,7 @@ struct Migrate: AsyncParsableCommand {
         do {
             let enabled = bundledPlugins.filter { configuration.plugins[$0.id]?.enabled ?? false }
             let applied = try await MigrationRunner(database: database.sql, logger: logger)
-                .migrate([(owner: "gateway", steps: UserInbox.migrations)] + enabled.map { (owner: $0.id, steps: $0.migrations) })
+                .migrate([(owner: "gateway", steps: Gateway.hostMigrations)] + enabled.map { (owner: $0.id, steps: $0.migrations) })
             print(applied.isEmpty ? "up to date" : applied.map { "applied \($0.plugin) \($0.version): \($0.name)" }.joined(separator: "\n"))
         } catch {
             await database.shutdown()
@@ -185,7 +186,6 @@ struct Call: AsyncParsableCommand {
 
     func run() async throws {
         let (_, gateway) = try await options.start(demo: false)
-        defer { Task { await gateway.shutdown() } }
         guard let (plugin, operation) = gateway.operation(named: operation) else {
             await gateway.shutdown()
             throw ValidationError("no operation named '\(self.operation)'; `gateway routes` lists them")
@@ -198,7 +198,13 @@ struct Call: AsyncParsableCommand {
             }
             pairs.append((String(argument[..<equals]), String(argument[argument.index(after: equals)...])))
         }
-        let request = try CallRequest.build(operation: operation, mount: plugin.mount, arguments: pairs, body: body)
+        let request: (target: String, body: ByteBuffer?)
+        do {
+            request = try CallRequest.build(operation: operation, mount: plugin.mount, arguments: pairs, body: body)
+        } catch let error as CallError {
+            await gateway.shutdown()
+            throw ValidationError(error.description)
+        }
         var headers = HTTPFields()
         if let token { headers[.authorization] = "Bearer \(token)" }
         if let key, let name = HTTPField.Name("X-Api-Key") { headers[name] = key }

@@ -91,3 +91,46 @@ struct GatewayBinaryTests {
         #expect(process.terminationStatus == 0)
     }
 }
+
+extension GatewayBinaryTests {
+    @Test("`routes`, `plugins` and `openapi` work on the shipped configuration, and every bundled plugin is in the OpenAPI document")
+    func inspectionCommands() throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        try FileManager.default.copyItem(at: Self.packageRoot.appendingPathComponent("plugins.yaml"), to: directory.appendingPathComponent("plugins.yaml"))
+        let routes = try run(["routes", "--log-level", "error"], in: directory)
+        #expect(routes.status == 0, "\(routes.output)")
+        #expect(routes.output.contains("/healthz"))
+        #expect(routes.output.contains("gateway.openapi"))
+
+        let plugins = try run(["plugins", "--log-level", "error"], in: directory)
+        #expect(plugins.status == 0, "\(plugins.output)")
+        #expect(plugins.output.hasPrefix("ID"))
+        let ids = plugins.output.split(separator: "\n").dropFirst().compactMap { $0.split(separator: " ").first.map(String.init) }
+
+        let openapi = try run(["openapi", "--log-level", "error"], in: directory)
+        #expect(openapi.status == 0)
+        let document = try JSONSerialization.jsonObject(with: Data(openapi.output.utf8)) as? [String: Any]
+        let tags = Set(((document?["tags"] as? [[String: Any]]) ?? []).compactMap { $0["name"] as? String })
+        #expect(tags.contains("gateway"))
+        for id in ids {
+            #expect(tags.contains(id), "bundled plugin \(id) is missing from the OpenAPI document")
+        }
+
+        let call = try run(["call", "nothing.here", "--log-level", "error"], in: directory)
+        #expect(call.status != 0)
+        #expect(call.output.contains("no operation named 'nothing.here'"))
+    }
+
+    @Test("`migrate` applies the gateway's migrations once")
+    func migrate() throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        try FileManager.default.copyItem(at: Self.packageRoot.appendingPathComponent("plugins.yaml"), to: directory.appendingPathComponent("plugins.yaml"))
+        let first = try run(["migrate", "--log-level", "error"], in: directory)
+        #expect(first.status == 0, "\(first.output)")
+        #expect(first.output.contains("applied gateway 1"))
+        let second = try run(["migrate", "--log-level", "error"], in: directory)
+        #expect(second.output.contains("up to date"))
+    }
+}

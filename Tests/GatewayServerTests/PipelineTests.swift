@@ -5,6 +5,7 @@ import GatewayTesting
 import HTTPTypes
 import HummingbirdTesting
 import NIOCore
+import NIOFoundationCompat
 import NotesFixturePlugin
 import Testing
 
@@ -341,6 +342,47 @@ struct PipelineTests {
             try await TestGateway.with(notes, yaml: "plugins:\n  notes:\n    config:\n      maxNotes: 0\n") { _ in }
         } catch let error as ConfigurationFileError {
             #expect(error.description == "plugins.yaml:4:17: plugins.notes.config.maxNotes: must be at least 1")
+        }
+    }
+}
+
+@Suite("gateway call")
+struct CallRequestTests {
+    func operation(_ name: String) async throws -> ServiceOperation {
+        try await TestGateway.with(notes, yaml: notesYAML) { gateway in
+            try #require(gateway.gateway.operation(named: name)?.operation)
+        }
+    }
+
+    @Test("name=value pairs fill the path, the query and a JSON body")
+    func building() async throws {
+        let get = try await operation("notes.get")
+        let target = try CallRequest.build(operation: get, mount: "/v1/notes", arguments: [("id", "abc/def")], body: nil)
+        #expect(target.target == "/v1/notes/notes/abc%2Fdef")
+        #expect(target.body == nil)
+
+        let echo = try await operation("notes.echo")
+        let query = try CallRequest.build(operation: echo, mount: "/v1/notes", arguments: [("name", "a b&c")], body: nil)
+        #expect(query.target == "/v1/notes/echo?name=a%20b%26c")
+
+        let create = try await operation("notes.create")
+        let body = try CallRequest.build(operation: create, mount: "/v1/notes", arguments: [("title", "T"), ("body", "B"), ("tags", #"["x"]"#)], body: nil)
+        let json = try JSONSerialization.jsonObject(with: Data(buffer: try #require(body.body))) as? [String: Any]
+        #expect(json?["title"] as? String == "T")
+        #expect(json?["tags"] as? [String] == ["x"])
+
+        #expect(throws: CallError.self) { try CallRequest.build(operation: get, mount: "/v1/notes", arguments: [], body: nil) }
+    }
+
+    @Test("a built call runs through the pipeline like an HTTP request")
+    func running() async throws {
+        try await TestGateway.with(notes, yaml: notesYAML) { gateway in
+            let create = try #require(gateway.gateway.operation(named: "notes.create"))
+            let request = try CallRequest.build(operation: create.operation, mount: create.plugin.mount,
+                                                arguments: [("title", "From the CLI"), ("body", "b")], body: nil)
+            let response = try await gateway.gateway.handle(.post, request.target, headers: .json, body: request.body)
+            #expect(response.status == 201)
+            #expect(CallRequest.pretty(String(buffer: response.body)).contains("\"title\" : \"From the CLI\""))
         }
     }
 }

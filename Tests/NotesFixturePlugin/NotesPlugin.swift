@@ -52,6 +52,8 @@ public struct NotesPlugin: ServicePlugin {
     let configuration: Configuration
     let store: NotesStore
     let janitor: NotesJanitor
+    /// How many times a handler ran (tests prove cache hits skip handlers with it).
+    public let handlerCalls = CallCounter()
 
     public init(configuration: Configuration, context: PluginContext) async throws {
         guard configuration.maxNotes > 0 else { throw ConfigurationError(key: "maxNotes", "must be at least 1") }
@@ -75,6 +77,7 @@ public struct NotesPlugin: ServicePlugin {
     public var operations: [ServiceOperation] {
         let store = self.store
         let greeting = configuration.greeting
+        let calls = self.handlerCalls
         return [
             ServiceOperation.define("notes.echo", .get, "/echo", summary: "Greet a name (a small JSON operation)")
                 .query(EchoQuery.self)
@@ -85,31 +88,42 @@ public struct NotesPlugin: ServicePlugin {
                 .cache(.shared(ttl: .seconds(30), tags: ["notes:list"]))
                 .query(ListQuery.self)
                 .returns(NoteList.self) { input, _ in
-                    try await store.list(limit: input.query.limit ?? 50, after: input.query.cursor)
+                    calls.increment()
+                    return try await store.list(limit: input.query.limit ?? 50, after: input.query.cursor)
                 },
             ServiceOperation.define("notes.create", .post, "/notes", summary: "Create a note")
                 .cache(.invalidating(["notes:list"]))
                 .body(NoteDraft.self)
                 .replies(Note.self) { input, context in
                     let note = try await store.create(input.body, owner: context.principal.userID)
+                    if let owner = note.owner {
+                        try await context.plugin.notifier.post(UserNotification(userID: owner, plugin: "notes", title: "Note created",
+                                                                                body: note.title, link: "/v1/notes/notes/\(note.id)"))
+                    }
                     return Reply(note, status: 201, headers: ["Location": "/v1/notes/notes/\(note.id)", "ETag": note.etag])
                 },
             ServiceOperation.define("notes.get", .get, "/notes/{id}", summary: "Read one note")
                 .path(NoteID.self)
-                .replies(Note.self) { input, _ in
+                .resource("id")
+                .replies(Note.self) { input, context in
                     let note = try await store.note(input.path.id)
+                    await context.recordView(of: note.id, title: note.title)
                     return Reply(note, headers: ["ETag": note.etag])
                 },
             ServiceOperation.define("notes.update", .put, "/notes/{id}", summary: "Replace a note (conditional with If-Match)")
                 .cache(.invalidating(["notes:list"]))
+                .resource("id")
                 .path(NoteID.self)
                 .body(NoteDraft.self)
                 .replies(Note.self) { input, context in
+                    let existing = try await store.note(input.path.id)
+                    if existing.owner != nil { try context.requireOwner(existing.owner, resource: "note") }
                     let note = try await store.update(input.path.id, with: input.body, ifMatch: context.headers[.ifMatch])
                     return Reply(note, headers: ["ETag": note.etag])
                 },
             ServiceOperation.define("notes.delete", .delete, "/notes/{id}", summary: "Delete a note")
                 .access(.scope("notes:write"))
+                .resource("id")
                 .cache(.invalidating(["notes:list"]))
                 .path(NoteID.self)
                 .returns(NoContent.self) { input, _ in
@@ -118,8 +132,26 @@ public struct NotesPlugin: ServicePlugin {
                 },
             ServiceOperation.define("notes.mine", .get, "/me/notes", summary: "The caller's own notes")
                 .access(.user)
+                .cache(.perPrincipal(ttl: .seconds(30), tags: ["notes:list"]))
                 .returns(NoteList.self) { _, context in
-                    try await store.list(limit: 50, after: nil, owner: context.principal.userID)
+                    calls.increment()
+                    return try await store.list(limit: 50, after: nil, owner: context.principal.userID)
+                },
+            ServiceOperation.define("notes.read", .get, "/read/{id}", summary: "Read a note, for callers with notes:read")
+                .access(.scope("notes:read"))
+                .resource("id")
+                .path(NoteID.self)
+                .returns(Note.self) { input, _ in
+                    try await store.note(input.path.id)
+                },
+            ServiceOperation.define("notes.owned", .get, "/owned/{id}", summary: "Read a note only its owner may see")
+                .access(.owner)
+                .resource("id")
+                .path(NoteID.self)
+                .returns(Note.self) { input, context in
+                    let note = try await store.note(input.path.id)
+                    try context.requireOwner(note.owner, resource: "note")
+                    return note
                 },
             ServiceOperation.define("notes.stats", .get, "/admin/stats", summary: "Counts for administrators")
                 .access(.admin)
@@ -241,4 +273,12 @@ final class NotesJanitor: Service, Sendable {
             try? await cancelWhenGracefulShutdown { try await Task.sleep(for: .milliseconds(Int(self.every * 1000))) }
         }
     }
+}
+
+/// Counts handler runs.
+public final class CallCounter: Sendable {
+    private let value = Atomic<Int>(0)
+    public init() {}
+    public var count: Int { value.load(ordering: .relaxed) }
+    func increment() { value.add(1, ordering: .relaxed) }
 }

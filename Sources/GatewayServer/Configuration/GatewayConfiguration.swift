@@ -136,10 +136,12 @@ public struct AuthSettings: Decodable, Sendable {
     public var registration: Registration = .open
     /// bcrypt cost for stored passwords (10 to 16).
     public var bcryptCost: Int = 12
+    /// The app keys legacy COIMOTION clients send as `_key`; a call with another key is refused.
+    public var appKeys: [String] = []
 
     public init() {}
 
-    enum CodingKeys: String, CodingKey { case sessionTTL, registration, bcryptCost }
+    enum CodingKeys: String, CodingKey { case sessionTTL, registration, bcryptCost, appKeys }
 
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
@@ -150,6 +152,7 @@ public struct AuthSettings: Decodable, Sendable {
             }
             registration = value
         }
+        appKeys = try container.decodeIfPresent([String].self, forKey: .appKeys) ?? []
         bcryptCost = try container.decodeIfPresent(Int.self, forKey: .bcryptCost) ?? bcryptCost
         guard (10...16).contains(bcryptCost) else {
             throw DecodingError.dataCorruptedError(forKey: .bcryptCost, in: container, debugDescription: "\(bcryptCost) is outside 10 to 16")

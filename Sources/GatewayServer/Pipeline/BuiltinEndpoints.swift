@@ -32,7 +32,7 @@ extension Gateway {
         }
         @Sendable func statuses() async -> [PluginStatus] {
             var result: [PluginStatus] = []
-            for plugin in plugins {
+            for plugin in plugins where plugin.id != AccountsService.id {
                 let health = await plugin.instance.health()
                 result.append(PluginStatus(id: plugin.id, summary: plugin.summary, mount: plugin.mount, status: health.status.rawValue,
                                            reason: health.reason, operations: plugin.instance.operations.count,

@@ -127,7 +127,17 @@ public struct GatewayResponder: HTTPResponder {
         return decision.headers
     }
 
-    static func authorize(_ rule: AccessRule, principal: Principal, plugin: String) throws {
+    /// Enforces an operation's access rule. A key is further bounded by its scopes on every
+    /// operation, public ones included (a key is a capability: it acts for its owner, so a
+    /// read-only key must not write even where a guest could): a read (GET/HEAD) needs
+    /// `<plugin>:read` and anything else `<plugin>:write` (or `<plugin>:*`, or `*`).
+    static func authorize(_ rule: AccessRule, principal: Principal, plugin: String, method: HTTPRequest.Method) throws {
+        if case .apiKey = principal.kind, !principal.isAdmin {
+            let needed = "\(plugin):" + (method == .get || method == .head ? "read" : "write")
+            guard principal.scopes.contains(needed) || principal.scopes.contains("\(plugin):*") || principal.scopes.contains("*") else {
+                throw GatewayError.forbidden("This key lacks the scope \(needed).")
+            }
+        }
         switch rule {
         case .public:
             return
@@ -172,7 +182,7 @@ public struct GatewayResponder: HTTPResponder {
             }
         }
 
-        try Self.authorize(operation.access, principal: principal, plugin: mounted.pluginID)
+        try Self.authorize(operation.access, principal: principal, plugin: mounted.pluginID, method: request.method)
         if let resource = operation.resourceParameter, let id = parameters[resource],
            !principal.mayAccess(resource: id, of: mounted.pluginID) {
             throw GatewayError.notFound("No such resource '\(id)'.")

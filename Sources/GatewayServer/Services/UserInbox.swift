@@ -23,16 +23,17 @@ public struct UserInbox: Notifier, ActivityRecorder {
                 .column("title", type: .text, .notNull)
                 .column("body", type: .text, .notNull)
                 .column("link", type: .text)
-                .column("created_at", type: .text, .notNull)
-                .column("read_at", type: .text)
+                .column("created_at", type: .double, .notNull)
+                .column("read_at", type: .double)
                 .run()
             try await db.create(index: "gateway_notifications_user").on("gateway_notifications").column("user_id").column("created_at").run()
             try await db.create(table: "gateway_history").ifNotExists()
+                .column("id", type: .text, .notNull, .unique)
                 .column("user_id", type: .text, .notNull)
                 .column("plugin", type: .text, .notNull)
                 .column("resource", type: .text, .notNull)
                 .column("title", type: .text, .notNull)
-                .column("viewed_at", type: .text, .notNull)
+                .column("viewed_at", type: .double, .notNull)
                 .primaryKey("user_id", "plugin", "resource")
                 .run()
             try await db.create(table: "gateway_demo_data").ifNotExists()
@@ -46,15 +47,16 @@ public struct UserInbox: Notifier, ActivityRecorder {
         try await database.insert(into: "gateway_notifications")
             .columns("id", "user_id", "plugin", "title", "body", "link", "created_at")
             .values(SQLBind(UUID().uuidString.lowercased()), SQLBind(notification.userID), SQLBind(notification.plugin),
-                    SQLBind(notification.title), SQLBind(notification.body), SQLBind(notification.link), SQLBind(Timestamp.format(clock.now())))
+                    SQLBind(notification.title), SQLBind(notification.body), SQLBind(notification.link), SQLBind(clock.now().timeIntervalSince1970))
             .run()
     }
 
     public func record(userID: String, plugin: String, resource: String, title: String) async throws {
         // One row per resource: viewing it again moves it to the top.
         try await database.insert(into: "gateway_history")
-            .columns("user_id", "plugin", "resource", "title", "viewed_at")
-            .values(SQLBind(userID), SQLBind(plugin), SQLBind(resource), SQLBind(title), SQLBind(Timestamp.format(clock.now())))
+            .columns("id", "user_id", "plugin", "resource", "title", "viewed_at")
+            .values(SQLBind(UUID().uuidString.lowercased()), SQLBind(userID), SQLBind(plugin), SQLBind(resource), SQLBind(title),
+                    SQLBind(clock.now().timeIntervalSince1970))
             .onConflict(with: ["user_id", "plugin", "resource"]) { $0.set(excludedValueOf: "title").set(excludedValueOf: "viewed_at") }
             .run()
     }

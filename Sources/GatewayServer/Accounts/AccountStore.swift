@@ -1,0 +1,477 @@
+import Crypto
+import Foundation
+import GatewayCore
+import HummingbirdBcrypt
+import SQLKit
+
+/// Users, sessions and API keys, in the gateway's own tables.
+///
+/// Guarantees: passwords are stored only as bcrypt of the COIMOTION prehash
+/// `sha1hex(sha1hex(username) + password)`, so native clients (plain password) and legacy clients
+/// (prehash) log in with one stored credential; session tokens and key secrets are shown once and
+/// stored only as SHA-256; usernames are unique after NFKC normalisation and case folding.
+public struct AccountStore: Sendable {
+    public let database: any SQLDatabase
+    public let clock: any WallClock
+    /// bcrypt cost (10 to 16).
+    public let bcryptCost: Int
+    /// How long a session lives without use; each use past half-life renews it (sliding expiry).
+    public let sessionTTL: Double
+
+    public init(database: any SQLDatabase, clock: any WallClock = SystemClock(), bcryptCost: Int = 12, sessionTTL: Double = 30 * 86_400) {
+        self.database = database
+        self.clock = clock
+        self.bcryptCost = max(10, min(16, bcryptCost))
+        self.sessionTTL = sessionTTL
+    }
+
+    /// The account tables (owner `gateway`, after the inbox tables).
+    public static let migrations: [Migration] = [
+        Migration(2, "users, sessions and api keys") { db in
+            try await db.create(table: "gateway_users")
+                .column("id", type: .text, .primaryKey(autoIncrement: false))
+                .column("username", type: .text, .notNull)
+                .column("username_key", type: .text, .notNull, .unique)
+                .column("display_name", type: .text, .notNull)
+                .column("profile", type: .text, .notNull)
+                .column("password_hash", type: .text, .notNull)
+                .column("is_admin", type: .bigint, .notNull)
+                .column("disabled", type: .bigint, .notNull)
+                .column("created_at", type: .double, .notNull)
+                .column("updated_at", type: .double, .notNull)
+                .run()
+            try await db.create(table: "gateway_sessions")
+                .column("token_hash", type: .text, .primaryKey(autoIncrement: false))
+                .column("user_id", type: .text, .notNull)
+                .column("created_at", type: .double, .notNull)
+                .column("expires_at", type: .double, .notNull)
+                .column("revoked_at", type: .double)
+                .run()
+            try await db.create(index: "gateway_sessions_user").on("gateway_sessions").column("user_id").run()
+            try await db.create(table: "gateway_api_keys")
+                .column("id", type: .text, .primaryKey(autoIncrement: false))
+                .column("key_hash", type: .text, .notNull, .unique)
+                .column("prefix", type: .text, .notNull)
+                .column("user_id", type: .text)
+                .column("label", type: .text, .notNull)
+                .column("scopes", type: .text, .notNull)
+                .column("resources", type: .text, .notNull)
+                .column("allowed_addresses", type: .text, .notNull)
+                .column("rate", type: .text)
+                .column("expires_at", type: .double)
+                .column("revoked_at", type: .double)
+                .column("created_at", type: .double, .notNull)
+                .run()
+            try await db.create(index: "gateway_api_keys_user").on("gateway_api_keys").column("user_id").run()
+        },
+    ]
+
+    // MARK: Users
+
+    /// A user as the API shows it.
+    public struct User: Codable, Sendable, Equatable {
+        public var id: String
+        public var username: String
+        public var displayName: String
+        public var profile: [String: String]
+        public var isAdmin: Bool
+        public var disabled: Bool
+        public var createdAt: Date
+    }
+
+    struct UserRow: Codable {
+        var id: String
+        var username: String
+        var username_key: String
+        var display_name: String
+        var profile: String
+        var password_hash: String
+        var is_admin: Int
+        var disabled: Int
+        var created_at: Double
+        var updated_at: Double
+
+        var user: User {
+            User(id: id, username: username, displayName: display_name,
+                 profile: (try? JSONDecoder().decode([String: String].self, from: Data(profile.utf8))) ?? [:],
+                 isAdmin: is_admin != 0, disabled: disabled != 0, createdAt: Date(timeIntervalSince1970: created_at))
+        }
+    }
+
+    /// The form under which usernames are unique: NFKC, case-folded, trimmed.
+    public static func usernameKey(_ username: String) -> String {
+        username.trimmingCharacters(in: .whitespacesAndNewlines)
+            .precomposedStringWithCompatibilityMapping
+            .folding(options: [.caseInsensitive], locale: nil)
+    }
+
+    /// The COIMOTION client prehash: `sha1hex(sha1hex(username) + password)`, lowercase hex.
+    public static func prehash(username: String, password: String) -> String {
+        func sha1hex(_ text: String) -> String {
+            Insecure.SHA1.hash(data: Data(text.utf8)).map { String(format: "%02x", $0) }.joined()
+        }
+        return sha1hex(sha1hex(username) + password)
+    }
+
+    /// Checks a username: 1 to 64 characters, no control characters or line breaks.
+    public static func usernameProblem(_ username: String) -> String? {
+        let trimmed = username.trimmingCharacters(in: .whitespacesAndNewlines)
+        if trimmed.isEmpty { return "must not be empty" }
+        if trimmed.count > 64 { return "must be at most 64 characters" }
+        if trimmed.unicodeScalars.contains(where: { CharacterSet.controlCharacters.contains($0) || CharacterSet.newlines.contains($0) }) {
+            return "must not contain control characters"
+        }
+        return nil
+    }
+
+    /// Checks a plain password: 8 to 1024 characters.
+    public static func passwordProblem(_ password: String) -> String? {
+        if password.count < 8 { return "must be at least 8 characters" }
+        if password.utf8.count > 1024 { return "must be at most 1024 bytes" }
+        return nil
+    }
+
+    /// The credential given to bcrypt: a prehash is 40 lowercase hex digits.
+    public enum Secret: Sendable {
+        /// A plain password (native clients); the store computes the prehash.
+        case plain(String)
+        /// The prehash itself (legacy clients).
+        case prehashed(String)
+
+        func prehash(for username: String) -> String {
+            switch self {
+            case .plain(let password): AccountStore.prehash(username: username, password: password)
+            case .prehashed(let hash): hash.lowercased()
+            }
+        }
+    }
+
+    /// Creates a user. 409 when the name is taken (in any case or width), 422 for a bad name or password.
+    public func register(username: String, secret: Secret, displayName: String? = nil, profile: [String: String] = [:], isAdmin: Bool = false) async throws -> User {
+        let name = username.trimmingCharacters(in: .whitespacesAndNewlines)
+        if let problem = Self.usernameProblem(name) { throw GatewayError.invalid(field: "/username", problem) }
+        if case .plain(let password) = secret, let problem = Self.passwordProblem(password) { throw GatewayError.invalid(field: "/password", problem) }
+        if case .prehashed(let hash) = secret, hash.count != 40 || !hash.allSatisfy(\.isHexDigit) {
+            throw GatewayError.invalid(field: "/passwd", "must be the 40-digit SHA-1 prehash")
+        }
+        let key = Self.usernameKey(name)
+        let hash = Bcrypt.hash(secret.prehash(for: name), cost: UInt8(bcryptCost))
+        let now = clock.now().timeIntervalSince1970
+        let row = UserRow(id: Self.newID(), username: name, username_key: key, display_name: displayName ?? name,
+                          profile: String(decoding: try JSONEncoder().encode(profile), as: UTF8.self), password_hash: hash,
+                          is_admin: isAdmin ? 1 : 0, disabled: 0, created_at: now, updated_at: now)
+        do {
+            try await database.insert(into: "gateway_users").model(row).run()
+        } catch {
+            if try await userRow(usernameKey: key) != nil { throw GatewayError.conflict("The username '\(name)' is taken.") }
+            throw error
+        }
+        return row.user
+    }
+
+    func userRow(usernameKey key: String) async throws -> UserRow? {
+        try await database.select().column("*").from("gateway_users").where("username_key", .equal, key).first(decoding: UserRow.self)
+    }
+
+    func userRow(id: String) async throws -> UserRow? {
+        try await database.select().column("*").from("gateway_users").where("id", .equal, id).first(decoding: UserRow.self)
+    }
+
+    /// The user with `id`.
+    public func user(id: String) async throws -> User? { try await userRow(id: id)?.user }
+
+    /// The user named `username` (in any case or width).
+    public func user(named username: String) async throws -> User? { try await userRow(usernameKey: Self.usernameKey(username))?.user }
+
+    /// Every user, by name.
+    public func users() async throws -> [User] {
+        try await database.select().column("*").from("gateway_users").orderBy("username_key").all(decoding: UserRow.self).map(\.user)
+    }
+
+    /// The user whose credential matches, or nil. A disabled user never matches. Always spends one
+    /// bcrypt verification, so timing does not tell whether the user exists.
+    public func verify(username: String, secret: Secret) async throws -> User? {
+        let row = try await userRow(usernameKey: Self.usernameKey(username))
+        let candidate = secret.prehash(for: row?.username ?? username.trimmingCharacters(in: .whitespacesAndNewlines))
+        let hash = row?.password_hash ?? Self.decoyHash
+        let matches = Bcrypt.verify(candidate, hash: hash)
+        guard let row, matches, row.disabled == 0 else { return nil }
+        return row.user
+    }
+
+    private static let decoyHash = Bcrypt.hash("decoy-password-for-missing-users", cost: 10)
+
+    /// Replaces a user's password and ends all their sessions.
+    public func setPassword(userID: String, secret: Secret) async throws {
+        guard let row = try await userRow(id: userID) else { throw GatewayError.notFound("No such user.") }
+        if case .plain(let password) = secret, let problem = Self.passwordProblem(password) { throw GatewayError.invalid(field: "/newPassword", problem) }
+        let hash = Bcrypt.hash(secret.prehash(for: row.username), cost: UInt8(bcryptCost))
+        try await database.update("gateway_users").set("password_hash", to: hash).set("updated_at", to: clock.now().timeIntervalSince1970)
+            .where("id", .equal, userID).run()
+        try await revokeAllSessions(userID: userID)
+    }
+
+    /// Updates the display name and profile fields (nil leaves one as it is).
+    public func updateProfile(userID: String, displayName: String?, profile: [String: String]?) async throws -> User {
+        guard var row = try await userRow(id: userID) else { throw GatewayError.notFound("No such user.") }
+        if let displayName { row.display_name = displayName }
+        if let profile { row.profile = String(decoding: try JSONEncoder().encode(profile), as: UTF8.self) }
+        try await database.update("gateway_users").set("display_name", to: row.display_name).set("profile", to: row.profile)
+            .set("updated_at", to: clock.now().timeIntervalSince1970).where("id", .equal, userID).run()
+        return row.user
+    }
+
+    /// Disables (or re-enables) a user; disabling ends their sessions at once.
+    public func setDisabled(userID: String, _ disabled: Bool) async throws {
+        try await database.update("gateway_users").set("disabled", to: disabled ? 1 : 0).where("id", .equal, userID).run()
+        if disabled { try await revokeAllSessions(userID: userID) }
+    }
+
+    /// Grants or removes the admin role.
+    public func setAdmin(userID: String, _ isAdmin: Bool) async throws {
+        try await database.update("gateway_users").set("is_admin", to: isAdmin ? 1 : 0).where("id", .equal, userID).run()
+    }
+
+    // MARK: Sessions
+
+    /// A new session: the token (shown once) and when it expires.
+    public struct Session: Codable, Sendable {
+        public var token: String
+        public var expiresAt: Date
+    }
+
+    struct SessionRow: Codable {
+        var token_hash: String
+        var user_id: String
+        var created_at: Double
+        var expires_at: Double
+        var revoked_at: Double?
+    }
+
+    /// Starts a session for `userID`.
+    public func createSession(userID: String) async throws -> Session {
+        let token = Self.randomToken(bytes: 32)
+        let now = clock.now().timeIntervalSince1970
+        try await database.insert(into: "gateway_sessions")
+            .model(SessionRow(token_hash: Self.sha256(token), user_id: userID, created_at: now, expires_at: now + sessionTTL, revoked_at: nil))
+            .run()
+        return Session(token: token, expiresAt: Date(timeIntervalSince1970: now + sessionTTL))
+    }
+
+    /// Ends the session of `token` (no error when it is unknown).
+    public func revokeSession(token: String) async throws {
+        try await database.update("gateway_sessions").set("revoked_at", to: clock.now().timeIntervalSince1970)
+            .where("token_hash", .equal, Self.sha256(token)).run()
+    }
+
+    /// Ends every session of `userID` ("log out everywhere").
+    public func revokeAllSessions(userID: String) async throws {
+        try await database.update("gateway_sessions").set("revoked_at", to: clock.now().timeIntervalSince1970)
+            .where("user_id", .equal, userID).where("revoked_at", .is, SQLLiteral.null).run()
+    }
+
+    /// The user a live session token belongs to; renews the session past its half-life.
+    /// nil for an unknown, expired or revoked token, or a disabled user.
+    public func sessionUser(token: String) async throws -> User? {
+        let hash = Self.sha256(token)
+        guard let session = try await database.select().column("*").from("gateway_sessions").where("token_hash", .equal, hash)
+            .first(decoding: SessionRow.self), session.revoked_at == nil else { return nil }
+        let now = clock.now().timeIntervalSince1970
+        guard session.expires_at > now, let row = try await userRow(id: session.user_id), row.disabled == 0 else { return nil }
+        if session.expires_at - now < sessionTTL / 2 {
+            try await database.update("gateway_sessions").set("expires_at", to: now + sessionTTL).where("token_hash", .equal, hash).run()
+        }
+        return row.user
+    }
+
+    // MARK: API keys
+
+    /// An API key as its owner sees it (never the secret, after creation).
+    public struct APIKey: Codable, Sendable, Equatable {
+        public var id: String
+        public var prefix: String
+        public var userID: String?
+        public var label: String
+        public var scopes: [String]
+        public var resources: [String: [String]]
+        public var allowedAddresses: [String]
+        public var rate: String?
+        public var expiresAt: Date?
+        public var revoked: Bool
+        public var createdAt: Date
+    }
+
+    struct KeyRow: Codable {
+        var id: String
+        var key_hash: String
+        var prefix: String
+        var user_id: String?
+        var label: String
+        var scopes: String
+        var resources: String
+        var allowed_addresses: String
+        var rate: String?
+        var expires_at: Double?
+        var revoked_at: Double?
+        var created_at: Double
+
+        var key: APIKey {
+            let decoder = JSONDecoder()
+            return APIKey(id: id, prefix: prefix, userID: user_id, label: label,
+                          scopes: (try? decoder.decode([String].self, from: Data(scopes.utf8))) ?? [],
+                          resources: (try? decoder.decode([String: [String]].self, from: Data(resources.utf8))) ?? [:],
+                          allowedAddresses: (try? decoder.decode([String].self, from: Data(allowed_addresses.utf8))) ?? [],
+                          rate: rate, expiresAt: expires_at.map(Date.init(timeIntervalSince1970:)), revoked: revoked_at != nil,
+                          createdAt: Date(timeIntervalSince1970: created_at))
+        }
+    }
+
+    /// What a new key may do.
+    public struct KeyGrant: Codable, Sendable {
+        public var label: String
+        /// `<plugin>:read`, `<plugin>:write`, `<plugin>:*` or `*`.
+        public var scopes: [String]
+        /// Per plugin, the only resource ids the key may touch.
+        public var resources: [String: [String]]?
+        /// Client addresses (exact, or IPv4 CIDR like `10.0.0.0/8`) the key is accepted from.
+        public var allowedAddresses: [String]?
+        public var expiresAt: Date?
+        /// The key's own rate limit, such as `100/min`.
+        public var rate: String?
+
+        public init(label: String, scopes: [String], resources: [String: [String]]? = nil, allowedAddresses: [String]? = nil,
+                    expiresAt: Date? = nil, rate: String? = nil) {
+            self.label = label
+            self.scopes = scopes
+            self.resources = resources
+            self.allowedAddresses = allowedAddresses
+            self.expiresAt = expiresAt
+            self.rate = rate
+        }
+
+        /// Every problem with the grant, as field errors.
+        public func problems(now: Date) -> [GatewayError.FieldError] {
+            var problems: [GatewayError.FieldError] = []
+            if label.trimmingCharacters(in: .whitespaces).isEmpty || label.count > 200 {
+                problems.append(.init(pointer: "/label", detail: "must be 1 to 200 characters"))
+            }
+            if scopes.isEmpty { problems.append(.init(pointer: "/scopes", detail: "must name at least one scope")) }
+            for (index, scope) in scopes.enumerated() where !AccountStore.isValidScope(scope) {
+                problems.append(.init(pointer: "/scopes/\(index)", detail: "'\(scope.prefix(60))' is not <plugin>:read, <plugin>:write, <plugin>:* or *"))
+            }
+            for (index, address) in (allowedAddresses ?? []).enumerated() where AddressMatcher(address) == nil {
+                problems.append(.init(pointer: "/allowedAddresses/\(index)", detail: "'\(address.prefix(60))' is not an IP address or IPv4 CIDR"))
+            }
+            if let expiresAt, expiresAt <= now { problems.append(.init(pointer: "/expiresAt", detail: "is in the past")) }
+            if let rate, RateSpec(parsing: rate) == nil { problems.append(.init(pointer: "/rate", detail: "'\(rate.prefix(60))' is not a rate such as 100/min")) }
+            return problems
+        }
+    }
+
+    static func isValidScope(_ scope: String) -> Bool {
+        if scope == "*" { return true }
+        let parts = scope.split(separator: ":", omittingEmptySubsequences: false)
+        return parts.count == 2 && PluginRegistration.isValidID(String(parts[0])) && ["read", "write", "*"].contains(parts[1])
+    }
+
+    /// Creates a key for `userID` (nil: a master key, which acts as an administrator). Returns the
+    /// secret, shown only now, and the key.
+    public func createKey(userID: String?, grant: KeyGrant) async throws -> (secret: String, key: APIKey) {
+        let problems = grant.problems(now: clock.now())
+        guard problems.isEmpty else { throw GatewayError.invalid(problems.map { "\($0.pointer): \($0.detail)" }.joined(separator: "; "), errors: problems) }
+        let secret = "gk_" + Self.randomToken(bytes: 24)
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .sortedKeys
+        let row = KeyRow(id: Self.newID(), key_hash: Self.sha256(secret), prefix: String(secret.prefix(10)), user_id: userID, label: grant.label,
+                         scopes: String(decoding: try encoder.encode(grant.scopes), as: UTF8.self),
+                         resources: String(decoding: try encoder.encode(grant.resources ?? [:]), as: UTF8.self),
+                         allowed_addresses: String(decoding: try encoder.encode(grant.allowedAddresses ?? []), as: UTF8.self),
+                         rate: grant.rate, expires_at: grant.expiresAt?.timeIntervalSince1970, revoked_at: nil,
+                         created_at: clock.now().timeIntervalSince1970)
+        try await database.insert(into: "gateway_api_keys").model(row).run()
+        return (secret, row.key)
+    }
+
+    /// The keys of `userID` (nil: master keys), newest first.
+    public func keys(userID: String?) async throws -> [APIKey] {
+        var query = database.select().column("*").from("gateway_api_keys")
+        query = userID.map { query.where("user_id", .equal, $0) } ?? query.where("user_id", .is, SQLLiteral.null)
+        return try await query.orderBy("created_at", .descending).all(decoding: KeyRow.self).map(\.key)
+    }
+
+    /// Revokes key `id` if it belongs to `userID` (nil: any key, for the CLI). False when there is no such key.
+    @discardableResult
+    public func revokeKey(id: String, userID: String?) async throws -> Bool {
+        var query = database.select().column("*").from("gateway_api_keys").where("id", .equal, id)
+        if let userID { query = query.where("user_id", .equal, userID) }
+        guard try await query.first(decoding: KeyRow.self) != nil else { return false }
+        try await database.update("gateway_api_keys").set("revoked_at", to: clock.now().timeIntervalSince1970).where("id", .equal, id).run()
+        return true
+    }
+
+    /// The live key with `secret`, with its owner; nil when unknown, revoked, expired, or its owner is disabled.
+    public func liveKey(secret: String) async throws -> (key: APIKey, owner: User?)? {
+        guard let row = try await database.select().column("*").from("gateway_api_keys").where("key_hash", .equal, Self.sha256(secret))
+            .first(decoding: KeyRow.self), row.revoked_at == nil else { return nil }
+        if let expires = row.expires_at, expires <= clock.now().timeIntervalSince1970 { return nil }
+        guard let userID = row.user_id else { return (row.key, nil) }
+        guard let owner = try await userRow(id: userID), owner.disabled == 0 else { return nil }
+        return (row.key, owner.user)
+    }
+
+    // MARK: Helpers
+
+    static func sha256(_ text: String) -> String {
+        SHA256.hash(data: Data(text.utf8)).map { String(format: "%02x", $0) }.joined()
+    }
+
+    static func randomToken(bytes count: Int) -> String {
+        var generator = SystemRandomNumberGenerator()
+        let bytes = (0..<count).map { _ in UInt8.random(in: .min ... .max, using: &generator) }
+        return Data(bytes).base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+            .replacingOccurrences(of: "=", with: "")
+    }
+
+    static func newID() -> String {
+        var generator = SystemRandomNumberGenerator()
+        return (0..<16).map { _ in String(format: "%02x", UInt8.random(in: .min ... .max, using: &generator)) }.joined()
+    }
+}
+
+/// Matches a client address against an exact address or an IPv4 CIDR block.
+struct AddressMatcher: Sendable {
+    private let exact: String?
+    private let network: UInt32
+    private let mask: UInt32
+
+    init?(_ pattern: String) {
+        if let slash = pattern.firstIndex(of: "/") {
+            guard let base = Self.ipv4(String(pattern[..<slash])), let bits = Int(pattern[pattern.index(after: slash)...]), (0...32).contains(bits) else { return nil }
+            mask = bits == 0 ? 0 : UInt32.max << (32 - bits)
+            network = base & mask
+            exact = nil
+        } else {
+            guard Self.ipv4(pattern) != nil || (pattern.contains(":") && pattern.allSatisfy { $0.isHexDigit || $0 == ":" || $0 == "." }) else { return nil }
+            exact = pattern.lowercased()
+            network = 0
+            mask = 0
+        }
+    }
+
+    func matches(_ address: String) -> Bool {
+        if let exact { return exact == address.lowercased() }
+        guard let value = Self.ipv4(address) else { return false }
+        return value & mask == network
+    }
+
+    static func ipv4(_ text: String) -> UInt32? {
+        let parts = text.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 4 else { return nil }
+        var value: UInt32 = 0
+        for part in parts {
+            guard let byte = UInt8(part) else { return nil }
+            value = value << 8 | UInt32(byte)
+        }
+        return value
+    }
+}

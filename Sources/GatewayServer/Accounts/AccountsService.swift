@@ -1,0 +1,224 @@
+import Foundation
+import GatewayCore
+import SQLKit
+
+/// The gateway's own account API — registration, sessions, profile, API keys, notifications and
+/// history — declared as ordinary operations so it runs through the same pipeline, appears in the
+/// OpenAPI document and works with `gateway call`. Mounted at `/v1`.
+struct AccountsService: ServicePlugin {
+    static let id = "accounts"
+    static let summary = "Accounts, sessions, API keys, notifications and history"
+
+    struct Configuration: Decodable, Sendable {}
+
+    let store: AccountStore
+    let authenticator: AccountAuthenticator
+    let throttle: LoginThrottle
+    let registration: AuthSettings.Registration
+    let database: any SQLDatabase
+    let cache: any CacheInvalidator
+    let appKeys: Set<String>
+
+    init(configuration: Configuration, context: PluginContext) async throws {
+        fatalError("AccountsService is created by the host with its dependencies")
+    }
+
+    init(store: AccountStore, authenticator: AccountAuthenticator, throttle: LoginThrottle, registration: AuthSettings.Registration,
+         cache: any CacheInvalidator, appKeys: Set<String>) {
+        self.appKeys = appKeys
+        self.store = store
+        self.authenticator = authenticator
+        self.throttle = throttle
+        self.registration = registration
+        self.database = store.database
+        self.cache = cache
+    }
+
+    var dialects: [Dialect] {
+        [CoimotionAccountsDialect.make(store: store, authenticator: authenticator, throttle: throttle, registration: registration, appKeys: appKeys)]
+    }
+
+    // MARK: Inputs and outputs
+
+    struct RegisterBody: Codable, Sendable {
+        var username: String
+        var password: String
+        var displayName: String?
+        var profile: [String: String]?
+    }
+
+    struct LoginBody: Codable, Sendable {
+        var username: String
+        var password: String
+    }
+
+    struct SessionReply: Codable, Sendable {
+        var token: String
+        var expiresAt: Date
+        var user: AccountStore.User
+    }
+
+    struct ProfilePatch: Codable, Sendable, ValidatableInput {
+        var displayName: String?
+        var profile: [String: String]?
+
+        func validate() -> [GatewayError.FieldError] {
+            var problems: [GatewayError.FieldError] = []
+            if let displayName, displayName.trimmingCharacters(in: .whitespaces).isEmpty || displayName.count > 100 {
+                problems.append(.init(pointer: "/displayName", detail: "must be 1 to 100 characters"))
+            }
+            if let profile, profile.count > 50 || profile.contains(where: { $0.key.count > 64 || $0.value.count > 1000 }) {
+                problems.append(.init(pointer: "/profile", detail: "at most 50 fields, keys up to 64 and values up to 1000 characters"))
+            }
+            return problems
+        }
+    }
+
+    struct PasswordChange: Codable, Sendable {
+        var currentPassword: String
+        var newPassword: String
+    }
+
+    struct KeyID: Codable, Sendable { var id: String }
+
+    struct CreatedKey: Codable, Sendable {
+        var secret: String
+        var key: AccountStore.APIKey
+    }
+
+    struct KeyList: Codable, Sendable { var items: [AccountStore.APIKey] }
+
+    struct Purge: Codable, Sendable {
+        var tags: [String]?
+        var all: Bool?
+    }
+
+    struct Purged: Codable, Sendable { var purged: [String] }
+
+    // MARK: Operations
+
+    var operations: [ServiceOperation] {
+        let store = self.store
+        let authenticator = self.authenticator
+        let throttle = self.throttle
+        let registration = self.registration
+        let cache = self.cache
+        return [
+            ServiceOperation.define("accounts.register", .post, "/auth/register", summary: "Create an account and sign in")
+                .body(RegisterBody.self)
+                .replies(SessionReply.self) { input, context in
+                    guard registration == .open || context.principal.isAdmin else {
+                        throw GatewayError.forbidden("Registration is closed on this gateway.")
+                    }
+                    let user = try await store.register(username: input.body.username, secret: .plain(input.body.password),
+                                                        displayName: input.body.displayName, profile: input.body.profile ?? [:])
+                    let session = try await store.createSession(userID: user.id)
+                    return Reply(SessionReply(token: session.token, expiresAt: session.expiresAt, user: user), status: 201,
+                                 headers: ["Location": "/v1/me", "Cache-Control": "no-store"])
+                },
+            ServiceOperation.define("accounts.login", .post, "/auth/login", summary: "Sign in and receive a session token")
+                .body(LoginBody.self)
+                .replies(SessionReply.self) { input, context in
+                    let address = context.principal.address
+                    try await throttle.admit(username: input.body.username, address: address)
+                    let user = try await store.verify(username: input.body.username, secret: .plain(input.body.password))
+                    throttle.record(username: input.body.username, address: address, succeeded: user != nil)
+                    guard let user else { throw GatewayError.unauthorized("The username or password is wrong.") }
+                    let session = try await store.createSession(userID: user.id)
+                    return Reply(SessionReply(token: session.token, expiresAt: session.expiresAt, user: user), status: 200,
+                                 headers: ["Cache-Control": "no-store"])
+                },
+            ServiceOperation.define("accounts.logout", .post, "/auth/logout", summary: "End this session")
+                .access(.user)
+                .returns(NoContent.self) { _, context in
+                    if case .sessionToken(let token)? = NativeCredentials.extract(from: context.headers) {
+                        try await store.revokeSession(token: token)
+                        authenticator.forget(credential: .sessionToken(token))
+                    }
+                    return NoContent()
+                },
+            ServiceOperation.define("accounts.logoutEverywhere", .post, "/auth/logout-everywhere", summary: "End every session of this user")
+                .access(.user)
+                .returns(NoContent.self) { _, context in
+                    guard let userID = context.principal.userID else { throw GatewayError.forbidden("This credential has no user.") }
+                    try await store.revokeAllSessions(userID: userID)
+                    authenticator.forget(userID: userID)
+                    return NoContent()
+                },
+            ServiceOperation.define("accounts.me", .get, "/me", summary: "The signed-in user's profile")
+                .access(.user)
+                .returns(AccountStore.User.self) { _, context in
+                    try await Self.currentUser(context, store: store)
+                },
+            ServiceOperation.define("accounts.updateMe", .patch, "/me", summary: "Change the display name or profile fields")
+                .access(.user)
+                .body(ProfilePatch.self)
+                .returns(AccountStore.User.self) { input, context in
+                    let user = try await Self.currentUser(context, store: store)
+                    return try await store.updateProfile(userID: user.id, displayName: input.body.displayName, profile: input.body.profile)
+                },
+            ServiceOperation.define("accounts.changePassword", .put, "/me/password", summary: "Change the password (ends every other session)")
+                .access(.user)
+                .body(PasswordChange.self)
+                .returns(NoContent.self) { input, context in
+                    let user = try await Self.currentUser(context, store: store)
+                    try await throttle.admit(username: user.username, address: context.principal.address)
+                    let verified = try await store.verify(username: user.username, secret: .plain(input.body.currentPassword))
+                    throttle.record(username: user.username, address: context.principal.address, succeeded: verified != nil)
+                    guard verified != nil else { throw GatewayError.forbidden("The current password is wrong.") }
+                    try await store.setPassword(userID: user.id, secret: .plain(input.body.newPassword))
+                    authenticator.forget(userID: user.id)
+                    return NoContent()
+                },
+            ServiceOperation.define("accounts.keys.list", .get, "/me/keys", summary: "The signed-in user's API keys")
+                .access(.user)
+                .returns(KeyList.self) { _, context in
+                    KeyList(items: try await store.keys(userID: try await Self.currentUser(context, store: store).id))
+                },
+            ServiceOperation.define("accounts.keys.create", .post, "/me/keys", summary: "Create an API key (its secret is shown once)")
+                .access(.user)
+                .body(AccountStore.KeyGrant.self)
+                .replies(CreatedKey.self) { input, context in
+                    let user = try await Self.currentUser(context, store: store)
+                    let (secret, key) = try await store.createKey(userID: user.id, grant: input.body)
+                    return Reply(CreatedKey(secret: secret, key: key), status: 201,
+                                 headers: ["Location": "/v1/me/keys/\(key.id)", "Cache-Control": "no-store"])
+                },
+            ServiceOperation.define("accounts.keys.revoke", .delete, "/me/keys/{id}", summary: "Revoke one of the user's API keys")
+                .access(.user)
+                .path(KeyID.self)
+                .returns(NoContent.self) { input, context in
+                    let user = try await Self.currentUser(context, store: store)
+                    guard try await store.revokeKey(id: input.path.id, userID: user.id) else { throw GatewayError.notFound("No such key.") }
+                    authenticator.forget(userID: user.id)
+                    return NoContent()
+                },
+            ServiceOperation.define("accounts.cache.purge", .post, "/admin/cache/purge", summary: "Purge cached replies by tag, or all")
+                .access(.admin)
+                .status(200)
+                .body(Purge.self)
+                .returns(Purged.self) { input, _ in
+                    if input.body.all == true {
+                        await cache.invalidate(tags: [ResponseCacheTags.all])
+                        return Purged(purged: [ResponseCacheTags.all])
+                    }
+                    guard let tags = input.body.tags, !tags.isEmpty else { throw GatewayError.invalid(field: "/tags", "name at least one tag, or send all: true") }
+                    await cache.invalidate(tags: tags)
+                    return Purged(purged: tags)
+                },
+        ] + InboxOperations.operations(database: database)
+    }
+
+    static func currentUser(_ context: OperationContext, store: AccountStore) async throws -> AccountStore.User {
+        guard let userID = context.principal.userID, let user = try await store.user(id: userID) else {
+            throw GatewayError.forbidden("This credential acts for no user.")
+        }
+        return user
+    }
+}
+
+/// Tag names the response cache reserves.
+public enum ResponseCacheTags {
+    /// Invalidating this tag empties the whole cache.
+    public static let all = "*"
+}

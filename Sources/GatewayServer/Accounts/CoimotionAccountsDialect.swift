@@ -1,0 +1,101 @@
+import Foundation
+import GatewayCore
+
+/// The COIMOTION accounts API (`core/user/...`, legacy-apis.md §1) over the same accounts and
+/// sessions as the native API. Passwords arrive as the client's prehash
+/// `sha1hex(sha1hex(accName) + password)`, which is exactly what the store keeps under bcrypt.
+enum CoimotionAccountsDialect {
+    struct Profile: Encodable, Sendable {
+        var dspName: String
+        var isGuest: GuestFlag
+    }
+
+    /// The old service answered `1` for guests and `false` for signed-in users; both are kept.
+    enum GuestFlag: Encodable, Sendable {
+        case guest, member
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.singleValueContainer()
+            switch self {
+            case .guest: try container.encode(1)
+            case .member: try container.encode(false)
+            }
+        }
+    }
+
+    struct Empty: Encodable, Sendable {}
+
+    static func make(store: AccountStore, authenticator: AccountAuthenticator, throttle: LoginThrottle,
+                     registration: AuthSettings.Registration, appKeys: Set<String>) -> Dialect {
+        @Sendable func prehash(_ call: CoimotionTransport.Call, _ name: String) throws -> String {
+            let value = try call.require(name).lowercased()
+            guard value.count == 40, value.allSatisfy(\.isHexDigit) else {
+                throw GatewayError.invalid(field: name, "must be the client's SHA-1 prehash (40 hex digits)")
+            }
+            return value
+        }
+        @Sendable func sessionUser(_ call: CoimotionTransport.Call) async throws -> AccountStore.User? {
+            guard let token = call.token, !token.isEmpty, token.utf8.count <= 256 else { return nil }
+            return try await store.sessionUser(token: token)
+        }
+        return Dialect(
+            name: "coimotion",
+            routes: [
+                DialectRoute(.post, "/coimotion/core/user/register", summary: "Register (accName, passwd, passwd2 as prehashes)") { request, context in
+                    let call = try CoimotionTransport.parse(request, appKeys: appKeys)
+                    guard registration == .open else { throw GatewayError.forbidden("Registration is closed.") }
+                    let name = try call.require("accName")
+                    let password = try prehash(call, "passwd")
+                    guard try prehash(call, "passwd2") == password else { throw GatewayError.invalid(field: "passwd2", "does not match passwd") }
+                    var profile = call.parameters
+                    for reserved in ["accName", "passwd", "passwd2", "dspName"] { profile[reserved] = nil }
+                    let user = try await store.register(username: name, secret: .prehashed(password), displayName: call.string("dspName"),
+                                                        profile: profile.filter { $0.key.count <= 64 && $0.value.count <= 1000 })
+                    return try CoimotionTransport.reply(["accName": user.username], message: "Register Ok.")
+                },
+                DialectRoute(.post, "/coimotion/core/user/login", summary: "Log in; the reply carries the token") { request, context in
+                    let call = try CoimotionTransport.parse(request, appKeys: appKeys)
+                    let name = try call.require("accName")
+                    let password = try prehash(call, "passwd")
+                    try await throttle.admit(username: name, address: context.principal.address)
+                    let user = try await store.verify(username: name, secret: .prehashed(password))
+                    throttle.record(username: name, address: context.principal.address, succeeded: user != nil)
+                    guard let user else { throw GatewayError.unauthorized("Login failed: wrong account name or password.") }
+                    let session = try await store.createSession(userID: user.id)
+                    return try CoimotionTransport.reply(nil, message: "Login Ok.", token: session.token)
+                },
+                DialectRoute(.post, "/coimotion/core/user/logout", summary: "Log out (always succeeds)") { request, _ in
+                    let call = try CoimotionTransport.parse(request, appKeys: appKeys)
+                    if let token = call.token, !token.isEmpty {
+                        try await store.revokeSession(token: token)
+                        authenticator.forget(credential: .sessionToken(token))
+                    }
+                    return try CoimotionTransport.reply(nil, message: "Logout Ok.", token: "")
+                },
+                DialectRoute(.post, "/coimotion/core/user/profile", summary: "The profile; a guest without a valid token") { request, _ in
+                    let call = try CoimotionTransport.parse(request, appKeys: appKeys)
+                    guard let user = try await sessionUser(call) else {
+                        let hadToken = !(call.token ?? "").isEmpty
+                        return try CoimotionTransport.reply(Profile(dspName: "guest", isGuest: .guest), token: hadToken ? "" : nil)
+                    }
+                    return try CoimotionTransport.reply(Profile(dspName: user.displayName, isGuest: .member))
+                },
+                DialectRoute(.post, "/coimotion/core/user/updPasswd", summary: "Change the password (oldPasswd, passwd, passwd2)") { request, context in
+                    let call = try CoimotionTransport.parse(request, appKeys: appKeys)
+                    guard let user = try await sessionUser(call) else { throw GatewayError.unauthorized("Please log in first.") }
+                    let old = try prehash(call, "oldPasswd")
+                    let new = try prehash(call, "passwd")
+                    guard try prehash(call, "passwd2") == new else { throw GatewayError.invalid(field: "passwd2", "does not match passwd") }
+                    try await throttle.admit(username: user.username, address: context.principal.address)
+                    let verified = try await store.verify(username: user.username, secret: .prehashed(old))
+                    throttle.record(username: user.username, address: context.principal.address, succeeded: verified != nil)
+                    guard verified != nil else { throw GatewayError.forbidden("The old password is wrong.") }
+                    try await store.setPassword(userID: user.id, secret: .prehashed(new))
+                    authenticator.forget(userID: user.id)
+                    // Changing the password ends every session; this client gets a fresh one.
+                    let session = try await store.createSession(userID: user.id)
+                    return try CoimotionTransport.reply(nil, message: "Password updated.", token: session.token)
+                },
+            ],
+            renderError: CoimotionTransport.renderError)
+    }
+}

@@ -1,0 +1,160 @@
+import Foundation
+import GatewayCore
+import SQLKit
+
+/// `/v1/me/notifications` and `/v1/me/history`: a user's inbox and activity history. Every query
+/// is scoped to the caller's user id, so nobody reads or deletes another user's entries.
+enum InboxOperations {
+    struct Notification: Codable, Sendable {
+        var id: String
+        var plugin: String
+        var title: String
+        var body: String
+        var link: String?
+        var createdAt: Date
+        var read: Bool
+    }
+
+    struct NotificationRow: Codable {
+        var id: String
+        var user_id: String
+        var plugin: String
+        var title: String
+        var body: String
+        var link: String?
+        var created_at: Double
+        var read_at: Double?
+
+        var notification: Notification {
+            Notification(id: id, plugin: plugin, title: title, body: body, link: link,
+                         createdAt: Date(timeIntervalSince1970: created_at), read: read_at != nil)
+        }
+    }
+
+    struct HistoryEntry: Codable, Sendable {
+        var id: String
+        var plugin: String
+        var resource: String
+        var title: String
+        var viewedAt: Date
+    }
+
+    struct HistoryRow: Codable {
+        var id: String
+        var user_id: String
+        var plugin: String
+        var resource: String
+        var title: String
+        var viewed_at: Double
+    }
+
+    struct ListQuery: Codable, Sendable, ValidatableInput {
+        var limit: Int?
+        var cursor: String?
+        var unread: Bool?
+
+        func validate() -> [GatewayError.FieldError] {
+            if let limit, !(1...1000).contains(limit) { return [.init(pointer: "limit", detail: "must be between 1 and 1000")] }
+            if let cursor, Double(cursor) == nil { return [.init(pointer: "cursor", detail: "is not a cursor this API gave out")] }
+            return []
+        }
+    }
+
+    struct EntryID: Codable, Sendable { var id: String }
+    struct NotificationList: Codable, Sendable {
+        var items: [Notification]
+        var next: String?
+    }
+    struct HistoryList: Codable, Sendable {
+        var items: [HistoryEntry]
+        var next: String?
+    }
+    struct UnreadCount: Codable, Sendable { var unread: Int }
+
+    static func userID(_ context: OperationContext) throws -> String {
+        guard let id = context.principal.userID else { throw GatewayError.forbidden("This credential acts for no user.") }
+        return id
+    }
+
+    static func operations(database: any SQLDatabase) -> [ServiceOperation] {
+        [
+            ServiceOperation.define("accounts.notifications.list", .get, "/me/notifications", summary: "The user's notifications, newest first")
+                .access(.user)
+                .query(ListQuery.self)
+                .returns(NotificationList.self) { input, context in
+                    let limit = input.query.limit ?? 50
+                    var query = database.select().column("*").from("gateway_notifications").where("user_id", .equal, try userID(context))
+                        .orderBy("created_at", .descending).orderBy("id", .descending).limit(limit + 1)
+                    if input.query.unread == true { query = query.where("read_at", .is, SQLLiteral.null) }
+                    if let cursor = input.query.cursor.flatMap(Double.init) { query = query.where("created_at", .lessThan, cursor) }
+                    let rows = try await query.all(decoding: NotificationRow.self)
+                    let page = rows.prefix(limit)
+                    return NotificationList(items: page.map(\.notification), next: rows.count > limit ? page.last.map { String($0.created_at) } : nil)
+                },
+            ServiceOperation.define("accounts.notifications.unread", .get, "/me/notifications/unread-count", summary: "How many notifications are unread")
+                .access(.user)
+                .returns(UnreadCount.self) { _, context in
+                    struct Count: Decodable { var count: Int }
+                    let count = try await database.select().column(SQLFunction("COUNT", args: SQLLiteral.all), as: "count")
+                        .from("gateway_notifications").where("user_id", .equal, try userID(context)).where("read_at", .is, SQLLiteral.null)
+                        .first(decoding: Count.self)
+                    return UnreadCount(unread: count?.count ?? 0)
+                },
+            ServiceOperation.define("accounts.notifications.read", .post, "/me/notifications/{id}/read", summary: "Mark a notification read")
+                .access(.user)
+                .path(EntryID.self)
+                .status(200)
+                .returns(Notification.self) { input, context in
+                    let user = try userID(context)
+                    guard var row = try await database.select().column("*").from("gateway_notifications").where("id", .equal, input.path.id)
+                        .where("user_id", .equal, user).first(decoding: NotificationRow.self) else { throw GatewayError.notFound("No such notification.") }
+                    if row.read_at == nil {
+                        row.read_at = Date().timeIntervalSince1970
+                        try await database.update("gateway_notifications").set("read_at", to: row.read_at).where("id", .equal, row.id).run()
+                    }
+                    return row.notification
+                },
+            ServiceOperation.define("accounts.notifications.delete", .delete, "/me/notifications/{id}", summary: "Delete a notification")
+                .access(.user)
+                .path(EntryID.self)
+                .returns(NoContent.self) { input, context in
+                    let user = try userID(context)
+                    guard try await database.select().column("id").from("gateway_notifications").where("id", .equal, input.path.id)
+                        .where("user_id", .equal, user).first() != nil else { throw GatewayError.notFound("No such notification.") }
+                    try await database.delete(from: "gateway_notifications").where("id", .equal, input.path.id).where("user_id", .equal, user).run()
+                    return NoContent()
+                },
+            ServiceOperation.define("accounts.history.list", .get, "/me/history", summary: "What the user viewed recently, newest first")
+                .access(.user)
+                .query(ListQuery.self)
+                .returns(HistoryList.self) { input, context in
+                    let limit = input.query.limit ?? 50
+                    var query = database.select().column("*").from("gateway_history").where("user_id", .equal, try userID(context))
+                        .orderBy("viewed_at", .descending).limit(limit + 1)
+                    if let cursor = input.query.cursor.flatMap(Double.init) { query = query.where("viewed_at", .lessThan, cursor) }
+                    let rows = try await query.all(decoding: HistoryRow.self)
+                    let page = rows.prefix(limit)
+                    return HistoryList(
+                        items: page.map { HistoryEntry(id: $0.id, plugin: $0.plugin, resource: $0.resource, title: $0.title,
+                                                       viewedAt: Date(timeIntervalSince1970: $0.viewed_at)) },
+                        next: rows.count > limit ? page.last.map { String($0.viewed_at) } : nil)
+                },
+            ServiceOperation.define("accounts.history.delete", .delete, "/me/history/{id}", summary: "Remove one entry from the history")
+                .access(.user)
+                .path(EntryID.self)
+                .returns(NoContent.self) { input, context in
+                    let user = try userID(context)
+                    guard try await database.select().column("id").from("gateway_history").where("id", .equal, input.path.id)
+                        .where("user_id", .equal, user).first() != nil else { throw GatewayError.notFound("No such history entry.") }
+                    try await database.delete(from: "gateway_history").where("id", .equal, input.path.id).where("user_id", .equal, user).run()
+                    return NoContent()
+                },
+            ServiceOperation.define("accounts.history.clear", .delete, "/me/history", summary: "Clear the whole history")
+                .access(.user)
+                .returns(NoContent.self) { _, context in
+                    try await database.delete(from: "gateway_history").where("user_id", .equal, try userID(context)).run()
+                    return NoContent()
+                },
+        ]
+    }
+}

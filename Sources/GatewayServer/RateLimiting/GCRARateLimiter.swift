@@ -1,0 +1,160 @@
+import Foundation
+import GatewayCore
+import NIOConcurrencyHelpers
+import SQLKit
+
+/// Which quota applies to a request: the caller kind's default from plugins.yaml, the plugin's
+/// override, or the key's own rate.
+public struct RateLimitPolicies: Sendable {
+    public var defaults: LimitSettings
+    public var plugins: [String: LimitOverrides]
+
+    public init(defaults: LimitSettings, plugins: [String: LimitOverrides] = [:]) {
+        self.defaults = defaults
+        self.plugins = plugins
+    }
+
+    /// The policy name (for headers and 429 bodies) and its rate.
+    public func policy(for principal: Principal, plugin: String) -> (name: String, rate: RateSpec) {
+        let overrides = plugins[plugin]
+        switch principal.kind {
+        case .anonymous:
+            return ("anonymous", overrides?.anonymous ?? defaults.anonymous)
+        case .user:
+            return ("user", overrides?.user ?? defaults.user)
+        case .apiKey(let keyID):
+            if let quota = principal.quota { return ("key-\(keyID.prefix(8))", RateSpec(count: quota.count, period: quota.seconds)) }
+            return ("key", overrides?.key ?? defaults.key)
+        }
+    }
+}
+
+/// The generic cell rate algorithm, shared by the local and cluster limiters: a quota of `q`
+/// requests per `w` seconds admits a request at `now` when its theoretical arrival time, pushed
+/// by `cost × w/q`, is no more than `w` ahead of `now`. A full quota is available as a burst; it
+/// refills evenly over the window. No schedule ever lets more than `q + elapsed × q/w` through.
+enum GCRA {
+    struct Outcome {
+        var allowed: Bool
+        var newTAT: Double
+        var remaining: Int
+        var resetSeconds: Int
+        var retryAfter: Int
+    }
+
+    static func evaluate(tat stored: Double?, now: Double, rate: RateSpec, cost: Int) -> Outcome {
+        let interval = rate.period / Double(rate.count)
+        let tat = max(stored ?? now, now)
+        let newTAT = tat + interval * Double(cost)
+        let allowAt = newTAT - rate.period
+        if allowAt > now + 1e-9 {
+            let remaining = max(0, Int(((rate.period - (tat - now)) / interval).rounded(.down) + 1e-9))
+            return Outcome(allowed: false, newTAT: tat, remaining: remaining, resetSeconds: Int((tat - now).rounded(.up)),
+                           retryAfter: max(1, Int((allowAt - now).rounded(.up))))
+        }
+        let remaining = max(0, Int(((rate.period - (newTAT - now)) / interval + 1e-9).rounded(.down)))
+        return Outcome(allowed: true, newTAT: newTAT, remaining: remaining, resetSeconds: Int((newTAT - now).rounded(.up)), retryAfter: 0)
+    }
+
+    static func decision(_ outcome: Outcome, policy: String, rate: RateSpec) -> RateLimitDecision {
+        let window = Int(rate.period)
+        let headers: [(String, String)] = [
+            ("RateLimit-Policy", "\"\(policy)\";q=\(rate.count);w=\(window)"),
+            ("RateLimit", "\"\(policy)\";r=\(outcome.remaining);t=\(outcome.resetSeconds)"),
+            ("X-RateLimit-Limit", String(rate.count)),
+            ("X-RateLimit-Remaining", String(outcome.remaining)),
+            ("X-RateLimit-Reset", String(outcome.resetSeconds)),
+        ]
+        return RateLimitDecision(allowed: outcome.allowed, headers: headers, policy: policy, retryAfter: outcome.retryAfter)
+    }
+}
+
+/// Rate limits kept in this process's memory (`limits.policy: local`), sharded to keep lock
+/// contention low. Idle buckets (whose quota has fully returned) are equivalent to absent ones
+/// and are evicted, so memory stays bounded under millions of distinct addresses.
+public final class LocalRateLimiter: RateLimiter {
+    public let policies: RateLimitPolicies
+    /// When a shard holds more buckets than this, its idle ones are swept.
+    public let sweepThreshold: Int
+    private let shards: [NIOLockedValueBox<[String: Double]>]
+    private let epoch = ContinuousClock.now
+
+    public init(policies: RateLimitPolicies, sweepThreshold: Int = 65_536) {
+        self.policies = policies
+        self.sweepThreshold = sweepThreshold
+        self.shards = (0..<32).map { _ in NIOLockedValueBox([:]) }
+    }
+
+    private var now: Double {
+        let elapsed = ContinuousClock.now - epoch
+        return Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+    }
+
+    public func acquire(principal: Principal, plugin: String, cost: Int) async -> RateLimitDecision {
+        let (policy, rate) = policies.policy(for: principal, plugin: plugin)
+        let key = plugin + "|" + principal.limitKey
+        let now = self.now
+        var hasher = Hasher()
+        hasher.combine(key)
+        let shard = shards[Int(UInt(bitPattern: hasher.finalize()) % UInt(shards.count))]
+        let outcome = shard.withLockedValue { buckets in
+            let outcome = GCRA.evaluate(tat: buckets[key], now: now, rate: rate, cost: max(0, cost))
+            if outcome.allowed { buckets[key] = outcome.newTAT }
+            if buckets.count > sweepThreshold { buckets = buckets.filter { $0.value > now } }
+            return outcome
+        }
+        return GCRA.decision(outcome, policy: policy, rate: rate)
+    }
+
+    /// Buckets held now (for tests and metrics).
+    public var bucketCount: Int { shards.reduce(0) { $0 + $1.withLockedValue { $0.count } } }
+}
+
+/// Rate limits kept in PostgreSQL (`limits.policy: cluster`): every instance on the database
+/// shares one bucket per (caller, plugin), updated by a single atomic statement, so the limit is
+/// exact across instances. Uses the wall clock, which instances must agree on.
+public struct ClusterRateLimiter: RateLimiter {
+    public let policies: RateLimitPolicies
+    public let database: any SQLDatabase
+    public let clock: any WallClock
+
+    public init(policies: RateLimitPolicies, database: any SQLDatabase, clock: any WallClock = SystemClock()) {
+        self.policies = policies
+        self.database = database
+        self.clock = clock
+    }
+
+    public static let migrations: [Migration] = [
+        Migration(3, "cluster rate limits") { db in
+            try await db.create(table: "gateway_rate_limits").ifNotExists()
+                .column("bucket", type: .text, .primaryKey(autoIncrement: false))
+                .column("tat", type: .double, .notNull)
+                .run()
+        },
+    ]
+
+    public func acquire(principal: Principal, plugin: String, cost: Int) async throws -> RateLimitDecision {
+        let (policy, rate) = policies.policy(for: principal, plugin: plugin)
+        let key = plugin + "|" + principal.limitKey
+        let now = clock.now().timeIntervalSince1970
+        let step = rate.period / Double(rate.count) * Double(max(0, cost))
+        struct Row: Decodable { var tat: Double }
+        // One statement: the row lock serialises concurrent callers on every instance, and the
+        // WHERE clause refuses the update when it would exceed the quota.
+        let updated = try await database.raw("""
+            INSERT INTO gateway_rate_limits (bucket, tat) VALUES (\(bind: key), \(bind: now + step))
+            ON CONFLICT (bucket) DO UPDATE SET tat = GREATEST(gateway_rate_limits.tat, \(bind: now)) + \(bind: step)
+            WHERE GREATEST(gateway_rate_limits.tat, \(bind: now)) + \(bind: step) - \(bind: rate.period) <= \(bind: now)
+            RETURNING tat
+            """).first(decoding: Row.self)
+        if let updated {
+            let outcome = GCRA.evaluate(tat: updated.tat - step, now: now, rate: rate, cost: cost)
+            return GCRA.decision(outcome, policy: policy, rate: rate)
+        }
+        let current = try await database.select().column("tat").from("gateway_rate_limits").where("bucket", .equal, key).first(decoding: Row.self)
+        var outcome = GCRA.evaluate(tat: current?.tat, now: now, rate: rate, cost: cost)
+        outcome.allowed = false
+        outcome.retryAfter = max(1, outcome.retryAfter)
+        return GCRA.decision(outcome, policy: policy, rate: rate)
+    }
+}

@@ -1,0 +1,108 @@
+import Foundation
+import GatewayCore
+import GatewayServer
+import GatewayTesting
+import HTTPTypes
+import NIOCore
+import NIOFoundationCompat
+import NotesFixturePlugin
+import Testing
+
+/// Every operation of the fixture plugin, called by every kind of caller, against the status the
+/// access rules promise. The plugin issues extend the same table to their operations.
+@Suite("authorization matrix")
+struct AuthorizationMatrixTests {
+    enum Caller: String, CaseIterable {
+        case anonymous, userA, userB, readKey, writeKey, otherResourceKey, revokedToken, expiredToken, disabledUser, admin
+    }
+
+    /// Expected status per operation and caller. Operations act on a note owned by user A.
+    static let expected: [String: [Caller: Int]] = {
+        func row(_ anonymous: Int, _ a: Int, _ b: Int, _ read: Int, _ write: Int, _ other: Int, _ admin: Int) -> [Caller: Int] {
+            [.anonymous: anonymous, .userA: a, .userB: b, .readKey: read, .writeKey: write, .otherResourceKey: other,
+             .revokedToken: 401, .expiredToken: 401, .disabledUser: 401, .admin: admin]
+        }
+        return [
+            "notes.echo": row(200, 200, 200, 200, 403, 200, 200),
+            "notes.list": row(200, 200, 200, 200, 403, 200, 200),
+            "notes.create": row(201, 201, 201, 403, 201, 201, 201),
+            "notes.get": row(200, 200, 200, 200, 403, 404, 200),
+            "notes.update": row(404, 200, 404, 403, 200, 404, 200),
+            "notes.delete": row(401, 204, 204, 403, 204, 404, 204),
+            "notes.mine": row(401, 200, 200, 200, 403, 200, 200),
+            "notes.stats": row(401, 403, 403, 403, 403, 403, 200),
+            "notes.read": row(401, 200, 200, 200, 403, 404, 200),
+            "notes.owned": row(401, 200, 404, 200, 403, 404, 200),
+            "notes.slow": row(200, 200, 200, 200, 403, 200, 200),
+        ]
+    }()
+
+    @Test("every operation of the fixture plugin, as every kind of caller: zero unexpected allows")
+    func matrix() async throws {
+        let clock = TestClock()
+        try await TestGateway.with(notes, yaml: "auth: { sessionTTL: 1h }\n" + notesYAML, configure: { $0.clock = clock }) { gateway in
+            let expiring = try await gateway.register("expiring")
+            clock.advance(by: 2 * 3600)
+            let a = try await gateway.register("alice")
+            let b = try await gateway.register("bob")
+            let revoked = try await gateway.register("revoked")
+            _ = try await gateway.gateway.handle(.post, "/v1/auth/logout", headers: [.authorization: "Bearer \(revoked.token)"])
+            let disabled = try await gateway.register("disabled")
+            try await gateway.gateway.accounts.setDisabled(userID: disabled.userID, true)
+            let admin = try await gateway.register("root")
+            try await gateway.gateway.accounts.setAdmin(userID: admin.userID, true)
+            let readKey = try await gateway.createKey(token: a.token, grant: #"{"label": "r", "scopes": ["notes:read"]}"#)
+            let writeKey = try await gateway.createKey(token: a.token, grant: #"{"label": "w", "scopes": ["notes:write"]}"#)
+            let otherKey = try await gateway.createKey(token: a.token, grant: #"{"label": "o", "scopes": ["notes:*"], "resources": {"notes": ["ffffffffffffffffffffffffffffffff"]}}"#)
+            gateway.gateway.forgetCredentials()
+
+            let apiKey = HTTPField.Name("X-Api-Key")!
+            func headers(_ caller: Caller) -> HTTPFields {
+                var fields: HTTPFields = [.contentType: "application/json"]
+                switch caller {
+                case .anonymous: break
+                case .userA: fields[.authorization] = "Bearer \(a.token)"
+                case .userB: fields[.authorization] = "Bearer \(b.token)"
+                case .readKey: fields[apiKey] = readKey.secret
+                case .writeKey: fields[apiKey] = writeKey.secret
+                case .otherResourceKey: fields[apiKey] = otherKey.secret
+                case .revokedToken: fields[.authorization] = "Bearer \(revoked.token)"
+                case .expiredToken: fields[.authorization] = "Bearer \(expiring.token)"
+                case .disabledUser: fields[.authorization] = "Bearer \(disabled.token)"
+                case .admin: fields[.authorization] = "Bearer \(admin.token)"
+                }
+                return fields
+            }
+
+            let notesPlugin = try #require(gateway.gateway.plugins.first { $0.id == "notes" })
+            let operations = notesPlugin.instance.operations
+            #expect(Set(operations.map(\.name)) == Set(Self.expected.keys), "the matrix must cover every operation")
+            var unexpectedAllows: [String] = []
+            var mismatches: [String] = []
+            for operation in operations {
+                for caller in Caller.allCases {
+                    // A fresh note owned by A for every cell, so deletes and updates do not interfere.
+                    let created = try await gateway.gateway.handle(.post, "/v1/notes/notes", headers: headers(.userA),
+                                                                   body: ByteBuffer(string: #"{"title": "A's", "body": "b"}"#))
+                    let note = try JSONCoding.decoder.decode(Note.self, from: Data(buffer: created.body))
+                    var path = operation.path.replacingOccurrences(of: "{id}", with: note.id)
+                    var body: ByteBuffer?
+                    switch operation.name {
+                    case "notes.echo": path += "?name=x"
+                    case "notes.slow": path += "?ms=1"
+                    case "notes.create", "notes.update": body = ByteBuffer(string: #"{"title": "t", "body": "b"}"#)
+                    default: break
+                    }
+                    let response = try await gateway.gateway.handle(operation.method, "/v1/notes" + path, headers: headers(caller), body: body)
+                    let want = try #require(Self.expected[operation.name]?[caller])
+                    if response.status != want {
+                        mismatches.append("\(operation.name) as \(caller.rawValue): \(response.status), expected \(want)")
+                        if response.status < 300 && want >= 400 { unexpectedAllows.append("\(operation.name) as \(caller.rawValue)") }
+                    }
+                }
+            }
+            #expect(unexpectedAllows.isEmpty, "unexpected allows: \(unexpectedAllows)")
+            #expect(mismatches.isEmpty, "\(mismatches.joined(separator: "\n"))")
+        }
+    }
+}

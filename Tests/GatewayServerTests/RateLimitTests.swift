@@ -1,0 +1,153 @@
+import Foundation
+import GatewayCore
+@testable import GatewayServer
+import GatewayTesting
+import HTTPTypes
+import NIOCore
+import NIOFoundationCompat
+import NotesFixturePlugin
+import Testing
+
+@Suite("rate limits")
+struct RateLimitTests {
+    @Test("every reply carries the draft-10 and X-RateLimit headers; a rejection is a 429 quota problem with Retry-After")
+    func headersAndRejection() async throws {
+        try await TestGateway.with(notes, yaml: "plugins:\n  notes:\n    limits: { anonymous: 3/min }\n", limits: true) { gateway in
+            var last: InProcessResponse?
+            for index in 0..<3 {
+                let response = try await gateway.gateway.handle(.get, "/v1/notes/echo?name=x")
+                #expect(response.status == 200)
+                #expect(response.headers[HTTPField.Name("RateLimit-Policy")!] == "\"anonymous\";q=3;w=60")
+                #expect(response.headers[HTTPField.Name("RateLimit")!]?.hasPrefix("\"anonymous\";r=\(2 - index);t=") == true)
+                #expect(response.headers[HTTPField.Name("X-RateLimit-Limit")!] == "3")
+                #expect(response.headers[HTTPField.Name("X-RateLimit-Remaining")!] == String(2 - index))
+                last = response
+            }
+            #expect(last != nil)
+            let limited = try await gateway.gateway.handle(.get, "/v1/notes/echo?name=x")
+            #expect(limited.status == 429)
+            #expect(limited.headers[.contentType] == "application/problem+json")
+            let retryAfter = try #require(limited.headers[.retryAfter].flatMap(Int.init))
+            #expect((1...20).contains(retryAfter))
+            let problem = try #require(try JSONSerialization.jsonObject(with: Data(buffer: limited.body)) as? [String: Any])
+            #expect(problem["type"] as? String == "https://iana.org/assignments/http-problem-types#quota-exceeded")
+            #expect(problem["violated-policies"] as? [String] == ["anonymous"])
+            // Other plugins' quotas are separate.
+            #expect(try await gateway.gateway.handle(.get, "/v1/me").status == 401)
+        }
+    }
+
+    @Test("a key's own rate replaces the default for keys")
+    func keyRate() async throws {
+        try await TestGateway.with(notes, yaml: notesYAML, limits: true) { gateway in
+            let user = try await gateway.register("limited")
+            let key = try await gateway.createKey(token: user.token, grant: #"{"label": "slow", "scopes": ["*"], "rate": "2/min"}"#)
+            let apiKey = HTTPField.Name("X-Api-Key")!
+            #expect(try await gateway.gateway.handle(.get, "/v1/notes/echo?name=x", headers: [apiKey: key.secret]).status == 200)
+            #expect(try await gateway.gateway.handle(.get, "/v1/notes/echo?name=x", headers: [apiKey: key.secret]).status == 200)
+            let third = try await gateway.gateway.handle(.get, "/v1/notes/echo?name=x", headers: [apiKey: key.secret])
+            #expect(third.status == 429)
+            #expect(String(buffer: third.body).contains("key-"))
+        }
+    }
+
+    /// Hammers one quota with 64 concurrent clients and returns (allowed, elapsed seconds).
+    static func hammer(_ handlers: [Gateway], seconds: Double) async throws -> (allowed: Int, elapsed: Double) {
+        let start = ContinuousClock.now
+        let deadline = start + .milliseconds(Int(seconds * 1000))
+        let allowed = try await withThrowingTaskGroup(of: Int.self) { group in
+            for client in 0..<64 {
+                let gateway = handlers[client % handlers.count]
+                group.addTask {
+                    var count = 0
+                    while ContinuousClock.now < deadline {
+                        let response = try await gateway.handle(.get, "/v1/notes/echo?name=x")
+                        if response.status == 200 { count += 1 } else if response.status != 429 { throw TestGatewayError("status \(response.status)") }
+                    }
+                    return count
+                }
+            }
+            return try await group.reduce(0, +)
+        }
+        let elapsed = ContinuousClock.now - start
+        return (allowed, Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
+    }
+
+    @Test("64 concurrent clients over several windows never get one request more than the quota allows (local)")
+    func accuracyLocal() async throws {
+        try await TestGateway.with(notes, yaml: "limits: { anonymous: 40/s }\n" + notesYAML, limits: true) { gateway in
+            let (allowed, elapsed) = try await Self.hammer([gateway.gateway], seconds: 3)
+            // GCRA: a full burst of q, then q per second: never more than q + q × elapsed.
+            let bound = 40 + Int((40 * elapsed).rounded(.down))
+            #expect(allowed <= bound, "allowed \(allowed) in \(elapsed) s, bound \(bound)")
+            #expect(allowed >= Int(40 * elapsed * 0.8), "the limiter let too few through: \(allowed) in \(elapsed) s")
+        }
+    }
+
+    @Test("two instances on one PostgreSQL share one exact quota (cluster)", .enabled(if: TestStorage.available.contains(.postgres)))
+    func accuracyCluster() async throws {
+        try await TestStorage.postgres.withFreshLocation { location, directory in
+            var configuration = try GatewayConfiguration.parse(Data("limits: { policy: cluster, anonymous: 40/s }\n\(notesYAML)".utf8),
+                                                               file: "plugins.yaml", knownPlugins: ["notes"])
+            configuration.storage = location
+            var options = Gateway.Options(baseDirectory: directory)
+            options.logger.logLevel = .critical
+            options.loadDemoData = false
+            let first = try await Gateway.start(configuration: configuration, registrations: notes, options: options)
+            let second = try await Gateway.start(configuration: configuration, registrations: notes, options: options)
+            do {
+                let (allowed, elapsed) = try await Self.hammer([first, second], seconds: 3)
+                let bound = 40 + Int((40 * elapsed).rounded(.down))
+                #expect(allowed <= bound, "allowed \(allowed) in \(elapsed) s, bound \(bound)")
+                #expect(allowed >= Int(40 * elapsed * 0.5), "the limiter let too few through: \(allowed) in \(elapsed) s")
+            } catch {
+                await first.shutdown()
+                await second.shutdown()
+                throw error
+            }
+            await first.shutdown()
+            await second.shutdown()
+        }
+    }
+
+    @Test("cluster limits need PostgreSQL")
+    func clusterNeedsPostgres() async throws {
+        await #expect(throws: GatewayStartupError.self) {
+            try await TestGateway.with(notes, yaml: "limits: { policy: cluster }\n" + notesYAML, limits: true) { _ in }
+        }
+    }
+
+    @Test("memory stays bounded under a flood of distinct addresses: idle buckets are swept")
+    func boundedMemory() async {
+        let limiter = LocalRateLimiter(policies: RateLimitPolicies(defaults: LimitSettings()), sweepThreshold: 1000)
+        var fast = LimitSettings()
+        fast.anonymous = RateSpec(count: 1_000_000, period: 1)
+        let quick = LocalRateLimiter(policies: RateLimitPolicies(defaults: fast), sweepThreshold: 1000)
+        for index in 0..<200_000 {
+            _ = await quick.acquire(principal: .anonymous(address: "10.\(index >> 16).\((index >> 8) & 255).\(index & 255)"), plugin: "p", cost: 1)
+        }
+        #expect(quick.bucketCount <= 32 * 1001)
+        _ = await limiter.acquire(principal: .anonymous(address: "1.2.3.4"), plugin: "p", cost: 1)
+        #expect(limiter.bucketCount == 1)
+    }
+
+    @Test("GCRA: a burst of the full quota, then an even refill", arguments: [(10, 60.0), (3, 1.0), (600, 60.0)])
+    func gcra(count: Int, period: Double) {
+        let rate = RateSpec(count: count, period: period)
+        var tat: Double?
+        var allowed = 0
+        for _ in 0..<(count * 2) {
+            let outcome = GCRA.evaluate(tat: tat, now: 100, rate: rate, cost: 1)
+            if outcome.allowed {
+                tat = outcome.newTAT
+                allowed += 1
+            }
+        }
+        #expect(allowed == count)
+        let later = GCRA.evaluate(tat: tat, now: 100 + period / Double(count), rate: rate, cost: 1)
+        #expect(later.allowed)
+        let rejected = GCRA.evaluate(tat: later.newTAT, now: 100 + period / Double(count), rate: rate, cost: 1)
+        #expect(!rejected.allowed)
+        #expect(rejected.retryAfter >= 1)
+    }
+}
