@@ -8,17 +8,24 @@ public struct OperationContext: Sendable {
     public let principal: Principal
     /// The request id (`X-Request-Id`), also in the logger's metadata.
     public let requestID: String
-    /// A logger carrying the request id.
-    public let logger: Logger
+    private let baseLogger: Logger
+    /// A logger carrying the request id. Made on first use: attaching metadata costs a rendering
+    /// in some log handlers, which a request that logs nothing should not pay.
+    public var logger: Logger {
+        var logger = baseLogger
+        logger[metadataKey: "request.id"] = .string(requestID)
+        return logger
+    }
     /// The request's headers.
     public let headers: HTTPFields
     /// The plugin's shared services.
     public let plugin: PluginContext
 
+    /// `logger` is the base logger; ``logger`` adds the request id to it.
     public init(principal: Principal, requestID: String, logger: Logger, headers: HTTPFields, plugin: PluginContext) {
         self.principal = principal
         self.requestID = requestID
-        self.logger = logger
+        self.baseLogger = logger
         self.headers = headers
         self.plugin = plugin
     }

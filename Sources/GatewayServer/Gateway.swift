@@ -35,6 +35,8 @@ public final class Gateway: Sendable {
     public let logger: Logger
     let webSockets: RouteTable<MountedWebSocket>
     let routeList: [RouteDescription]
+    /// The host's own background services (the cache invalidation listener on PostgreSQL).
+    public let hostServices: [any Service]
 
     /// A plugin as the running gateway holds it.
     public struct LoadedPlugin: Sendable {
@@ -108,7 +110,24 @@ public final class Gateway: Sendable {
         }
         let metrics = GatewayMetrics()
         let events = LocalEventBus()
-        let cache = options.cache ?? MemoryResponseCache(maxEntries: configuration.cache.maxEntries, maxBytes: configuration.cache.maxBytes.bytes)
+        // With PostgreSQL, invalidations travel to every instance on the database.
+        var invalidationChannel: PostgresInvalidationChannel?
+        if case .postgres(let url) = configuration.storage {
+            invalidationChannel = PostgresInvalidationChannel(url: url, database: db, logger: logger)
+        }
+        let cache: any ResponseCacheStore
+        if let given = options.cache {
+            cache = given
+        } else {
+            var broadcast: (@Sendable ([String]) async -> Void)?
+            if let channel = invalidationChannel {
+                broadcast = { tags in await channel.publish(tags) }
+            }
+            let memory = MemoryResponseCache(maxEntries: configuration.cache.maxEntries, maxBytes: configuration.cache.maxBytes.bytes,
+                                             broadcast: broadcast)
+            invalidationChannel?.attach(memory)
+            cache = memory
+        }
         let inbox = UserInbox(database: db, clock: options.clock)
         let http = AsyncUpstreamClient()
         let accounts = AccountStore(database: db, clock: options.clock, bcryptCost: configuration.auth.bcryptCost,
@@ -183,13 +202,13 @@ public final class Gateway: Sendable {
                 if let ttl = overrides?.ttl, cachePolicy.ttl != nil { cachePolicy.ttl = ttl.duration }
                 let template = joinPath(plugin.mount, operation.path)
                 try add(operation.method, template, .operation(MountedOperation(
-                    pluginID: plugin.id, operation: operation, plugin: plugin.context, template: template, cache: cachePolicy)))
+                    pluginID: plugin.id, operation: operation, plugin: plugin.context, template: template, cache: cachePolicy, metrics: metrics)))
             }
             for dialect in plugin.instance.dialects {
                 for route in dialect.routes {
                     let template = joinPath(plugin.dialectMount, route.path)
                     try add(route.method, template, .dialect(MountedDialectRoute(
-                        pluginID: plugin.id, dialect: dialect, route: route, plugin: plugin.context, template: template)))
+                        pluginID: plugin.id, dialect: dialect, route: route, plugin: plugin.context, template: template, metrics: metrics)))
                 }
                 for socket in dialect.webSockets {
                     let template = joinPath(plugin.dialectMount, socket.path)
@@ -219,12 +238,14 @@ public final class Gateway: Sendable {
             cache: cache, metrics: metrics, logger: logger)
         return Gateway(configuration: configuration, database: database, plugins: plugins, accounts: accounts, responder: responder, metrics: metrics,
                        openAPIDocument: document, events: events, logger: logger, webSockets: sockets,
+                       hostServices: invalidationChannel.map { [$0] } ?? [],
                        routeList: routeList.sorted { ($0.path, $0.method) < ($1.path, $1.method) })
     }
 
     private init(configuration: GatewayConfiguration, database: GatewayDatabase, plugins: [LoadedPlugin], accounts: AccountStore, responder: GatewayResponder,
                  metrics: GatewayMetrics, openAPIDocument: OpenAPI.Document, events: LocalEventBus, logger: Logger,
-                 webSockets: RouteTable<MountedWebSocket>, routeList: [RouteDescription]) {
+                 webSockets: RouteTable<MountedWebSocket>, hostServices: [any Service], routeList: [RouteDescription]) {
+        self.hostServices = hostServices
         self.configuration = configuration
         self.database = database
         self.plugins = plugins
@@ -277,7 +298,7 @@ public final class Gateway: Sendable {
     /// plugin services and closes the database.
     public func run(host: String? = nil, port: Int? = nil, onStart: @escaping @Sendable (Int) async -> Void = { _ in }) async throws {
         let app = makeApplication(host: host ?? configuration.server.host, port: port ?? configuration.server.port, onStart: onStart)
-        let services: [any Service] = [app] + plugins.flatMap(\.instance.services)
+        let services: [any Service] = [app] + hostServices + plugins.flatMap(\.instance.services)
         let group = ServiceGroup(configuration: .init(services: services.map { .init(service: $0) },
                                                       gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         do {

@@ -1,22 +1,49 @@
 import Foundation
+import GatewayCore
 import GatewayServer
 import Logging
 import NotesFixturePlugin
 
 // The gateway with the notes fixture plugin on a fresh SQLite database, for the benchmark.
-// Logging is at warning level, as a production gateway would run.
-var port = 8080
-if let index = CommandLine.arguments.firstIndex(of: "--port"), index + 1 < CommandLine.arguments.count, let value = Int(CommandLine.arguments[index + 1]) {
-    port = value
+//   --port N          where to listen
+//   --unprotected     auth, response cache and rate limits switched off (the reference for issue 3)
+//   --key-file PATH   create a user with an API key (notes:read) and write the key's secret there
+// Quotas are set far above what the load generator can reach, so rate limiting is measured as
+// work done, not as rejections. Logging is at warning level, as a production gateway would run.
+func argument(_ name: String) -> String? {
+    guard let index = CommandLine.arguments.firstIndex(of: name), index + 1 < CommandLine.arguments.count else { return nil }
+    return CommandLine.arguments[index + 1]
 }
+let port = argument("--port").flatMap(Int.init) ?? 8080
+let unprotected = CommandLine.arguments.contains("--unprotected")
+
 let directory = FileManager.default.temporaryDirectory.appendingPathComponent("gateway-bench-\(ProcessInfo.processInfo.processIdentifier)")
 try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
 var configuration = GatewayConfiguration(storage: .sqlite(path: directory.appendingPathComponent("bench.sqlite").path))
 configuration.plugins = ["notes": PluginSettings()]
+configuration.auth.bcryptCost = 10
+let unlimited = RateSpec(count: 1_000_000_000, period: 1)
+configuration.limits.anonymous = unlimited
+configuration.limits.user = unlimited
+configuration.limits.key = unlimited
 var options = Gateway.Options(baseDirectory: directory)
 options.logger.logLevel = .warning
+if unprotected {
+    options.authenticator = GuestOnlyAuthenticator()
+    options.rateLimiter = UnlimitedRateLimiter()
+    options.cache = DisabledResponseCache()
+}
 let gateway = try await Gateway.start(configuration: configuration, registrations: [PluginRegistration(NotesPlugin.self)], options: options)
+for index in 0..<20 {
+    _ = try await gateway.handle(.post, "/v1/notes/notes", headers: [.contentType: "application/json"],
+                                 body: ByteBuffer(string: #"{"title": "note \#(index)", "body": "benchmark data"}"#))
+}
+if let keyFile = argument("--key-file"), !unprotected {
+    let user = try await gateway.accounts.register(username: "bench", secret: .plain("benchmark-password"))
+    let (secret, _) = try await gateway.accounts.createKey(userID: user.id, grant: .init(label: "bench", scopes: ["notes:read"]))
+    try secret.write(toFile: keyFile, atomically: true, encoding: .utf8)
+}
 try await gateway.run(host: "127.0.0.1", port: port) { port in
-    print("gateway-bench-server listening on http://127.0.0.1:\(port)")
+    print("gateway-bench-server listening on http://127.0.0.1:\(port)\(unprotected ? " (unprotected)" : "")")
 }
 try? FileManager.default.removeItem(at: directory)

@@ -42,13 +42,13 @@ extension Gateway {
         }
         let healthz = ByteBuffer(string: #"{"status":"ok"}"#)
         return [
-            ("/healthz", GatewayEndpoint(name: "gateway.healthz", summary: "Liveness: the process answers") { _, _ in
+            ("/healthz", GatewayEndpoint(name: "gateway.healthz", summary: "Liveness: the process answers", metrics: metrics) { _, _ in
                 var headers = HTTPFields()
                 headers[.contentType] = "application/json"
                 headers[.cacheControl] = "no-store"
                 return Response(status: .ok, headers: headers, body: .init(byteBuffer: healthz))
             }),
-            ("/readyz", GatewayEndpoint(name: "gateway.readyz", summary: "Readiness: the database and every plugin's health") { _, _ in
+            ("/readyz", GatewayEndpoint(name: "gateway.readyz", summary: "Readiness: the database and every plugin's health", metrics: metrics) { _, _ in
                 let plugins = await statuses()
                 let databaseOK = (try? await database.sql.raw("SELECT 1").run()) != nil
                 let failing = !databaseOK || plugins.contains { $0.status == PluginHealth.Status.failing.rawValue }
@@ -57,17 +57,17 @@ extension Gateway {
                                           database: databaseOK ? "ok" : "failing", plugins: plugins),
                                 status: failing ? .serviceUnavailable : .ok)
             }),
-            ("/metrics", GatewayEndpoint(name: "gateway.metrics", summary: "Prometheus metrics") { _, _ in
+            ("/metrics", GatewayEndpoint(name: "gateway.metrics", summary: "Prometheus metrics", metrics: metrics) { _, _ in
                 var headers = HTTPFields()
                 headers[.contentType] = "text/plain; version=0.0.4; charset=utf-8"
                 return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: metrics.render())))
             }),
-            ("/openapi.json", GatewayEndpoint(name: "gateway.openapi", summary: "The OpenAPI 3.1 document of the enabled plugins") { _, _ in
+            ("/openapi.json", GatewayEndpoint(name: "gateway.openapi", summary: "The OpenAPI 3.1 document of the enabled plugins", metrics: metrics) { _, _ in
                 var headers = HTTPFields()
                 headers[.contentType] = "application/json"
                 return Response(status: .ok, headers: headers, body: .init(byteBuffer: openAPIJSON))
             }),
-            ("/v1/plugins", GatewayEndpoint(name: "gateway.plugins", summary: "The enabled plugins, their mounts and health") { _, _ in
+            ("/v1/plugins", GatewayEndpoint(name: "gateway.plugins", summary: "The enabled plugins, their mounts and health", metrics: metrics) { _, _ in
                 struct List: Encodable, Sendable { var items: [PluginStatus] }
                 return try json(List(items: await statuses()))
             }),

@@ -25,30 +25,63 @@ public struct GatewayRequestContext: RequestContext {
     public var maxUploadSize: Int { .max }
 }
 
+// The mounted endpoints are classes: the router hands one out per request, and a reference costs
+// one retain where a struct of many fields costs one per field.
+
 /// An operation placed at its full path under its plugin's mount.
-struct MountedOperation: Sendable {
+final class MountedOperation: Sendable {
     let pluginID: String
     let operation: ServiceOperation
     let plugin: PluginContext
     let template: String
     /// The cache policy after plugins.yaml overrides.
     let cache: CachePolicy
+    let metrics: GatewayMetrics.EndpointSeries
+
+    init(pluginID: String, operation: ServiceOperation, plugin: PluginContext, template: String, cache: CachePolicy, metrics: GatewayMetrics) {
+        self.pluginID = pluginID
+        self.operation = operation
+        self.plugin = plugin
+        self.template = template
+        self.cache = cache
+        self.metrics = metrics.endpointSeries(operation.name, commonStatus: operation.successStatus)
+    }
 }
 
 /// A dialect route placed at its full path.
-struct MountedDialectRoute: Sendable {
+final class MountedDialectRoute: Sendable {
     let pluginID: String
     let dialect: Dialect
     let route: DialectRoute
     let plugin: PluginContext
     let template: String
+    let name: String
+    let metrics: GatewayMetrics.EndpointSeries
+
+    init(pluginID: String, dialect: Dialect, route: DialectRoute, plugin: PluginContext, template: String, metrics: GatewayMetrics) {
+        self.pluginID = pluginID
+        self.dialect = dialect
+        self.route = route
+        self.plugin = plugin
+        self.template = template
+        self.name = "\(pluginID).\(dialect.name) \(route.method.rawValue) \(route.path)"
+        self.metrics = metrics.endpointSeries(name, commonStatus: 200)
+    }
 }
 
 /// One of the gateway's own endpoints (`/healthz`, `/openapi.json`, ...).
-struct GatewayEndpoint: Sendable {
+final class GatewayEndpoint: Sendable {
     let name: String
     let summary: String
     let handler: @Sendable (Request, GatewayRequestContext) async throws -> Response
+    let metrics: GatewayMetrics.EndpointSeries
+
+    init(name: String, summary: String, metrics: GatewayMetrics, handler: @escaping @Sendable (Request, GatewayRequestContext) async throws -> Response) {
+        self.name = name
+        self.summary = summary
+        self.handler = handler
+        self.metrics = metrics.endpointSeries(name, commonStatus: 200)
+    }
 }
 
 /// What a path resolves to.
@@ -61,8 +94,17 @@ enum Endpoint: Sendable {
     var name: String {
         switch self {
         case .operation(let mounted): mounted.operation.name
-        case .dialect(let mounted): "\(mounted.pluginID).\(mounted.dialect.name) \(mounted.route.method.rawValue) \(mounted.route.path)"
+        case .dialect(let mounted): mounted.name
         case .gateway(let endpoint): endpoint.name
+        }
+    }
+
+    /// The endpoint's metric series.
+    var metrics: GatewayMetrics.EndpointSeries? {
+        switch self {
+        case .operation(let mounted): mounted.metrics
+        case .dialect(let mounted): mounted.metrics
+        case .gateway(let endpoint): endpoint.metrics
         }
     }
 

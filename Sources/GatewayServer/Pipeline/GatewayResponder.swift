@@ -4,6 +4,7 @@ import HTTPTypes
 import Hummingbird
 import Logging
 import NIOCore
+import Synchronization
 
 /// The gateway's request pipeline, as one Hummingbird responder.
 ///
@@ -13,6 +14,9 @@ import NIOCore
 /// rather than as a chain of middleware so that the common path costs no extra allocations or
 /// indirections. Every error becomes a problem document (or the dialect's legacy shape); nothing a
 /// client sends can produce a 500 unless a handler itself fails unexpectedly.
+private let requestIDPrefix: UInt64 = UInt64.random(in: 1...UInt64(UInt32.max)) << 32
+private let requestIDCounter = Atomic<UInt64>(0)
+
 public struct GatewayResponder: HTTPResponder {
     public typealias Context = GatewayRequestContext
 
@@ -33,6 +37,21 @@ public struct GatewayResponder: HTTPResponder {
     }
 
     static let requestIDField = HTTPField.Name("X-Request-Id")!
+
+    /// Header names the pipeline sets on every reply, parsed once.
+    static let knownFields: [String: HTTPField.Name] = {
+        var table: [String: HTTPField.Name] = [:]
+        for name in ["RateLimit-Policy", "RateLimit", "X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset", "Retry-After",
+                     "ETag", "Location", "Cache-Control", "Content-Type", "Allow", "WWW-Authenticate", "Accept-Post", "Age", "X-Cache"] {
+            table[name] = HTTPField.Name(name)
+        }
+        return table
+    }()
+
+    @inline(__always)
+    static func field(_ name: String) -> HTTPField.Name? {
+        knownFields[name] ?? HTTPField.Name(name)
+    }
     static let cacheField = HTTPField.Name("X-Cache")!
     static let ageField = HTTPField.Name("Age")!
 
@@ -40,6 +59,7 @@ public struct GatewayResponder: HTTPResponder {
         let start = ContinuousClock.now
         let requestID = Self.requestID(from: request.headers)
         var endpointName = "unmatched"
+        var endpointMetrics: GatewayMetrics.EndpointSeries?
         var response: Response
         if request.method == .options, let cors = settings.cors, request.headers[.accessControlRequestMethod] != nil {
             endpointName = "cors.preflight"
@@ -49,6 +69,7 @@ public struct GatewayResponder: HTTPResponder {
                 switch try routes.resolve(request.method, path: Substring(request.uri.path)) {
                 case .found(let endpoint, _, let parameters):
                     endpointName = endpoint.name
+                    endpointMetrics = endpoint.metrics
                     response = try await dispatch(endpoint, parameters: parameters, request: request, context: context, requestID: requestID)
                 case .methodNotAllowed(let allowed):
                     response = ProblemResponse.make(.methodNotAllowed(request.method.rawValue, allowed: allowed), path: request.uri.path, requestID: requestID)
@@ -63,7 +84,9 @@ public struct GatewayResponder: HTTPResponder {
         if let cors = settings.cors { Self.addCORS(to: &response, request: request, cors: cors) }
         if request.method == .head { response.body = .init() }
         let elapsed = ContinuousClock.now - start
-        metrics.record(endpoint: endpointName, status: response.status.code, duration: elapsed)
+        if let endpointMetrics { endpointMetrics.record(status: response.status.code, duration: elapsed) } else {
+            metrics.record(endpoint: endpointName, status: response.status.code, duration: elapsed)
+        }
         let level: Logger.Level = settings.accessLog ? .info : .debug
         if logger.logLevel <= level {
             logger.log(level: level, "\(request.method.rawValue) \(request.uri.path) \(response.status.code)", metadata: [
@@ -98,7 +121,7 @@ public struct GatewayResponder: HTTPResponder {
                 }
                 var response = Self.response(mounted.dialect.renderError(gatewayError))
                 for (name, value) in gatewayError.headers where name != "WWW-Authenticate" || gatewayError.status == 401 {
-                    if let field = HTTPField.Name(name) { response.headers[field] = value }
+                    if let field = Self.field(name) { response.headers[field] = value }
                 }
                 return response
             }
@@ -192,8 +215,6 @@ public struct GatewayResponder: HTTPResponder {
             body = try await collectBody(request)
         }
         let contentType = request.headers[.contentType].map { Self.mediaType($0) }
-        var logger = self.logger
-        logger[metadataKey: "request.id"] = .string(requestID)
         let operationContext = OperationContext(principal: principal, requestID: requestID, logger: logger,
                                                 headers: request.headers, plugin: mounted.plugin)
         let reply = try await operation(
@@ -201,8 +222,8 @@ public struct GatewayResponder: HTTPResponder {
             context: operationContext)
 
         var headers = HTTPFields()
-        for (name, value) in limitHeaders { if let field = HTTPField.Name(name) { headers[field] = value } }
-        for (name, value) in reply.headers { if let field = HTTPField.Name(name) { headers[field] = value } }
+        for (name, value) in limitHeaders { if let field = Self.field(name) { headers[field] = value } }
+        for (name, value) in reply.headers { if let field = Self.field(name) { headers[field] = value } }
         let bytes: ByteBuffer
         switch reply.body {
         case .empty:
@@ -229,7 +250,7 @@ public struct GatewayResponder: HTTPResponder {
             headers[Self.cacheField] = "MISS"
             if !requestCacheControl.contains("no-store") {
                 var stored = headers
-                for (name, _) in limitHeaders { if let field = HTTPField.Name(name) { stored[field] = nil } }
+                for (name, _) in limitHeaders { if let field = Self.field(name) { stored[field] = nil } }
                 await cache.store(cacheKey, CachedReply(
                     status: 200, headers: stored.map { ($0.name.rawName, $0.value) }, body: Array(buffer: bytes), etag: etag,
                     storedAt: .now, ttl: ttl, tags: Self.resolve(tags: mounted.cache.tags, parameters: parameters)))
@@ -254,18 +275,16 @@ public struct GatewayResponder: HTTPResponder {
                                             queryParameters: query, headers: request.headers, body: body)
         let principal = try await authenticator.principal(for: mounted.dialect.credential(dialectRequest), address: context.remoteAddress)
         let limitHeaders = try await limit(principal, plugin: mounted.pluginID, cost: mounted.route.cost)
-        var logger = self.logger
-        logger[metadataKey: "request.id"] = .string(requestID)
         let operationContext = OperationContext(principal: principal, requestID: requestID, logger: logger,
                                                 headers: request.headers, plugin: mounted.plugin)
         var response = Self.response(try await mounted.route.handler(dialectRequest, operationContext))
-        for (name, value) in limitHeaders { if let field = HTTPField.Name(name) { response.headers[field] = value } }
+        for (name, value) in limitHeaders { if let field = Self.field(name) { response.headers[field] = value } }
         return response
     }
 
     static func response(_ reply: DialectResponse) -> Response {
         var headers = HTTPFields()
-        for (name, value) in reply.headers { if let field = HTTPField.Name(name) { headers[field] = value } }
+        for (name, value) in reply.headers { if let field = Self.field(name) { headers[field] = value } }
         return Response(status: .init(code: reply.status), headers: headers, body: .init(byteBuffer: reply.body))
     }
 
@@ -276,8 +295,8 @@ public struct GatewayResponder: HTTPResponder {
            given.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) {
             return given
         }
-        var generator = SystemRandomNumberGenerator()
-        let value = generator.next() as UInt64
+        // A random per-process prefix and a counter: unique without a system call per request.
+        let value = requestIDPrefix | (requestIDCounter.wrappingAdd(1, ordering: .relaxed).oldValue & 0xFFFF_FFFF)
         let hex = String(value, radix: 16)
         return String(repeating: "0", count: 16 - hex.count) + hex
     }
@@ -341,8 +360,8 @@ public struct GatewayResponder: HTTPResponder {
 
     static func cachedResponse(_ hit: CachedReply, age: Duration, request: Request, limitHeaders: [(String, String)]) -> Response {
         var headers = HTTPFields()
-        for (name, value) in hit.headers { if let field = HTTPField.Name(name) { headers[field] = value } }
-        for (name, value) in limitHeaders { if let field = HTTPField.Name(name) { headers[field] = value } }
+        for (name, value) in hit.headers { if let field = Self.field(name) { headers[field] = value } }
+        for (name, value) in limitHeaders { if let field = Self.field(name) { headers[field] = value } }
         headers[cacheField] = "HIT"
         headers[ageField] = String(age.components.seconds)
         if matches(ifNoneMatch: request.headers[.ifNoneMatch], etag: hit.etag) {

@@ -39,10 +39,43 @@ public final class GatewayMetrics: Sendable {
         self.factory = PrometheusMetricsFactory(registry: registry)
     }
 
+    /// The series of one endpoint, made once at start-up so that the hot path needs no lookup by
+    /// name: the common status has its own slot, the others a small table.
+    public final class EndpointSeries: Sendable {
+        let metrics: GatewayMetrics
+        let endpoint: String
+        let commonStatus: Int
+        private let common: Series
+
+        init(metrics: GatewayMetrics, endpoint: String, commonStatus: Int) {
+            self.metrics = metrics
+            self.endpoint = endpoint
+            self.commonStatus = commonStatus
+            self.common = metrics.series(endpoint: endpoint, status: commonStatus)
+        }
+
+        public func record(status: Int, duration: Duration) {
+            let entry = status == commonStatus ? common : metrics.series(endpoint: endpoint, status: status)
+            entry.requests.increment()
+            entry.latency.record(duration)
+        }
+    }
+
+    /// The series holder for `endpoint`, whose usual status is `commonStatus`.
+    public func endpointSeries(_ endpoint: String, commonStatus: Int) -> EndpointSeries {
+        EndpointSeries(metrics: self, endpoint: endpoint, commonStatus: commonStatus)
+    }
+
     /// Records one finished request.
     public func record(endpoint: String, status: Int, duration: Duration) {
+        let entry = series(endpoint: endpoint, status: status)
+        entry.requests.increment()
+        entry.latency.record(duration)
+    }
+
+    private func series(endpoint: String, status: Int) -> Series {
         let key = SeriesKey(endpoint: endpoint, status: status)
-        let entry = series.withLockedValue { table in
+        return series.withLockedValue { table in
             if let existing = table[key] { return existing }
             let labels = [("endpoint", endpoint), ("status", String(status))]
             let created = Series(
@@ -57,8 +90,6 @@ public final class GatewayMetrics: Sendable {
             table[key] = created
             return created
         }
-        entry.requests.increment()
-        entry.latency.record(duration)
     }
 
     /// The Prometheus text exposition.
