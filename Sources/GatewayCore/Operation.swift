@@ -88,15 +88,22 @@ public struct ServiceOperation: Sendable {
         self.io = OperationIO(path: pathType, query: queryType, body: bodyType, output: outputType)
         self.bodyMediaTypes = Body.self == NoInput.self ? [] : (Body.self as? any RawBodyInput.Type)?.acceptedMediaTypes ?? ["application/json"]
         let defaultStatus = self.successStatus
+        // What each request would otherwise ask the runtime (dynamic casts, type comparisons) is
+        // decided once here.
+        let takesPath = Path.self != NoInput.self
+        let takesQuery = Query.self != NoInput.self
+        let validatesPath = Path.self is any ValidatableInput.Type
+        let validatesQuery = Query.self is any ValidatableInput.Type
+        let validatesBody = Body.self is any ValidatableInput.Type
         self.run = { request, context in
-            let input = OperationInput(
-                path: try InputDecoder.decodeParameters(Path.self, from: request.pathParameters, location: "path"),
-                query: try InputDecoder.decodeParameters(Query.self, from: request.queryParameters, location: "query"),
-                body: try InputDecoder.decodeBody(Body.self, from: request)
-            )
-            try InputDecoder.validate(input.path, location: "path")
-            try InputDecoder.validate(input.query, location: "query")
-            try InputDecoder.validate(input.body, location: "")
+            let path: Path = takesPath
+                ? try InputDecoder.decodeParameters(Path.self, from: request.pathParameters, location: "path") : NoInput() as! Path
+            let query: Query = takesQuery
+                ? try InputDecoder.decodeParameters(Query.self, from: request.queryParameters, location: "query") : NoInput() as! Query
+            let input = OperationInput(path: path, query: query, body: try InputDecoder.decodeBody(Body.self, from: request))
+            if validatesPath { try InputDecoder.validate(input.path, location: "path") }
+            if validatesQuery { try InputDecoder.validate(input.query, location: "query") }
+            if validatesBody { try InputDecoder.validate(input.body, location: "") }
             let reply = try await handler(input, context)
             return reply.erased(defaultStatus: defaultStatus)
         }
@@ -211,11 +218,12 @@ public struct Reply<Output: Encodable & Sendable>: Sendable {
         self.headers = headers
     }
 
+    @inline(__always)
     func erased(defaultStatus: Int) -> OperationReply {
         if Output.self == NoContent.self {
             return OperationReply(status: status ?? 204, headers: headers, body: .empty)
         }
-        if let raw = output as? RawReply {
+        if Output.self == RawReply.self, let raw = output as? RawReply {
             return OperationReply(status: status ?? defaultStatus, headers: headers, body: .bytes(raw.bytes, contentType: raw.contentType))
         }
         return OperationReply(status: status ?? defaultStatus, headers: headers, body: .json(output))

@@ -57,13 +57,14 @@ enum GCRA {
     }
 
     static func decision(_ outcome: Outcome, policy: String, rate: RateSpec) -> RateLimitDecision {
-        let window = Int(rate.period)
+        let remaining = String(outcome.remaining)
+        let reset = String(outcome.resetSeconds)
         let headers: [(String, String)] = [
-            ("RateLimit-Policy", "\"\(policy)\";q=\(rate.count);w=\(window)"),
-            ("RateLimit", "\"\(policy)\";r=\(outcome.remaining);t=\(outcome.resetSeconds)"),
+            ("RateLimit-Policy", "\"" + policy + "\";q=" + String(rate.count) + ";w=" + String(Int(rate.period))),
+            ("RateLimit", "\"" + policy + "\";r=" + remaining + ";t=" + reset),
             ("X-RateLimit-Limit", String(rate.count)),
-            ("X-RateLimit-Remaining", String(outcome.remaining)),
-            ("X-RateLimit-Reset", String(outcome.resetSeconds)),
+            ("X-RateLimit-Remaining", remaining),
+            ("X-RateLimit-Reset", reset),
         ]
         return RateLimitDecision(allowed: outcome.allowed, headers: headers, policy: policy, retryAfter: outcome.retryAfter)
     }
