@@ -269,6 +269,11 @@ public final class Gateway: Sendable {
         return result
     }
 
+    /// Whether cache invalidations from other instances are being received (always true without PostgreSQL).
+    public var isListeningForInvalidations: Bool {
+        hostServices.compactMap { $0 as? PostgresInvalidationChannel }.allSatisfy(\.isListening)
+    }
+
     /// Forgets every remembered credential, so the next request of each asks the database again.
     public func forgetCredentials() {
         (responder.authenticator as? AccountAuthenticator)?.forget(userID: nil)

@@ -1,0 +1,61 @@
+import Foundation
+import GatewayCore
+import GatewayServer
+import GatewayTesting
+import HTTPTypes
+import NIOCore
+import NotesFixturePlugin
+import ServiceLifecycle
+import Testing
+
+/// Two gateway instances on one PostgreSQL: a write through one purges the other's cache.
+@Suite("cache invalidation across instances", .enabled(if: TestStorage.available.contains(.postgres)))
+struct ClusterCacheTests {
+    @Test("a write through one instance purges the cached reply of another (LISTEN/NOTIFY)")
+    func crossInstanceInvalidation() async throws {
+        try await TestStorage.postgres.withFreshLocation { location, directory in
+            var configuration = try GatewayConfiguration.parse(Data(notesYAML.utf8), file: "plugins.yaml", knownPlugins: ["notes"])
+            configuration.storage = location
+            var options = Gateway.Options(baseDirectory: directory)
+            options.logger.logLevel = .critical
+            options.loadDemoData = false
+            options.rateLimiter = UnlimitedRateLimiter()
+            let first = try await Gateway.start(configuration: configuration, registrations: notes, options: options)
+            let second = try await Gateway.start(configuration: configuration, registrations: notes, options: options)
+            let group = ServiceGroup(configuration: .init(services: (first.hostServices + second.hostServices).map { .init(service: $0) },
+                                                          logger: options.logger))
+            let xCache = HTTPField.Name("X-Cache")!
+            try await withThrowingTaskGroup(of: Void.self) { tasks in
+                tasks.addTask { try await group.run() }
+                // Wait until both listeners are connected.
+                let deadline = ContinuousClock.now + .seconds(10)
+                while ContinuousClock.now < deadline {
+                    if first.isListeningForInvalidations && second.isListeningForInvalidations { break }
+                    try await Task.sleep(for: .milliseconds(50))
+                }
+                #expect(first.isListeningForInvalidations && second.isListeningForInvalidations)
+                _ = try await second.handle(.get, "/v1/notes/notes")
+                #expect(try await second.handle(.get, "/v1/notes/notes").headers[xCache] == "HIT")
+                let created = try await first.handle(.post, "/v1/notes/notes", headers: [.contentType: "application/json"],
+                                                     body: ByteBuffer(string: #"{"title": "from the first", "body": "b"}"#))
+                #expect(created.status == 201)
+                var purged = false
+                let until = ContinuousClock.now + .seconds(5)
+                while ContinuousClock.now < until {
+                    let response = try await second.handle(.get, "/v1/notes/notes")
+                    if response.headers[xCache] == "MISS" {
+                        #expect(String(buffer: response.body).contains("from the first"))
+                        purged = true
+                        break
+                    }
+                    try await Task.sleep(for: .milliseconds(20))
+                }
+                #expect(purged, "the second instance kept serving its stale entry")
+                await group.triggerGracefulShutdown()
+                try await tasks.waitForAll()
+            }
+            await first.shutdown()
+            await second.shutdown()
+        }
+    }
+}
