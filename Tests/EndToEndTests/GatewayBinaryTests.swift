@@ -134,3 +134,35 @@ extension GatewayBinaryTests {
         #expect(second.output.contains("up to date"))
     }
 }
+
+extension GatewayBinaryTests {
+    @Test("`user` and `key` manage accounts and master keys from the command line")
+    func accountCommands() throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        try FileManager.default.copyItem(at: Self.packageRoot.appendingPathComponent("plugins.yaml"), to: directory.appendingPathComponent("plugins.yaml"))
+        let added = try run(["user", "add", "root", "--admin", "--password", "a long admin password", "--log-level", "error"], in: directory)
+        #expect(added.status == 0, "\(added.output)")
+        #expect(added.output.contains("created administrator root"))
+        let duplicate = try run(["user", "add", "ROOT", "--password", "another long password", "--log-level", "error"], in: directory)
+        #expect(duplicate.status != 0)
+        #expect(duplicate.output.contains("taken"))
+        let list = try run(["user", "list", "--log-level", "error"], in: directory)
+        #expect(list.output.contains("root") && list.output.contains("admin"))
+        let disabled = try run(["user", "disable", "root", "--log-level", "error"], in: directory)
+        #expect(disabled.output.contains("root disabled"))
+        #expect(try run(["user", "list", "--log-level", "error"], in: directory).output.contains("disabled"))
+
+        let created = try run(["key", "create", "--label", "ops", "--log-level", "error"], in: directory)
+        #expect(created.status == 0, "\(created.output)")
+        let secretLines = created.output.split(separator: "\n").filter { $0.hasPrefix("gk_") }
+        #expect(secretLines.count == 1 && secretLines[0].count > 30, "\(created.output)")
+        let keys = try run(["key", "list", "--log-level", "error"], in: directory)
+        let id = try #require(keys.output.split(separator: "\n").dropFirst().first?.split(separator: " ").first.map(String.init))
+        #expect(keys.output.contains("ops") && keys.output.contains("active"))
+        #expect(try run(["key", "revoke", id, "--log-level", "error"], in: directory).output.contains("revoked \(id)"))
+        #expect(try run(["key", "list", "--log-level", "error"], in: directory).output.contains("revoked"))
+        let missing = try run(["key", "revoke", "nope", "--log-level", "error"], in: directory)
+        #expect(missing.status != 0)
+    }
+}

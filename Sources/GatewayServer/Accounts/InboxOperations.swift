@@ -71,6 +71,14 @@ enum InboxOperations {
     }
     struct UnreadCount: Codable, Sendable { var unread: Int }
 
+    /// Deletes row `id` of `table` if it belongs to `user`; a row of another user is a 404, like a missing one.
+    static func deleteOwned(_ table: String, id: String, user: String, what: String, database: any SQLDatabase) async throws {
+        guard try await database.select().column("id").from(table).where("id", .equal, id).where("user_id", .equal, user).first() != nil else {
+            throw GatewayError.notFound("No such \(what).")
+        }
+        try await database.delete(from: table).where("id", .equal, id).where("user_id", .equal, user).run()
+    }
+
     static func userID(_ context: OperationContext) throws -> String {
         guard let id = context.principal.userID else { throw GatewayError.forbidden("This credential acts for no user.") }
         return id
@@ -118,10 +126,7 @@ enum InboxOperations {
                 .access(.user)
                 .path(EntryID.self)
                 .returns(NoContent.self) { input, context in
-                    let user = try userID(context)
-                    guard try await database.select().column("id").from("gateway_notifications").where("id", .equal, input.path.id)
-                        .where("user_id", .equal, user).first() != nil else { throw GatewayError.notFound("No such notification.") }
-                    try await database.delete(from: "gateway_notifications").where("id", .equal, input.path.id).where("user_id", .equal, user).run()
+                    try await deleteOwned("gateway_notifications", id: input.path.id, user: try userID(context), what: "notification", database: database)
                     return NoContent()
                 },
             ServiceOperation.define("accounts.history.list", .get, "/me/history", summary: "What the user viewed recently, newest first")
@@ -143,10 +148,7 @@ enum InboxOperations {
                 .access(.user)
                 .path(EntryID.self)
                 .returns(NoContent.self) { input, context in
-                    let user = try userID(context)
-                    guard try await database.select().column("id").from("gateway_history").where("id", .equal, input.path.id)
-                        .where("user_id", .equal, user).first() != nil else { throw GatewayError.notFound("No such history entry.") }
-                    try await database.delete(from: "gateway_history").where("id", .equal, input.path.id).where("user_id", .equal, user).run()
+                    try await deleteOwned("gateway_history", id: input.path.id, user: try userID(context), what: "history entry", database: database)
                     return NoContent()
                 },
             ServiceOperation.define("accounts.history.clear", .delete, "/me/history", summary: "Clear the whole history")
