@@ -62,6 +62,8 @@ struct GatewayBinaryTests {
         let directory = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
         try FileManager.default.copyItem(at: Self.packageRoot.appendingPathComponent("plugins.yaml"), to: directory.appendingPathComponent("plugins.yaml"))
+        let masterKey = try #require(try run(["key", "create", "--label", "e2e", "--log-level", "error"], in: directory).output
+            .split(separator: "\n").first { $0.hasPrefix("gk_") }.map(String.init))
         let process = Process()
         process.executableURL = try Self.binary()
         process.arguments = ["serve", "--port", "0", "--log-level", "warning"]
@@ -85,6 +87,13 @@ struct GatewayBinaryTests {
         #expect((response as? HTTPURLResponse)?.statusCode == 200)
         #expect(String(decoding: data, as: UTF8.self) == #"{"status":"ok"}"#)
         #expect(FileManager.default.fileExists(atPath: directory.appendingPathComponent("data/gateway.sqlite").path))
+
+        // `gateway cache purge` reaches the running gateway through its admin endpoint.
+        let purge = try run(["cache", "purge", "--url", url, "--key", masterKey, "--all"], in: directory)
+        #expect(purge.status == 0, "\(purge.output)")
+        #expect(purge.output.contains("purged"))
+        let refused = try run(["cache", "purge", "--url", url, "--key", "gk_wrong", "--tag", "x"], in: directory)
+        #expect(refused.status != 0)
 
         process.terminate()
         process.waitUntilExit()

@@ -126,6 +126,7 @@ struct ConfigurationTests {
         ("limits: { user: lots }", "limits.user", "is not a rate"),
         ("cache: { maxBytes: 3 parsecs }", "cache.maxBytes", "is not a size"),
         ("storage: mysql://x", "storage", "is not a storage location"),
+        ("storage: \"sqlite::memory:\"", "storage", "is not a storage location"),
         ("plugins: { notes: { mount: no-slash } }", "plugins.notes.mount", "is not a mount path"),
         ("auth: { bcryptCost: 4 }", "auth.bcryptCost", "outside 10 to 16"),
     ])

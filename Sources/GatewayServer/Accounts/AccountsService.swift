@@ -19,8 +19,10 @@ struct AccountsService: ServicePlugin {
     let cache: any CacheInvalidator
     let appKeys: Set<String>
 
+    /// The host creates this service with its dependencies (``init(store:authenticator:throttle:registration:cache:appKeys:)``);
+    /// it cannot be enabled from plugins.yaml like a plugin.
     init(configuration: Configuration, context: PluginContext) async throws {
-        fatalError("AccountsService is created by the host with its dependencies")
+        throw GatewayStartupError("the accounts service is part of the host and is not created from plugins.yaml")
     }
 
     init(store: AccountStore, authenticator: AccountAuthenticator, throttle: LoginThrottle, registration: AuthSettings.Registration,

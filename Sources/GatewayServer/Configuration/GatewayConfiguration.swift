@@ -282,7 +282,8 @@ public enum StorageLocation: Decodable, Sendable, Equatable, CustomStringConvert
     public init?(_ text: String) {
         if text.hasPrefix("sqlite:") {
             let path = String(text.dropFirst("sqlite:".count))
-            guard !path.isEmpty else { return nil }
+            // An in-memory database would be a different, empty one on each pooled connection.
+            guard !path.isEmpty, path != ":memory:" else { return nil }
             self = .sqlite(path: path)
         } else if text.hasPrefix("postgres://") || text.hasPrefix("postgresql://") {
             guard URL(string: text)?.host != nil else { return nil }

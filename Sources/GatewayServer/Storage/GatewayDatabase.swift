@@ -26,10 +26,8 @@ public final class GatewayDatabase: Sendable {
                             eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton) async throws -> GatewayDatabase {
         switch location {
         case .sqlite(let path):
-            let file = path == ":memory:" ? path : (path.hasPrefix("/") ? path : baseDirectory.appendingPathComponent(path).path)
-            if file != ":memory:" {
-                try FileManager.default.createDirectory(at: URL(fileURLWithPath: file).deletingLastPathComponent(), withIntermediateDirectories: true)
-            }
+            let file = path.hasPrefix("/") ? path : baseDirectory.appendingPathComponent(path).path
+            try FileManager.default.createDirectory(at: URL(fileURLWithPath: file).deletingLastPathComponent(), withIntermediateDirectories: true)
             let source = TunedSQLiteSource(path: file)
             let pools = EventLoopGroupConnectionPool(source: source, maxConnectionsPerEventLoop: 4, requestTimeout: .seconds(30), logger: logger, on: eventLoopGroup)
             let sql = PooledSQLiteDatabase(pool: pools, logger: logger).sql(queryLogLevel: .trace)
@@ -72,8 +70,7 @@ private struct TunedSQLiteSource: ConnectionPoolSource {
     let path: String
 
     func makeConnection(logger: Logger, on eventLoop: any EventLoop) -> EventLoopFuture<SQLiteConnection> {
-        let storage: SQLiteConnection.Storage = path == ":memory:" ? .memory : .file(path: path)
-        return SQLiteConnection.open(storage: storage, threadPool: .singleton, logger: logger, on: eventLoop).flatMap { connection in
+        SQLiteConnection.open(storage: .file(path: path), threadPool: .singleton, logger: logger, on: eventLoop).flatMap { connection in
             connection.query("PRAGMA busy_timeout = 10000").flatMap { _ in
                 connection.query("PRAGMA foreign_keys = ON")
             }.flatMap { _ in
