@@ -11,7 +11,7 @@ let strictSettings: [SwiftSetting] = [
 /// The bundled plugins by folder: each `Plugins/<Name>` is a target named `<Name>Plugin` that
 /// depends on GatewayCore only. SwiftPM looks for package plugins under Plugins/ by default, hence
 /// the explicit path.
-let bundledPluginFolders: [String] = []
+let bundledPluginFolders: [String] = ["Suggest"]
 let bundledPluginTargets = bundledPluginFolders.map { $0 + "Plugin" }
 
 func plugin(_ folder: String) -> Target {
@@ -20,7 +20,7 @@ func plugin(_ folder: String) -> Target {
 
 let package = Package(
     name: "gateway",
-    platforms: [.macOS(.v14)],
+    platforms: [.macOS(.v15)],
     products: [
         .executable(name: "gateway", targets: ["gateway"]),
         .library(name: "GatewayCore", targets: ["GatewayCore"]),
@@ -133,6 +133,14 @@ let package = Package(
                 .product(name: "NIOWebSocket", package: "swift-nio"),
                 .product(name: "NIOFoundationCompat", package: "swift-nio"),
             ],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "SuggestPluginTests",
+            dependencies: ["SuggestPlugin", "GatewayTesting", "GatewayServer",
+                           .product(name: "HummingbirdTesting", package: "hummingbird"),
+                           .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                           .product(name: "NIOFoundationCompat", package: "swift-nio")],
             swiftSettings: strictSettings
         ),
         // Depends on the executable so that `swift test` builds the binary it runs.

@@ -1,5 +1,7 @@
 import GatewayServer
+import SuggestPlugin
 
 /// The plugins compiled into this gateway: one line per plugin. plugins.yaml switches them on.
 let bundledPlugins: [PluginRegistration] = [
+    PluginRegistration(SuggestPlugin.self),
 ]

@@ -13,7 +13,7 @@ struct GatewayCommand: AsyncParsableCommand {
         abstract: "An API gateway that hosts service plugins behind one endpoint.",
         version: GatewayVersion.current,
         subcommands: [Serve.self, Check.self, Plugins.self, Routes.self, Call.self, Migrate.self, OpenAPICommand.self,
-                      UserCommand.self, KeyCommand.self, CacheCommand.self],
+                      UserCommand.self, KeyCommand.self, CacheCommand.self, ImportCommand.self],
         defaultSubcommand: Serve.self)
 }
 
@@ -78,7 +78,7 @@ struct Serve: AsyncParsableCommand {
         try await gateway.run(host: host, port: port) { port in
             let base = "http://\(host):\(port)"
             var lines = ["gateway \(GatewayVersion.current) listening on \(base)  (storage \(configuration.storage))"]
-            lines.append("plugins: \(gateway.plugins.isEmpty ? "none enabled" : gateway.plugins.map { "\($0.id) at \($0.mount)" }.joined(separator: ", "))")
+            lines.append("plugins: \(gateway.plugins.count <= 1 ? "none enabled" : gateway.plugins.dropFirst().map { "\($0.id) at \($0.mount)" }.joined(separator: ", "))")
             lines.append("try:")
             lines.append("  curl \(base)/healthz")
             lines.append("  curl \(base)/v1/plugins")
@@ -214,5 +214,61 @@ struct Call: AsyncParsableCommand {
         print(CallRequest.pretty(text))
         await gateway.shutdown()
         if response.status >= 400 { throw ExitCode(1) }
+    }
+}
+
+struct ImportCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "import", abstract: "Load a file into a plugin (`gateway import suggest terms.tsv --dictionary movies`).",
+        discussion: "Options after the file are passed to the plugin's importer as --name value pairs. Bad lines are reported with their numbers.")
+    @OptionGroup var options: ConfigOptions
+    @Argument(help: "The plugin's id.") var plugin: String
+    @Argument(help: "The file to load.") var file: String
+    @Argument(parsing: .allUnrecognized, help: "Importer options, such as --dictionary movies.") var importerOptions: [String] = []
+
+    func run() async throws {
+        var pairs: [String: String] = [:]
+        var index = 0
+        while index < importerOptions.count {
+            let name = importerOptions[index]
+            guard name.hasPrefix("--"), index + 1 < importerOptions.count else { throw ValidationError("importer options are --name value pairs; '\(name)' is not") }
+            pairs[String(name.dropFirst(2))] = importerOptions[index + 1]
+            index += 2
+        }
+        let url = URL(fileURLWithPath: file)
+        guard FileManager.default.isReadableFile(atPath: url.path) else { throw ValidationError("\(file) cannot be read") }
+        let (_, gateway) = try await options.start(demo: false)
+        guard let loaded = gateway.plugins.first(where: { $0.id == plugin }) else {
+            await gateway.shutdown()
+            throw ValidationError("no enabled plugin '\(plugin)'")
+        }
+        guard let importer = loaded.instance.importers.first(where: { $0.accepts(url) }) else {
+            await gateway.shutdown()
+            throw ValidationError("\(plugin) has no importer for \(url.lastPathComponent) (it reads: \(loaded.instance.importers.map(\.summary).joined(separator: "; ")))")
+        }
+        do {
+            let report = try await importer.importFile(url, options: pairs, progress: ProgressBar())
+            FileHandle.standardError.write(Data("\n".utf8))
+            print("imported \(report.imported) records; rejected \(report.rejected.count)")
+            for rejection in report.rejected.prefix(50) { print("  line \(rejection.line): \(rejection.reason)") }
+            if report.rejected.count > 50 { print("  ... and \(report.rejected.count - 50) more") }
+        } catch let error as GatewayError {
+            await gateway.shutdown()
+            throw ValidationError(error.detail)
+        }
+        await gateway.shutdown()
+    }
+}
+
+/// Draws `[#####     ] 52%` on standard error.
+struct ProgressBar: ImportProgress {
+    func update(done: Int, total: Int?) {
+        guard let total, total > 0 else {
+            FileHandle.standardError.write(Data("\r\(done) records".utf8))
+            return
+        }
+        let filled = min(30, done * 30 / total)
+        let bar = String(repeating: "#", count: filled) + String(repeating: " ", count: 30 - filled)
+        FileHandle.standardError.write(Data("\r[\(bar)] \(done * 100 / total)%  \(done)/\(total)".utf8))
     }
 }

@@ -22,9 +22,12 @@ struct GatewayBinaryTests {
         return found
     }
 
+    /// A fresh folder holding a copy of the shipped plugins.yaml and the demo data it names, as a
+    /// newcomer's clone would.
     func temporaryDirectory() throws -> URL {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("gateway-e2e-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(at: directory.appendingPathComponent("data"), withIntermediateDirectories: true)
+        try FileManager.default.copyItem(at: Self.packageRoot.appendingPathComponent("data/demo"), to: directory.appendingPathComponent("data/demo"))
         return directory
     }
 

@@ -21,16 +21,16 @@ struct ConfigurationFuzzTests {
     static let base: String = {
         let file = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../plugins.yaml").standardized
         let shipped = (try? String(contentsOf: file, encoding: .utf8)) ?? ""
-        // The shipped file has no plugin blocks yet; add one so mutations reach plugin settings too.
-        return shipped.replacingOccurrences(of: "plugins: {}", with: """
-            plugins:
+        // A second plugin block with limits and config, so mutations reach more plugin settings.
+        return shipped + """
+
               notes:
                 enabled: true
                 mount: /v1/notes
                 limits: { anonymous: 30/s }
                 cache: { ttl: 5m }
                 config: { greeting: hello, maxNotes: 100 }
-            """)
+            """
     }()
 
     static let replacements = [
@@ -76,9 +76,12 @@ struct ConfigurationFuzzTests {
         for _ in 0..<1000 {
             let data = Self.mutate(Self.base, using: &rng)
             do {
-                let configuration = try GatewayConfiguration.parse(data, file: "plugins.yaml", knownPlugins: ["notes"], environment: [:])
+                let configuration = try GatewayConfiguration.parse(data, file: "plugins.yaml", knownPlugins: ["notes", "suggest"], environment: [:])
                 if let config = configuration.plugins["notes"]?.config {
                     _ = try? config.decode(FuzzNotesConfiguration.self)
+                }
+                if let config = configuration.plugins["suggest"]?.config {
+                    _ = try? config.decode(FuzzSuggestConfiguration.self)
                 }
                 valid += 1
             } catch {
@@ -92,6 +95,10 @@ struct ConfigurationFuzzTests {
         #expect(valid + located == 1000)
         #expect(located > 100)
         #expect(valid > 10)
+    }
+
+    struct FuzzSuggestConfiguration: Decodable {
+        var dictionaries: [String]?
     }
 
     struct FuzzNotesConfiguration: Decodable {

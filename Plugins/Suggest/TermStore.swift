@@ -1,0 +1,84 @@
+import Foundation
+import GatewayCore
+import Synchronization
+import SQLKit
+
+/// The terms in the plugin's table, and the index built from them. Every change goes to the table
+/// first and then replaces the index, so readers always see a whole index, old or new.
+final class TermStore: Sendable {
+    let database: any SQLDatabase
+    private let current = Mutex(SuggestionIndex(terms: []))
+
+    init(database: any SQLDatabase) {
+        self.database = database
+    }
+
+    static let migrations: [Migration] = [
+        Migration(1, "create suggest_terms") { db in
+            try await db.create(table: "suggest_terms")
+                .column("dictionary", type: .text, .notNull)
+                .column("keyword", type: .text, .notNull)
+                .column("text", type: .text, .notNull)
+                .column("weight", type: .double, .notNull)
+                .primaryKey("dictionary", "keyword")
+                .run()
+        },
+    ]
+
+    var index: SuggestionIndex { current.withLock { $0 } }
+
+    private struct Row: Codable {
+        var dictionary: String
+        var keyword: String
+        var text: String
+        var weight: Double
+    }
+
+    /// Rebuilds the index from the table.
+    func reload() async throws {
+        let rows = try await database.select().columns("dictionary", "keyword", "text", "weight").from("suggest_terms").all(decoding: Row.self)
+        let index = SuggestionIndex(terms: rows.map { Term(dictionary: $0.dictionary, keyword: $0.keyword, text: $0.text, weight: $0.weight) })
+        current.withLock { $0 = index }
+    }
+
+    /// Adds or replaces one term.
+    func upsert(_ term: Term) async throws {
+        try await database.insert(into: "suggest_terms").model(Row(dictionary: term.dictionary, keyword: term.keyword, text: term.text, weight: term.weight))
+            .onConflict(with: ["dictionary", "keyword"]) { $0.set(excludedValueOf: "text").set(excludedValueOf: "weight") }
+            .run()
+        try await reload()
+    }
+
+    /// Removes one term; false when there was none.
+    func delete(dictionary: String, keyword: String) async throws -> Bool {
+        struct Found: Decodable { var keyword: String }
+        guard try await database.select().column("keyword").from("suggest_terms").where("dictionary", .equal, dictionary)
+            .where("keyword", .equal, keyword).first(decoding: Found.self) != nil else { return false }
+        try await database.delete(from: "suggest_terms").where("dictionary", .equal, dictionary).where("keyword", .equal, keyword).run()
+        try await reload()
+        return true
+    }
+
+    /// Replaces a whole dictionary in one transaction: readers see the old one or the new one.
+    func replace(dictionary: String, with terms: [Term]) async throws {
+        try await database.transaction { db in
+            try await db.delete(from: "suggest_terms").where("dictionary", .equal, dictionary).run()
+            for chunk in stride(from: 0, to: terms.count, by: 500).map({ Array(terms[$0..<min($0 + 500, terms.count)]) }) {
+                try await db.insert(into: "suggest_terms").models(chunk.map { Row(dictionary: dictionary, keyword: $0.keyword, text: $0.text, weight: $0.weight) })
+                    .onConflict(with: ["dictionary", "keyword"]) { $0.set(excludedValueOf: "text").set(excludedValueOf: "weight") }
+                    .run()
+            }
+        }
+        try await reload()
+    }
+
+    /// The dictionaries and how many terms each holds.
+    func dictionaries() async throws -> [(name: String, terms: Int)] {
+        struct Count: Decodable {
+            var dictionary: String
+            var count: Int
+        }
+        return try await database.select().column("dictionary").column(SQLFunction("COUNT", args: SQLLiteral.all), as: "count")
+            .from("suggest_terms").groupBy("dictionary").orderBy("dictionary").all(decoding: Count.self).map { ($0.dictionary, $0.count) }
+    }
+}

@@ -1,0 +1,186 @@
+import Foundation
+import GatewayCore
+import GatewayServer
+import GatewayTesting
+import HTTPTypes
+import NIOCore
+import NIOFoundationCompat
+@testable import SuggestPlugin
+import Testing
+
+let suggest = [PluginRegistration(SuggestPlugin.self)]
+
+/// A gateway with the suggest plugin and a small dictionary loaded.
+func withSuggest<R: Sendable>(_ body: @Sendable (TestGateway) async throws -> R) async throws -> R {
+    try await TestGateway.with(suggest, yaml: "plugins:\n  suggest: {}\n") { gateway in
+        let plugin = try #require(gateway.gateway.plugins.first { $0.id == "suggest" }?.instance as? SuggestPlugin)
+        try await plugin.store.replace(dictionary: "test", with: [
+            Term(dictionary: "test", keyword: "北京", text: "北京 Beijing", weight: 100),
+            Term(dictionary: "test", keyword: "北京大學", text: "北京大學 Peking University", weight: 50),
+            Term(dictionary: "test", keyword: "北海", text: "北海", weight: 10),
+            Term(dictionary: "test", keyword: "Michael Jackson", text: "Michael Jackson — Thriller", weight: 80),
+            Term(dictionary: "test", keyword: "Jack Johnson", text: "Jack Johnson", weight: 30),
+        ])
+        return try await body(gateway)
+    }
+}
+
+@Suite("suggestion index")
+struct SuggestionIndexTests {
+    static let index = SuggestionIndex(terms: [
+        Term(dictionary: "a", keyword: "北京", text: "北京", weight: 100),
+        Term(dictionary: "a", keyword: "北京大學", text: "北京大學", weight: 50),
+        Term(dictionary: "a", keyword: "Michael Jackson", text: "Michael Jackson", weight: 80),
+        Term(dictionary: "a", keyword: "Jack Johnson", text: "Jack Johnson", weight: 80),
+        Term(dictionary: "b", keyword: "Michael Jackson", text: "Michael Jackson (dup)", weight: 10),
+        Term(dictionary: "a", keyword: "Jackal", text: "Jackal", weight: 80),
+    ])
+
+    @Test("queries are normalized: NFKC, full-width to ASCII, case folded, spaces collapsed")
+    func normalization() {
+        #expect(SuggestNormalizer.normalize("  Ｍｉｃｈａｅｌ \t  JACKSON ") == "michael jackson")
+        #expect(SuggestNormalizer.normalize("\u{0007}a\u{0000}b") == "a b")
+    }
+
+    @Test("one Chinese character suggests the words that start with it")
+    func chinese() {
+        #expect(Self.index.suggestions(for: "北", limit: 10).map(\.term.keyword) == ["北京", "北京大學"])
+    }
+
+    @Test("a prefix of any word matches; equal weights rank whole-keyword matches first, then shorter keywords; duplicates collapse")
+    func ranking() {
+        let matches = Self.index.suggestions(for: "jack", limit: 10)
+        #expect(matches.map(\.term.keyword) == ["Jackal", "Jack Johnson", "Michael Jackson"])
+        #expect(matches.last?.wholePrefix == false)
+        #expect(Self.index.suggestions(for: "michael", limit: 10).count == 1)
+        #expect(Self.index.suggestions(for: "michael", limit: 10).first?.term.weight == 80)
+        #expect(Self.index.suggestions(for: "jack", limit: 1).count == 1)
+        #expect(Self.index.suggestions(for: "   ", limit: 10).isEmpty)
+        #expect(Self.index.suggestions(for: "zzz", limit: 10).isEmpty)
+    }
+
+    @Test("highlights mark the matched part of the text in characters")
+    func highlight() {
+        #expect(SuggestionIndex.highlight("jack", in: "Michael Jackson") == [[8, 12]])
+        #expect(SuggestionIndex.highlight("北京", in: "在北京") == [[1, 3]])
+        #expect(SuggestionIndex.highlight("x", in: "abc").isEmpty)
+    }
+
+    @Test("the importer reads both formats and reports every bad line with its number")
+    func importing() {
+        let text = "Kick-Ass\tKick-Ass (2010)\t120\n北京 5000 ns\n\nbad line without fields\nX\tY\tnot-a-number\n\tempty\na\tb\tc\td\n"
+        let (terms, rejected) = TermImporter.parse(text, dictionary: "d")
+        #expect(terms.map(\.keyword) == ["Kick-Ass", "北京"])
+        #expect(terms.first?.weight == 120)
+        #expect(terms.last?.weight == 5000)
+        #expect(rejected.map(\.line) == [4, 5, 6, 7])
+    }
+}
+
+@Suite("suggest plugin")
+struct SuggestPluginTests {
+    @Test("GET /v1/suggest answers ranked suggestions with highlights and timing")
+    func complete() async throws {
+        try await withSuggest { gateway in
+            let response = try await gateway.gateway.handle(.get, "/v1/suggest?q=%E5%8C%97&limit=2")
+            #expect(response.status == 200)
+            let body = try #require(try JSONSerialization.jsonObject(with: Data(buffer: response.body)) as? [String: Any])
+            #expect(body["query"] as? String == "北")
+            let items = try #require(body["items"] as? [[String: Any]])
+            #expect(items.map { $0["keyword"] as? String } == ["北京", "北京大學"])
+            #expect(items.first?["highlight"] as? [[Int]] == [[0, 1]])
+            #expect(body["tookMicros"] is Int)
+            #expect(response.headers[HTTPField.Name("X-Cache")!] == "MISS")
+        }
+    }
+
+    @Test("bad input gets a clear answer: an empty list or a 4xx problem, never a 500")
+    func badInput() async throws {
+        try await withSuggest { gateway in
+            for (target, status) in [("/v1/suggest", 200), ("/v1/suggest?q=", 200), ("/v1/suggest?q=%20%20", 200), ("/v1/suggest?q=%01%02", 200),
+                                     ("/v1/suggest?q=a&limit=-1", 422), ("/v1/suggest?q=a&limit=abc", 422), ("/v1/suggest?q=a&limit=100000", 422),
+                                     ("/v1/suggest?q=" + String(repeating: "a", count: 10_000), 422), ("/v1/suggest?q=%ED%A0%80", 400),
+                                     ("/v1/suggest?q=%", 400)] {
+                let response = try await gateway.gateway.handle(.get, target)
+                #expect(response.status == status, "\(target.prefix(60)) -> \(response.status)")
+            }
+            let empty = try await gateway.gateway.handle(.get, "/v1/suggest?q=%01")
+            #expect(String(buffer: empty.body).contains("\"items\":[]"))
+        }
+    }
+
+    @Test("term management needs suggest:write and keeps the index and cache current")
+    func terms() async throws {
+        try await withSuggest { gateway in
+            let put = #"{"keyword": "Taipei 101", "text": "Taipei 101 tower", "weight": 1000}"#
+            #expect(try await gateway.gateway.handle(.put, "/v1/suggest/terms", headers: .json, body: ByteBuffer(string: put)).status == 401)
+            let admin = try await gateway.register("editor")
+            let auth: HTTPFields = [.authorization: "Bearer \(admin.token)", .contentType: "application/json"]
+            _ = try await gateway.gateway.handle(.get, "/v1/suggest?q=tai")
+            #expect(try await gateway.gateway.handle(.put, "/v1/suggest/terms", headers: auth, body: ByteBuffer(string: put)).status == 200)
+            let after = try await gateway.gateway.handle(.get, "/v1/suggest?q=tai")
+            #expect(String(buffer: after.body).contains("Taipei 101 tower"))
+            let dictionaries = try await gateway.gateway.handle(.get, "/v1/suggest/dictionaries")
+            let listed = try #require(try JSONSerialization.jsonObject(with: Data(buffer: dictionaries.body)) as? [String: [[String: Any]]])
+            #expect(listed["items"]?.contains { $0["name"] as? String == "custom" && $0["terms"] as? Int == 1 } == true)
+            #expect(try await gateway.gateway.handle(.delete, "/v1/suggest/terms/custom/Taipei%20101", headers: auth).status == 204)
+            #expect(try await gateway.gateway.handle(.delete, "/v1/suggest/terms/custom/Taipei%20101", headers: auth).status == 404)
+            #expect(!String(buffer: try await gateway.gateway.handle(.get, "/v1/suggest?q=tai").body).contains("Taipei"))
+            let bad = try await gateway.gateway.handle(.put, "/v1/suggest/terms", headers: auth, body: ByteBuffer(string: #"{"keyword": " ", "weight": -1}"#))
+            #expect(bad.status == 422)
+        }
+    }
+
+    @Test("the KKBOX dialect answers keyword<TAB>text lines as text/plain")
+    func kkbox() async throws {
+        try await withSuggest { gateway in
+            let response = try await gateway.gateway.handle(.get, "/ajax/ac_search.php?query=Michael%20J")
+            #expect(response.status == 200)
+            #expect(response.headers[.contentType] == "text/plain; charset=utf-8")
+            #expect(String(buffer: response.body) == "Michael Jackson\tMichael Jackson — Thriller")
+            let chinese = try await gateway.gateway.handle(.get, "/ajax/ac_search.php?query=%E5%8C%97%E4%BA%AC")
+            #expect(String(buffer: chinese.body).split(separator: "\n").map { $0.split(separator: "\t").first.map(String.init) } == ["北京", "北京大學"])
+            let missing = try await gateway.gateway.handle(.get, "/ajax/ac_search.php")
+            #expect(missing.status == 200)
+            #expect(missing.body.readableBytes == 0)
+            let none = try await gateway.gateway.handle(.get, "/ajax/ac_search.php?query=zzzz")
+            #expect(none.body.readableBytes == 0)
+            let bad = try await gateway.gateway.handle(.get, "/ajax/ac_search.php?query=%E0%A4")
+            #expect(bad.status == 400)
+        }
+    }
+
+    @Test("configured dictionaries load as demo data; a missing file stops start-up at its line")
+    func demoData() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("suggest-demo-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let file = directory.appendingPathComponent("demo.tsv")
+        try "Alpha\tAlpha One\t5\nAlps\tThe Alps\t9\n".write(to: file, atomically: true, encoding: .utf8)
+        try await TestGateway.with(suggest, yaml: "plugins:\n  suggest:\n    config: { dictionaries: [\(file.path)] }\n",
+                                   configure: { $0.loadDemoData = true }) { gateway in
+            let response = try await gateway.gateway.handle(.get, "/v1/suggest?q=al")
+            #expect(String(buffer: response.body).contains("The Alps"))
+        }
+        await #expect(throws: ConfigurationFileError.self) {
+            try await TestGateway.with(suggest, yaml: "plugins:\n  suggest:\n    config: { dictionaries: [/nowhere/terms.tsv] }\n") { _ in }
+        }
+    }
+
+    @Test("1,000 random queries never produce a 500, in either API")
+    func fuzz() async throws {
+        try await withSuggest { gateway in
+            var generator = SystemRandomNumberGenerator()
+            let alphabet = Array("aZ北京 %&+=?#\t\u{00}\u{7F}é😀") + ["%E5", "%ZZ", "%ED%A0%80", "%F0%9F%98%80"].flatMap { Array($0) }
+            for _ in 0..<1000 {
+                let length = Int.random(in: 0...30, using: &generator)
+                let raw = String((0..<length).map { _ in alphabet.randomElement(using: &generator)! })
+                let query = raw.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? ""
+                for target in ["/v1/suggest?q=\(Bool.random() ? raw.replacingOccurrences(of: " ", with: "%20") : query)", "/ajax/ac_search.php?query=\(query)"] {
+                    let response = try await gateway.gateway.handle(.get, target)
+                    #expect(response.status < 500, "\(target) -> \(response.status)")
+                }
+            }
+        }
+    }
+}
