@@ -259,6 +259,9 @@ public final class Gateway: Sendable {
         self.routeList = routeList
     }
 
+    /// The enabled plugins, without the host's own account service.
+    public var servicePlugins: [LoadedPlugin] { plugins.filter { $0.id != AccountsService.id } }
+
     /// Every route the gateway serves: operations, dialect routes, WebSocket routes and its own endpoints.
     public var routes: [RouteDescription] { routeList }
 

@@ -78,7 +78,7 @@ struct Serve: AsyncParsableCommand {
         try await gateway.run(host: host, port: port) { port in
             let base = "http://\(host):\(port)"
             var lines = ["gateway \(GatewayVersion.current) listening on \(base)  (storage \(configuration.storage))"]
-            lines.append("plugins: \(gateway.plugins.count <= 1 ? "none enabled" : gateway.plugins.dropFirst().map { "\($0.id) at \($0.mount)" }.joined(separator: ", "))")
+            lines.append("plugins: \(gateway.servicePlugins.isEmpty ? "none enabled" : gateway.servicePlugins.map { "\($0.id) at \($0.mount)" }.joined(separator: ", "))")
             lines.append("try:")
             lines.append("  curl \(base)/healthz")
             lines.append("  curl \(base)/v1/plugins")
