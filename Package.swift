@@ -154,6 +154,12 @@ let package = Package(
             swiftSettings: strictSettings
         ),
         .executableTarget(
+            name: "suggest-index-bench",
+            dependencies: ["SuggestPlugin"],
+            path: "Benchmarks/Servers/SuggestIndexBench",
+            swiftSettings: strictSettings
+        ),
+        .executableTarget(
             name: "hello-baseline",
             dependencies: [.product(name: "Hummingbird", package: "hummingbird")],
             path: "Benchmarks/Servers/HelloBaseline",

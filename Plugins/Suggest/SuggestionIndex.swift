@@ -41,27 +41,36 @@ public enum SuggestNormalizer {
 /// An immutable prefix index over terms: every term is found by a prefix of its whole keyword
 /// (`北` finds `北京大學`) or of any word of it (`jack` finds `Michael Jackson`).
 ///
-/// Keys are normalized UTF-8 bytes in one sorted array, so a lookup is a binary search and a scan
-/// of the matching range. Results rank by weight, then whole-keyword before word matches, then
-/// shorter keywords; the same keyword from several dictionaries is given once.
+/// Keys are normalized UTF-8 bytes in one sorted array, so the keys matching a prefix are one
+/// contiguous range found by binary search. A small range is ranked on the spot; for every prefix
+/// whose range is larger than ``smallRange``, the best ``maxLimit`` suggestions are computed when
+/// the index is built, so that even a one-letter query costs a lookup, not a scan.
+///
+/// Results rank by weight, then whole-keyword before word matches, then shorter keywords, then
+/// alphabetically; the same keyword from several dictionaries is given once.
 public final class SuggestionIndex: Sendable {
-    /// A suggestion with the part of its text that matched.
+    /// A suggestion and how it matched.
     public struct Match: Sendable, Equatable {
         public var term: Term
         /// Whether the query is a prefix of the whole keyword (rather than of a later word).
         public var wholePrefix: Bool
     }
 
-    private struct Key: Sendable {
+    struct Key: Sendable {
         let bytes: [UInt8]
         let term: Int32
         let wholePrefix: Bool
     }
 
+    /// The largest `limit` a lookup serves.
+    public static let maxLimit = 50
+    /// Ranges up to this many keys are ranked at lookup time.
+    public static let smallRange = 64
+
     public let terms: [Term]
-    private let keys: [Key]
-    /// The most candidates one lookup examines: bounds the cost of one-letter queries.
-    public static let scanLimit = 20_000
+    let keys: [Key]
+    /// The best matches of every prefix with a large range, by prefix bytes.
+    private let precomputed: [[UInt8]: [Match]]
 
     public init(terms: [Term]) {
         self.terms = terms
@@ -70,44 +79,70 @@ public final class SuggestionIndex: Sendable {
         for (index, term) in terms.enumerated() {
             let normalized = SuggestNormalizer.normalize(term.keyword)
             guard !normalized.isEmpty else { continue }
-            keys.append(Key(bytes: Array(normalized.utf8), term: Int32(index), wholePrefix: true))
-            var offset = 0
-            for word in normalized.split(separator: " ").dropFirst() {
-                offset = normalized.utf8.distance(from: normalized.utf8.startIndex, to: word.utf8.startIndex)
-                keys.append(Key(bytes: Array(normalized.utf8.dropFirst(offset)), term: Int32(index), wholePrefix: false))
+            let bytes = Array(normalized.utf8)
+            keys.append(Key(bytes: bytes, term: Int32(index), wholePrefix: true))
+            for (offset, byte) in bytes.enumerated() where byte == UInt8(ascii: " ") && offset + 1 < bytes.count {
+                keys.append(Key(bytes: Array(bytes[(offset + 1)...]), term: Int32(index), wholePrefix: false))
             }
-            _ = offset
         }
         keys.sort { $0.bytes.lexicographicallyPrecedes($1.bytes) }
         self.keys = keys
+        var table: [[UInt8]: [Match]] = [:]
+        Self.precompute(keys: keys, terms: terms, range: 0..<keys.count, depth: 0, prefix: [], into: &table)
+        self.precomputed = table
     }
 
-    /// The best `limit` matches for `query` (already trimmed or not; it is normalized here).
+    /// Walks the sorted keys as a trie: each large range gets its best matches, then is split by
+    /// the next byte.
+    private static func precompute(keys: [Key], terms: [Term], range: Range<Int>, depth: Int, prefix: [UInt8],
+                                   into table: inout [[UInt8]: [Match]]) {
+        guard range.count > smallRange else { return }
+        if depth > 0 { table[prefix] = best(keys[range], terms: terms, limit: maxLimit) }
+        var start = range.lowerBound
+        // Keys that end here sort first; they belong to this prefix only.
+        while start < range.upperBound, keys[start].bytes.count <= depth { start += 1 }
+        while start < range.upperBound {
+            let byte = keys[start].bytes[depth]
+            var end = start + 1
+            while end < range.upperBound, keys[end].bytes[depth] == byte { end += 1 }
+            precompute(keys: keys, terms: terms, range: start..<end, depth: depth + 1, prefix: prefix + [byte], into: &table)
+            start = end
+        }
+    }
+
+    /// The best `limit` distinct keywords among `candidates`.
+    private static func best(_ candidates: ArraySlice<Key>, terms: [Term], limit: Int) -> [Match] {
+        var bestByKeyword: [String: Match] = [:]
+        for key in candidates {
+            let candidate = Match(term: terms[Int(key.term)], wholePrefix: key.wholePrefix)
+            if let existing = bestByKeyword[candidate.term.keyword], !ranks(candidate, before: existing) { continue }
+            bestByKeyword[candidate.term.keyword] = candidate
+        }
+        return Array(bestByKeyword.values.sorted(by: ranks).prefix(limit))
+    }
+
+    /// The best `limit` matches for `query` (it is normalized here).
     public func suggestions(for query: String, limit: Int) -> [Match] {
         let needle = Array(SuggestNormalizer.normalize(query).utf8)
         guard !needle.isEmpty, limit > 0 else { return [] }
+        let lower = lowerBound(needle)
+        var upper = lower
+        // Count the range only as far as "small" reaches; beyond, the precomputed answer holds.
+        while upper < keys.count, upper - lower <= Self.smallRange, keys[upper].bytes.starts(with: needle) { upper += 1 }
+        if upper - lower > Self.smallRange, let answer = precomputed[needle] {
+            return Array(answer.prefix(min(limit, Self.maxLimit)))
+        }
+        return Array(Self.best(keys[lower..<upper], terms: terms, limit: min(limit, Self.maxLimit)))
+    }
+
+    private func lowerBound(_ needle: [UInt8]) -> Int {
         var low = 0
         var high = keys.count
         while low < high {
             let middle = (low + high) / 2
             if keys[middle].bytes.lexicographicallyPrecedes(needle) { low = middle + 1 } else { high = middle }
         }
-        var best: [String: Match] = [:]
-        var index = low
-        var scanned = 0
-        while index < keys.count, scanned < Self.scanLimit, keys[index].bytes.starts(with: needle) {
-            let key = keys[index]
-            let term = terms[Int(key.term)]
-            let candidate = Match(term: term, wholePrefix: key.wholePrefix)
-            if let existing = best[term.keyword] {
-                if Self.ranks(candidate, before: existing) { best[term.keyword] = candidate }
-            } else {
-                best[term.keyword] = candidate
-            }
-            index += 1
-            scanned += 1
-        }
-        return Array(best.values.sorted(by: Self.ranks).prefix(limit))
+        return low
     }
 
     static func ranks(_ a: Match, before b: Match) -> Bool {

@@ -1,6 +1,13 @@
 import Foundation
 import GatewayCore
 
+/// Parses dictionary text (the importer's format), for benchmarks and tools.
+public enum SuggestTermParser {
+    public static func parse(_ text: String, dictionary: String) -> (terms: [Term], rejected: [ImportReport.Rejection]) {
+        TermImporter.parse(text, dictionary: dictionary)
+    }
+}
+
 /// Loads dictionaries from text files: `keyword<TAB>text[<TAB>weight]` lines, or jieba's
 /// `word freq pos` lines. A malformed line is counted and reported with its number, never dropped
 /// silently and never the end of the import; a re-import replaces the dictionary atomically.

@@ -184,3 +184,55 @@ struct SuggestPluginTests {
         }
     }
 }
+
+@Suite("suggestion index at scale")
+struct SuggestionIndexScaleTests {
+    /// The answer by brute force: every term, ranked, for comparison with the index.
+    static func bruteForce(_ terms: [Term], _ query: String, limit: Int) -> [String] {
+        let needle = SuggestNormalizer.normalize(query)
+        var best: [String: SuggestionIndex.Match] = [:]
+        for term in terms {
+            let key = SuggestNormalizer.normalize(term.keyword)
+            let words = key.split(separator: " ").dropFirst().map(String.init)
+            let whole = key.hasPrefix(needle)
+            guard whole || words.contains(where: { $0.hasPrefix(needle) }) else { continue }
+            let candidate = SuggestionIndex.Match(term: term, wholePrefix: whole)
+            if let existing = best[term.keyword], !SuggestionIndex.ranks(candidate, before: existing) { continue }
+            best[term.keyword] = candidate
+        }
+        return best.values.sorted(by: SuggestionIndex.ranks).prefix(limit).map(\.term.keyword)
+    }
+
+    @Test("precomputed answers for large ranges equal the brute-force ranking")
+    func matchesBruteForce() {
+        var generator = SystemRandomNumberGenerator()
+        let letters = Array("abcde")
+        var terms: [Term] = []
+        for index in 0..<3000 {
+            let word = String((0..<Int.random(in: 1...6, using: &generator)).map { _ in letters.randomElement(using: &generator)! })
+            let second = String((0..<Int.random(in: 1...4, using: &generator)).map { _ in letters.randomElement(using: &generator)! })
+            let keyword = Bool.random(using: &generator) ? word : word + " " + second
+            terms.append(Term(dictionary: index % 3 == 0 ? "x" : "y", keyword: keyword, text: keyword,
+                              weight: Double(Int.random(in: 0...20, using: &generator))))
+        }
+        let index = SuggestionIndex(terms: terms)
+        for query in ["a", "b", "ab", "abc", "e", "dd", "a b", "c", "bad", "eeee"] {
+            for limit in [1, 10, 50] {
+                #expect(index.suggestions(for: query, limit: limit).map(\.term.keyword) == Self.bruteForce(terms, query, limit: limit),
+                        "query \(query) limit \(limit)")
+            }
+        }
+    }
+
+    @Test("the full demo dictionary of the shipped data set answers one-character queries from precomputed ranges")
+    func demoDictionary() throws {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let text = try String(contentsOf: root.appendingPathComponent("data/demo/movies.tsv"), encoding: .utf8)
+        let (terms, rejected) = TermImporter.parse(text, dictionary: "movies")
+        #expect(rejected.isEmpty)
+        let index = SuggestionIndex(terms: terms)
+        let result = index.suggestions(for: "t", limit: 10).map(\.term.keyword)
+        #expect(result == Self.bruteForce(terms, "t", limit: 10))
+        #expect(result.count == 10)
+    }
+}
