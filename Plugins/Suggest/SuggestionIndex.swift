@@ -54,6 +54,14 @@ public final class SuggestionIndex: Sendable {
         public var term: Term
         /// Whether the query is a prefix of the whole keyword (rather than of a later word).
         public var wholePrefix: Bool
+        /// Edits between the query and the matched prefix (0 for an exact prefix).
+        public var edits: Int = 0
+
+        public init(term: Term, wholePrefix: Bool, edits: Int = 0) {
+            self.term = term
+            self.wholePrefix = wholePrefix
+            self.edits = edits
+        }
     }
 
     struct Key: Sendable {
@@ -121,18 +129,79 @@ public final class SuggestionIndex: Sendable {
         return Array(bestByKeyword.values.sorted(by: ranks).prefix(limit))
     }
 
-    /// The best `limit` matches for `query` (it is normalized here).
+    /// The best `limit` matches for `query` (it is normalized here). Exact prefix matches come
+    /// first; when they are fewer than `limit`, a Latin query of 4 characters or more also finds
+    /// prefixes within one edit (two from 8 characters), ranked after every exact match.
     public func suggestions(for query: String, limit: Int) -> [Match] {
         let needle = Array(SuggestNormalizer.normalize(query).utf8)
         guard !needle.isEmpty, limit > 0 else { return [] }
-        let lower = lowerBound(needle)
+        let limit = min(limit, Self.maxLimit)
+        let exact = matches(prefix: needle, limit: limit)
+        let allowed = needle.count >= 8 ? 2 : (needle.count >= 4 ? 1 : 0)
+        guard exact.count < limit, allowed > 0, needle.allSatisfy({ $0 < 0x80 }) else { return exact }
+        var result = exact
+        var seen = Set(exact.map(\.term.keyword))
+        for fuzzy in fuzzyMatches(needle, allowed: allowed, limit: limit) where !seen.contains(fuzzy.term.keyword) {
+            seen.insert(fuzzy.term.keyword)
+            result.append(fuzzy)
+            if result.count == limit { break }
+        }
+        return result
+    }
+
+    /// The best matches of the keys starting with `prefix`.
+    private func matches(prefix: [UInt8], limit: Int) -> [Match] {
+        let lower = lowerBound(prefix)
         var upper = lower
         // Count the range only as far as "small" reaches; beyond, the precomputed answer holds.
-        while upper < keys.count, upper - lower <= Self.smallRange, keys[upper].bytes.starts(with: needle) { upper += 1 }
-        if upper - lower > Self.smallRange, let answer = precomputed[needle] {
-            return Array(answer.prefix(min(limit, Self.maxLimit)))
+        while upper < keys.count, upper - lower <= Self.smallRange, keys[upper].bytes.starts(with: prefix) { upper += 1 }
+        if upper - lower > Self.smallRange, let answer = precomputed[prefix] {
+            return Array(answer.prefix(limit))
         }
-        return Array(Self.best(keys[lower..<upper], terms: terms, limit: min(limit, Self.maxLimit)))
+        return Self.best(keys[lower..<upper], terms: terms, limit: limit)
+    }
+
+    /// Keys with a prefix within `allowed` edits of `needle` (Damerau–Levenshtein: insertions,
+    /// deletions, substitutions and swaps of neighbours), found by walking the sorted keys as a
+    /// trie and abandoning every branch whose best distance already exceeds `allowed`.
+    private func fuzzyMatches(_ needle: [UInt8], allowed: Int, limit: Int) -> [Match] {
+        var found: [(prefix: [UInt8], edits: Int)] = []
+        let width = needle.count + 1
+        func walk(range: Range<Int>, depth: Int, prefix: [UInt8], previous: [Int], row: [Int]) {
+            if row[needle.count] <= allowed {
+                found.append((prefix, row[needle.count]))
+                return
+            }
+            guard row.min()! <= allowed, found.count < 4 * limit else { return }
+            var start = range.lowerBound
+            while start < range.upperBound, keys[start].bytes.count <= depth { start += 1 }
+            while start < range.upperBound {
+                let byte = keys[start].bytes[depth]
+                var end = start + 1
+                while end < range.upperBound, keys[end].bytes[depth] == byte { end += 1 }
+                var next = [Int](repeating: 0, count: width)
+                next[0] = depth + 1
+                for column in 1..<width {
+                    let cost = needle[column - 1] == byte ? 0 : 1
+                    next[column] = min(row[column] + 1, next[column - 1] + 1, row[column - 1] + cost)
+                    if depth > 0, column > 1, needle[column - 1] == prefix[depth - 1], needle[column - 2] == byte {
+                        next[column] = min(next[column], previous[column - 2] + 1)
+                    }
+                }
+                walk(range: start..<end, depth: depth + 1, prefix: prefix + [byte], previous: row, row: next)
+                start = end
+            }
+        }
+        let first = Array(0..<width)
+        walk(range: 0..<keys.count, depth: 0, prefix: [], previous: first, row: first)
+        var results: [Match] = []
+        for (prefix, edits) in found.sorted(by: { $0.edits < $1.edits }) {
+            for var match in matches(prefix: prefix, limit: limit) {
+                match.edits = edits
+                results.append(match)
+            }
+        }
+        return results.sorted { a, b in a.edits != b.edits ? a.edits < b.edits : Self.ranks(a, before: b) }
     }
 
     private func lowerBound(_ needle: [UInt8]) -> Int {

@@ -218,8 +218,9 @@ struct SuggestionIndexScaleTests {
         let index = SuggestionIndex(terms: terms)
         for query in ["a", "b", "ab", "abc", "e", "dd", "a b", "c", "bad", "eeee"] {
             for limit in [1, 10, 50] {
-                #expect(index.suggestions(for: query, limit: limit).map(\.term.keyword) == Self.bruteForce(terms, query, limit: limit),
-                        "query \(query) limit \(limit)")
+                // Exact matches come first and typo-tolerant ones only fill up the rest.
+                #expect(index.suggestions(for: query, limit: limit).filter { $0.edits == 0 }.map(\.term.keyword)
+                        == Self.bruteForce(terms, query, limit: limit), "query \(query) limit \(limit)")
             }
         }
     }
@@ -234,5 +235,41 @@ struct SuggestionIndexScaleTests {
         let result = index.suggestions(for: "t", limit: 10).map(\.term.keyword)
         #expect(result == Self.bruteForce(terms, "t", limit: 10))
         #expect(result.count == 10)
+    }
+}
+
+@Suite("typo tolerance")
+struct TypoToleranceTests {
+    static let index = SuggestionIndex(terms: [
+        Term(dictionary: "m", keyword: "Star Wars", text: "Star Wars (1977)", weight: 10),
+        Term(dictionary: "m", keyword: "Stardust", text: "Stardust (2007)", weight: 5),
+        Term(dictionary: "m", keyword: "Strange Days", text: "Strange Days (1995)", weight: 1),
+        Term(dictionary: "m", keyword: "The Matrix", text: "The Matrix (1999)", weight: 20),
+        Term(dictionary: "m", keyword: "Interstellar", text: "Interstellar (2014)", weight: 30),
+        Term(dictionary: "c", keyword: "北京", text: "北京", weight: 1),
+    ])
+
+    @Test("one edit is forgiven from four letters, ranked after every exact match")
+    func oneEdit() {
+        let result = Self.index.suggestions(for: "strar", limit: 10)
+        #expect(result.map(\.term.keyword).contains("Star Wars"))
+        #expect(result.allSatisfy { $0.edits <= 1 })
+        let mixed = Self.index.suggestions(for: "stra", limit: 10)
+        #expect(mixed.first?.term.keyword == "Strange Days")
+        #expect(mixed.first?.edits == 0)
+        #expect(mixed.dropFirst().allSatisfy { $0.edits == 1 })
+        #expect(Self.index.suggestions(for: "mtarix", limit: 10).isEmpty == false)
+        #expect(Self.index.suggestions(for: "teh", limit: 10).isEmpty)
+    }
+
+    @Test("two edits are forgiven from eight letters; swapped neighbours count as one edit")
+    func twoEdits() {
+        #expect(Self.index.suggestions(for: "intrestelar", limit: 10).map(\.term.keyword) == ["Interstellar"])
+        #expect(Self.index.suggestions(for: "matirx", limit: 10).map(\.term.keyword) == ["The Matrix"])
+    }
+
+    @Test("non-Latin queries are matched exactly")
+    func chineseExact() {
+        #expect(Self.index.suggestions(for: "北亰", limit: 10).isEmpty)
     }
 }
