@@ -111,8 +111,13 @@ public final class SuggestionIndex: Sendable {
         while start < range.upperBound, keys[start].bytes.count <= depth { start += 1 }
         while start < range.upperBound {
             let byte = keys[start].bytes[depth]
-            var end = start + 1
-            while end < range.upperBound, keys[end].bytes[depth] == byte { end += 1 }
+            var low = start + 1
+            var high = range.upperBound
+            while low < high {
+                let middle = (low + high) / 2
+                if keys[middle].bytes[depth] == byte { low = middle + 1 } else { high = middle }
+            }
+            let end = low
             precompute(keys: keys, terms: terms, range: start..<end, depth: depth + 1, prefix: prefix + [byte], into: &table)
             start = end
         }
@@ -177,8 +182,14 @@ public final class SuggestionIndex: Sendable {
             while start < range.upperBound, keys[start].bytes.count <= depth { start += 1 }
             while start < range.upperBound {
                 let byte = keys[start].bytes[depth]
-                var end = start + 1
-                while end < range.upperBound, keys[end].bytes[depth] == byte { end += 1 }
+                // The keys of this child are contiguous: find their end by binary search, not a scan.
+                var low = start + 1
+                var high = range.upperBound
+                while low < high {
+                    let middle = (low + high) / 2
+                    if keys[middle].bytes[depth] == byte { low = middle + 1 } else { high = middle }
+                }
+                let end = low
                 var next = [Int](repeating: 0, count: width)
                 next[0] = depth + 1
                 for column in 1..<width {
