@@ -106,8 +106,17 @@ public final class SuggestionIndex: Sendable {
                                    into table: inout [[UInt8]: [Match]]) {
         guard range.count > smallRange else { return }
         if depth > 0 { table[prefix] = best(keys[range], terms: terms, limit: maxLimit) }
+        for (byte, child) in children(of: range, depth: depth, in: keys) {
+            precompute(keys: keys, terms: terms, range: child, depth: depth + 1, prefix: prefix + [byte], into: &table)
+        }
+    }
+
+    /// The children of a trie node: the keys of `range` share their first `depth` bytes, and each
+    /// child is the contiguous run sharing the next byte. Keys that end at `depth` sort first and
+    /// belong to no child. Each run's end is found by binary search, not a scan.
+    private static func children(of range: Range<Int>, depth: Int, in keys: [Key]) -> [(byte: UInt8, range: Range<Int>)] {
+        var result: [(byte: UInt8, range: Range<Int>)] = []
         var start = range.lowerBound
-        // Keys that end here sort first; they belong to this prefix only.
         while start < range.upperBound, keys[start].bytes.count <= depth { start += 1 }
         while start < range.upperBound {
             let byte = keys[start].bytes[depth]
@@ -117,10 +126,10 @@ public final class SuggestionIndex: Sendable {
                 let middle = (low + high) / 2
                 if keys[middle].bytes[depth] == byte { low = middle + 1 } else { high = middle }
             }
-            let end = low
-            precompute(keys: keys, terms: terms, range: start..<end, depth: depth + 1, prefix: prefix + [byte], into: &table)
-            start = end
+            result.append((byte, start..<low))
+            start = low
         }
+        return result
     }
 
     /// The best `limit` distinct keywords among `candidates`.
@@ -178,18 +187,7 @@ public final class SuggestionIndex: Sendable {
                 return
             }
             guard row.min()! <= allowed, found.count < 4 * limit else { return }
-            var start = range.lowerBound
-            while start < range.upperBound, keys[start].bytes.count <= depth { start += 1 }
-            while start < range.upperBound {
-                let byte = keys[start].bytes[depth]
-                // The keys of this child are contiguous: find their end by binary search, not a scan.
-                var low = start + 1
-                var high = range.upperBound
-                while low < high {
-                    let middle = (low + high) / 2
-                    if keys[middle].bytes[depth] == byte { low = middle + 1 } else { high = middle }
-                }
-                let end = low
+            for (byte, child) in Self.children(of: range, depth: depth, in: keys) {
                 var next = [Int](repeating: 0, count: width)
                 next[0] = depth + 1
                 for column in 1..<width {
@@ -199,8 +197,7 @@ public final class SuggestionIndex: Sendable {
                         next[column] = min(next[column], previous[column - 2] + 1)
                     }
                 }
-                walk(range: start..<end, depth: depth + 1, prefix: prefix + [byte], previous: row, row: next)
-                start = end
+                walk(range: child, depth: depth + 1, prefix: prefix + [byte], previous: row, row: next)
             }
         }
         let first = Array(0..<width)
