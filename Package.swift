@@ -11,7 +11,7 @@ let strictSettings: [SwiftSetting] = [
 /// The bundled plugins by folder: each `Plugins/<Name>` is a target named `<Name>Plugin` that
 /// depends on GatewayCore only. SwiftPM looks for package plugins under Plugins/ by default, hence
 /// the explicit path.
-let bundledPluginFolders: [String] = ["Suggest"]
+let bundledPluginFolders: [String] = ["Suggest", "Todo"]
 let bundledPluginTargets = bundledPluginFolders.map { $0 + "Plugin" }
 
 func plugin(_ folder: String) -> Target {
@@ -140,6 +140,13 @@ let package = Package(
             dependencies: ["SuggestPlugin", "GatewayTesting", "GatewayServer",
                            .product(name: "HummingbirdTesting", package: "hummingbird"),
                            .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                           .product(name: "NIOFoundationCompat", package: "swift-nio")],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "TodoPluginTests",
+            dependencies: ["TodoPlugin", "GatewayTesting", "GatewayServer",
+                           .product(name: "HummingbirdTesting", package: "hummingbird"),
                            .product(name: "NIOFoundationCompat", package: "swift-nio")],
             swiftSettings: strictSettings
         ),

@@ -226,6 +226,9 @@ public struct Reply<Output: Encodable & Sendable>: Sendable {
         if Output.self == RawReply.self, let raw = output as? RawReply {
             return OperationReply(status: status ?? defaultStatus, headers: headers, body: .bytes(raw.bytes, contentType: raw.contentType))
         }
+        if Output.self == JSONValue.self, let value = output as? JSONValue {
+            return OperationReply(status: status ?? defaultStatus, headers: headers, body: .bytes(value.serialized(), contentType: "application/json"))
+        }
         return OperationReply(status: status ?? defaultStatus, headers: headers, body: .json(output))
     }
 }

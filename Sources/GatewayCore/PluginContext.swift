@@ -32,13 +32,15 @@ public struct PluginContext: Sendable {
     public let events: any EventBus
     /// Purges cached replies by tag.
     public let cache: any CacheInvalidator
+    /// The gateway's accounts, for dialects that register users and sign them in.
+    public let accounts: any AccountDirectory
     /// The folder relative paths in the plugin's configuration are resolved against (the folder of plugins.yaml).
     public let baseDirectory: URL
 
     public init(
         pluginID: String, logger: Logger, metrics: any MetricsFactory, database: any SQLDatabase,
         clock: any WallClock, http: any UpstreamHTTPClient, notifier: any Notifier, history: any ActivityRecorder,
-        events: any EventBus, cache: any CacheInvalidator, baseDirectory: URL
+        events: any EventBus, cache: any CacheInvalidator, accounts: any AccountDirectory, baseDirectory: URL
     ) {
         self.pluginID = pluginID
         self.logger = logger
@@ -50,6 +52,7 @@ public struct PluginContext: Sendable {
         self.history = history
         self.events = events
         self.cache = cache
+        self.accounts = accounts
         self.baseDirectory = baseDirectory
     }
 

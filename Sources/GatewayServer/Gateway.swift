@@ -133,6 +133,9 @@ public final class Gateway: Sendable {
         let accounts = AccountStore(database: db, clock: options.clock, bcryptCost: configuration.auth.bcryptCost,
                                     sessionTTL: configuration.auth.sessionTTL.seconds)
         let accountAuthenticator = AccountAuthenticator(store: accounts)
+        let loginThrottle = LoginThrottle()
+        let directory = GatewayAccountDirectory(store: accounts, authenticator: accountAuthenticator, throttle: loginThrottle,
+                                                registration: configuration.auth.registration)
         let policies = RateLimitPolicies(defaults: configuration.limits,
                                          plugins: configuration.plugins.compactMapValues { $0.enabled ? $0.limits : nil })
         let rateLimiter: any RateLimiter
@@ -151,10 +154,10 @@ public final class Gateway: Sendable {
         accountsLogger[metadataKey: "plugin"] = "accounts"
         let accountsContext = PluginContext(
             pluginID: AccountsService.id, logger: accountsLogger, metrics: metrics.factory, database: db, clock: options.clock,
-            http: http, notifier: inbox, history: inbox, events: events, cache: cache, baseDirectory: options.baseDirectory)
+            http: http, notifier: inbox, history: inbox, events: events, cache: cache, accounts: directory, baseDirectory: options.baseDirectory)
         plugins.append(LoadedPlugin(
             id: AccountsService.id, summary: AccountsService.summary, mount: "/v1", dialectMount: "",
-            instance: AccountsService(store: accounts, authenticator: accountAuthenticator, throttle: LoginThrottle(),
+            instance: AccountsService(store: accounts, authenticator: accountAuthenticator, throttle: loginThrottle,
                                       registration: configuration.auth.registration, cache: cache,
                                       appKeys: Set(configuration.auth.appKeys)),
             context: accountsContext))
@@ -164,7 +167,7 @@ public final class Gateway: Sendable {
             pluginLogger[metadataKey: "plugin"] = .string(registration.id)
             let context = PluginContext(
                 pluginID: registration.id, logger: pluginLogger, metrics: metrics.factory, database: db, clock: options.clock,
-                http: http, notifier: inbox, history: inbox, events: events, cache: cache, baseDirectory: options.baseDirectory)
+                http: http, notifier: inbox, history: inbox, events: events, cache: cache, accounts: directory, baseDirectory: options.baseDirectory)
             let instance = try await registration.make(settings.config, context)
             plugins.append(LoadedPlugin(
                 id: registration.id, summary: registration.summary, mount: settings.mount ?? "/v1/\(registration.id)",

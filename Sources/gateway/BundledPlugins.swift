@@ -1,7 +1,9 @@
 import GatewayServer
 import SuggestPlugin
+import TodoPlugin
 
 /// The plugins compiled into this gateway: one line per plugin. plugins.yaml switches them on.
 let bundledPlugins: [PluginRegistration] = [
     PluginRegistration(SuggestPlugin.self),
+    PluginRegistration(TodoPlugin.self),
 ]

@@ -7,13 +7,17 @@ import SQLKit
 
 /// A plugin context for unit tests of core types that never touch its services.
 enum PluginContextFixture {
-    struct Unreachable: UpstreamHTTPClient, Notifier, ActivityRecorder, EventBus, CacheInvalidator {
+    struct Unreachable: UpstreamHTTPClient, Notifier, ActivityRecorder, EventBus, CacheInvalidator, AccountDirectory {
         func send(_ request: UpstreamRequest, maxBodySize: Int) async throws -> UpstreamResponse { throw GatewayError.unavailable("no network in unit tests") }
         func post(_ notification: UserNotification) async throws {}
         func record(userID: String, plugin: String, resource: String, title: String) async throws {}
         func publish(_ event: GatewayEvent) async {}
         func subscribe(to topic: String) -> AsyncStream<GatewayEvent> { AsyncStream { $0.finish() } }
         func invalidate(tags: [String]) async {}
+        func register(username: String, email: String?, password: String) async throws -> AccountRecord { throw GatewayError.unavailable("no accounts in unit tests") }
+        func signIn(identifier: String, password: String, address: String) async throws -> AccountSession { throw GatewayError.unavailable("no accounts in unit tests") }
+        func signOut(token: String) async throws {}
+        func account(id: String) async throws -> AccountRecord? { nil }
     }
 
     struct NoDatabase: SQLDatabase {
@@ -28,6 +32,6 @@ enum PluginContextFixture {
     static func make() -> PluginContext {
         PluginContext(pluginID: "test", logger: Logger(label: "test"), metrics: NOOPMetricsHandler.instance, database: NoDatabase(),
                       clock: SystemClock(), http: Unreachable(), notifier: Unreachable(), history: Unreachable(), events: Unreachable(),
-                      cache: Unreachable(), baseDirectory: URL(fileURLWithPath: "/tmp"))
+                      cache: Unreachable(), accounts: Unreachable(), baseDirectory: URL(fileURLWithPath: "/tmp"))
     }
 }

@@ -12,9 +12,7 @@ import Testing
 /// access rules promise. The plugin issues extend the same table to their operations.
 @Suite("authorization matrix")
 struct AuthorizationMatrixTests {
-    enum Caller: String, CaseIterable {
-        case anonymous, userA, userB, readKey, writeKey, otherResourceKey, revokedToken, expiredToken, disabledUser, admin
-    }
+    typealias Caller = MatrixCaller
 
     /// Expected status per operation and caller. Operations act on a note owned by user A.
     static let expected: [String: [Caller: Int]] = {
@@ -41,38 +39,8 @@ struct AuthorizationMatrixTests {
     func matrix() async throws {
         let clock = TestClock()
         try await TestGateway.with(notes, yaml: "auth: { sessionTTL: 1h }\n" + notesYAML, configure: { $0.clock = clock }) { gateway in
-            let expiring = try await gateway.register("expiring")
-            clock.advance(by: 2 * 3600)
-            let a = try await gateway.register("alice")
-            let b = try await gateway.register("bob")
-            let revoked = try await gateway.register("revoked")
-            _ = try await gateway.gateway.handle(.post, "/v1/auth/logout", headers: [.authorization: "Bearer \(revoked.token)"])
-            let disabled = try await gateway.register("disabled")
-            try await gateway.gateway.accounts.setDisabled(userID: disabled.userID, true)
-            let admin = try await gateway.register("root")
-            try await gateway.gateway.accounts.setAdmin(userID: admin.userID, true)
-            let readKey = try await gateway.createKey(token: a.token, grant: #"{"label": "r", "scopes": ["notes:read"]}"#)
-            let writeKey = try await gateway.createKey(token: a.token, grant: #"{"label": "w", "scopes": ["notes:write"]}"#)
-            let otherKey = try await gateway.createKey(token: a.token, grant: #"{"label": "o", "scopes": ["notes:*"], "resources": {"notes": ["ffffffffffffffffffffffffffffffff"]}}"#)
-            gateway.gateway.forgetCredentials()
-
-            let apiKey = HTTPField.Name("X-Api-Key")!
-            func headers(_ caller: Caller) -> HTTPFields {
-                var fields: HTTPFields = [.contentType: "application/json"]
-                switch caller {
-                case .anonymous: break
-                case .userA: fields[.authorization] = "Bearer \(a.token)"
-                case .userB: fields[.authorization] = "Bearer \(b.token)"
-                case .readKey: fields[apiKey] = readKey.secret
-                case .writeKey: fields[apiKey] = writeKey.secret
-                case .otherResourceKey: fields[apiKey] = otherKey.secret
-                case .revokedToken: fields[.authorization] = "Bearer \(revoked.token)"
-                case .expiredToken: fields[.authorization] = "Bearer \(expiring.token)"
-                case .disabledUser: fields[.authorization] = "Bearer \(disabled.token)"
-                case .admin: fields[.authorization] = "Bearer \(admin.token)"
-                }
-                return fields
-            }
+            let callers = try await MatrixCallers.prepare(gateway, clock: clock, plugin: "notes", otherResources: #"["ffffffffffffffffffffffffffffffff"]"#)
+            func headers(_ caller: Caller) -> HTTPFields { callers.headers(caller) }
 
             let notesPlugin = try #require(gateway.gateway.plugins.first { $0.id == "notes" })
             let operations = notesPlugin.instance.operations

@@ -64,6 +64,10 @@ public struct AccountStore: Sendable {
                 .run()
             try await db.create(index: "gateway_api_keys_user").on("gateway_api_keys").column("user_id").run()
         },
+        Migration(4, "account email addresses") { db in
+            try await db.alter(table: "gateway_users").column("email_key", type: .text).run()
+            try await db.create(index: "gateway_users_email").unique().on("gateway_users").column("email_key").run()
+        },
     ]
 
     // MARK: Users
@@ -90,6 +94,7 @@ public struct AccountStore: Sendable {
         var disabled: Int
         var created_at: Double
         var updated_at: Double
+        var email_key: String?
 
         var user: User {
             User(id: id, username: username, displayName: display_name,
@@ -147,9 +152,16 @@ public struct AccountStore: Sendable {
     }
 
     /// Creates a user. 409 when the name is taken (in any case or width), 422 for a bad name or password.
-    public func register(username: String, secret: Secret, displayName: String? = nil, profile: [String: String] = [:], isAdmin: Bool = false) async throws -> User {
+    public func register(username: String, secret: Secret, displayName: String? = nil, profile: [String: String] = [:], isAdmin: Bool = false,
+                         email: String? = nil) async throws -> User {
         let name = username.trimmingCharacters(in: .whitespacesAndNewlines)
         if let problem = Self.usernameProblem(name) { throw GatewayError.invalid(field: "/username", problem) }
+        var profile = profile
+        let emailKey = email.map(Self.emailKey)
+        if let email {
+            if let problem = Self.emailProblem(email) { throw GatewayError.invalid(field: "/email", problem) }
+            profile["email"] = email.trimmingCharacters(in: .whitespacesAndNewlines)
+        }
         if case .plain(let password) = secret, let problem = Self.passwordProblem(password) { throw GatewayError.invalid(field: "/password", problem) }
         if case .prehashed(let hash) = secret, hash.count != 40 || !hash.allSatisfy(\.isHexDigit) {
             throw GatewayError.invalid(field: "/passwd", "must be the 40-digit SHA-1 prehash")
@@ -159,11 +171,12 @@ public struct AccountStore: Sendable {
         let now = clock.now().timeIntervalSince1970
         let row = UserRow(id: Self.newID(), username: name, username_key: key, display_name: displayName ?? name,
                           profile: String(decoding: try JSONEncoder().encode(profile), as: UTF8.self), password_hash: hash,
-                          is_admin: isAdmin ? 1 : 0, disabled: 0, created_at: now, updated_at: now)
+                          is_admin: isAdmin ? 1 : 0, disabled: 0, created_at: now, updated_at: now, email_key: emailKey)
         do {
             try await database.insert(into: "gateway_users").model(row).run()
         } catch {
             if try await userRow(usernameKey: key) != nil { throw GatewayError.conflict("The username '\(name)' is taken.") }
+            if let emailKey, try await userRow(emailKey: emailKey) != nil { throw GatewayError.conflict("The email address is already registered.") }
             throw error
         }
         return row.user
@@ -172,6 +185,29 @@ public struct AccountStore: Sendable {
     func userRow(usernameKey key: String) async throws -> UserRow? {
         try await database.select().column("*").from("gateway_users").where("username_key", .equal, key).first(decoding: UserRow.self)
     }
+
+    func userRow(emailKey key: String) async throws -> UserRow? {
+        try await database.select().column("*").from("gateway_users").where("email_key", .equal, key).first(decoding: UserRow.self)
+    }
+
+    /// The form under which email addresses are unique: trimmed and lowercased.
+    public static func emailKey(_ email: String) -> String {
+        email.trimmingCharacters(in: .whitespacesAndNewlines).lowercased()
+    }
+
+    /// Checks an email address: one `@` with text on both sides, at most 254 bytes, no spaces.
+    public static func emailProblem(_ email: String) -> String? {
+        let trimmed = email.trimmingCharacters(in: .whitespacesAndNewlines)
+        let parts = trimmed.split(separator: "@", omittingEmptySubsequences: false)
+        guard parts.count == 2, !parts[0].isEmpty, parts[1].contains("."), !parts[1].hasPrefix("."), !parts[1].hasSuffix("."),
+              trimmed.utf8.count <= 254, !trimmed.contains(where: { $0.isWhitespace || $0.isNewline }) else {
+            return "must be an email address"
+        }
+        return nil
+    }
+
+    /// The user registered with `email`, or nil.
+    public func user(email: String) async throws -> User? { try await userRow(emailKey: Self.emailKey(email))?.user }
 
     func userRow(id: String) async throws -> UserRow? {
         try await database.select().column("*").from("gateway_users").where("id", .equal, id).first(decoding: UserRow.self)

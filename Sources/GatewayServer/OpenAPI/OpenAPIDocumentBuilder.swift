@@ -164,6 +164,7 @@ public enum OpenAPIDocumentBuilder {
 
     /// The schema of a body taken as bytes: text for textual media types, binary otherwise.
     private static func rawSchema(for mediaType: String) -> JSONSchema {
+        if mediaType == "application/json" { return .fragment(description: "Any JSON value.") }
         let textual = mediaType.hasPrefix("text/") || ["json", "xml", "yaml"].contains { mediaType.hasSuffix($0) }
         return textual ? .string : .string(format: .other("binary"))
     }
@@ -179,6 +180,9 @@ public enum OpenAPIDocumentBuilder {
         let output = operation.io.output
         if output == NoContent.self {
             return OpenAPI.Response(description: description)
+        }
+        if output == JSONValue.self {
+            return OpenAPI.Response(description: description, content: .direct([.json: OpenAPI.Content(schema: .fragment(description: "Any JSON value."))]))
         }
         if output == RawReply.self {
             return OpenAPI.Response(description: description, content: .direct([.txt: OpenAPI.Content(schema: .string)]))

@@ -8,6 +8,7 @@ import PostgresKit
 import SQLKit
 import SQLiteKit
 import SQLiteNIO
+import Synchronization
 
 /// The gateway's database connection pool, on SQLite (embedded, the default) or PostgreSQL.
 ///
@@ -75,8 +76,33 @@ private struct TunedSQLiteSource: ConnectionPoolSource {
                 connection.query("PRAGMA foreign_keys = ON")
             }.flatMap { _ in
                 connection.query("PRAGMA synchronous = NORMAL")
+            }.flatMap { _ in
+                connection.install(customFunction: SQLiteRegularExpressions.function)
             }.map { _ in connection }
         }
+    }
+}
+
+/// `value REGEXP pattern` for SQLite, which has the operator but no function behind it: ICU
+/// regular expressions, compiled once per pattern. PostgreSQL has its own (`~`). Plugins that let
+/// clients send patterns must bound them first (length, nested quantifiers): the engine backtracks.
+enum SQLiteRegularExpressions {
+    private static let compiled = Mutex<[String: NSRegularExpression]>([:])
+
+    static let function = SQLiteCustomFunction("regexp", argumentCount: 2, pure: true) { arguments in
+        guard case .text(let pattern) = arguments[0], case .text(let value) = arguments[1] else { return 0 }
+        let expression: NSRegularExpression
+        if let known = compiled.withLock({ $0[pattern] }) {
+            expression = known
+        } else {
+            expression = try NSRegularExpression(pattern: pattern)
+            compiled.withLock { cache in
+                if cache.count >= 256 { cache.removeAll() }
+                cache[pattern] = expression
+            }
+        }
+        let range = NSRange(value.startIndex..<value.endIndex, in: value)
+        return expression.firstMatch(in: value, range: range) == nil ? 0 : 1
     }
 }
 

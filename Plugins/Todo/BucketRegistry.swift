@@ -1,0 +1,96 @@
+import Foundation
+import GatewayCore
+import Synchronization
+
+/// The buckets: those plugins.yaml declares (fixed while the gateway runs) and those
+/// administrators create through the API (kept in `todo_buckets`, seen by every instance).
+final class BucketRegistry: Sendable {
+    let configured: [String: Bucket]
+    private let created = Mutex<[String: Bucket]>([:])
+    let database: any SQLDatabase
+    let store: ObjectStore
+    let clock: any WallClock
+
+    init(configured: [String: Bucket], store: ObjectStore, clock: any WallClock) {
+        self.configured = configured
+        self.store = store
+        database = store.database
+        self.clock = clock
+    }
+
+    private struct Row: Codable {
+        var name: String
+        var settings: String
+        var created_at: Double
+    }
+
+    /// Reads the created buckets and makes sure every bucket's indexes exist.
+    func load() async throws {
+        for bucket in configured.values { try await store.ensureIndexes(of: bucket) }
+        try await reload()
+    }
+
+    private func reload() async throws {
+        let rows = try await database.select().column("*").from("todo_buckets").all(decoding: Row.self)
+        var buckets: [String: Bucket] = [:]
+        for row in rows {
+            guard let settings = try? JSONDecoder().decode(BucketSettings.self, from: Data(row.settings.utf8)),
+                  let bucket = try? Bucket(name: row.name, settings: settings, configured: false) else { continue }
+            buckets[row.name] = bucket
+        }
+        created.withLock { $0 = buckets }
+    }
+
+    /// The bucket named `name`; 404 when there is none.
+    func bucket(_ name: String) async throws -> Bucket {
+        if let bucket = configured[name] ?? created.withLock({ $0[name] }) { return bucket }
+        // Another instance may have created it since.
+        if Bucket.nameProblem(name) == nil {
+            try await reload()
+            if let bucket = created.withLock({ $0[name] }) { return bucket }
+        }
+        throw GatewayError.notFound("No bucket '\(name)'.")
+    }
+
+    /// Every bucket, by name.
+    func all() async throws -> [Bucket] {
+        try await reload()
+        let dynamic = created.withLock { Array($0.values) }
+        return (Array(configured.values) + dynamic).sorted { $0.name < $1.name }
+    }
+
+    /// Creates a bucket; 409 when the name is taken.
+    func create(name: String, settings: BucketSettings) async throws -> Bucket {
+        let bucket: Bucket
+        do {
+            bucket = try Bucket(name: name, settings: settings, configured: false)
+        } catch {
+            throw GatewayError.invalid(field: "/name", error.message)
+        }
+        let existing = try? await self.bucket(name)
+        if configured[name] != nil || existing != nil { throw GatewayError.conflict("The bucket '\(name)' exists already.") }
+        let text = String(decoding: try JSONEncoder().encode(bucket.settings), as: UTF8.self)
+        do {
+            try await database.insert(into: "todo_buckets").model(Row(name: name, settings: text, created_at: clock.now().timeIntervalSince1970)).run()
+        } catch {
+            throw GatewayError.conflict("The bucket '\(name)' exists already.")
+        }
+        try await store.ensureIndexes(of: bucket)
+        created.withLock { $0[name] = bucket }
+        return bucket
+    }
+
+    /// Deletes a created bucket with all its objects; returns how many objects went.
+    func delete(name: String) async throws -> Int {
+        if configured[name] != nil { throw GatewayError.conflict("The bucket '\(name)' is declared in plugins.yaml; remove it there.") }
+        let bucket = try await self.bucket(name)
+        let removed = try await database.transaction { db in
+            let count = try await db.raw("DELETE FROM todo_objects WHERE bucket = \(bind: name) RETURNING id").all().count
+            try await db.delete(from: "todo_buckets").where("name", .equal, name).run()
+            return count
+        }
+        try await store.dropIndexes(of: bucket)
+        created.withLock { $0[name] = nil }
+        return removed
+    }
+}

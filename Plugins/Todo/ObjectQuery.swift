@@ -1,0 +1,422 @@
+import Foundation
+import GatewayCore
+
+/// A field an object query names: one of the columns the store keeps beside the object, or a
+/// dotted path into the object's JSON.
+enum QueryField: Hashable, Sendable {
+    case id, createdAt, updatedAt, owner, etag
+    case path([String])
+
+    /// The longest path and the most segments a query may name.
+    static let maximumPathLength = 200
+    static let maximumSegments = 8
+
+    /// Parses `updatedAt`, `_id`, `a.b.c`. Segments are letters, digits, `_` and `-`, starting
+    /// with a letter or `_`: they are written into SQL as literals (never bound) so that the
+    /// expression matches the one an index was built on, and this check is what makes that safe.
+    init(parsing name: String) throws(QueryProblem) {
+        switch name {
+        case "id", "_id": self = .id
+        case "createdAt": self = .createdAt
+        case "updatedAt": self = .updatedAt
+        case "owner": self = .owner
+        case "etag": self = .etag
+        default:
+            guard !name.isEmpty, name.utf8.count <= Self.maximumPathLength else { throw QueryProblem("field '\(name)' must be 1 to 200 characters") }
+            let segments = name.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
+            guard segments.count <= Self.maximumSegments else { throw QueryProblem("field '\(name)' is nested deeper than \(Self.maximumSegments) levels") }
+            for segment in segments {
+                guard let first = segment.unicodeScalars.first, first == "_" || (first.isASCII && first.properties.isAlphabetic),
+                      segment.unicodeScalars.allSatisfy({ $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0) || $0 == "_" || $0 == "-") }) else {
+                    throw QueryProblem("field '\(name)' is not a field path (letters, digits, '_' and '-', segments joined by '.')")
+                }
+            }
+            self = .path(segments)
+        }
+    }
+
+    var isSystem: Bool {
+        if case .path = self { return false }
+        return true
+    }
+
+    /// The name as clients write it.
+    var name: String {
+        switch self {
+        case .id: "id"
+        case .createdAt: "createdAt"
+        case .updatedAt: "updatedAt"
+        case .owner: "owner"
+        case .etag: "etag"
+        case .path(let segments): segments.joined(separator: ".")
+        }
+    }
+}
+
+/// A problem with a query: the message names the offending part; it becomes a 400.
+struct QueryProblem: Error, Sendable {
+    var message: String
+    init(_ message: String) { self.message = message }
+}
+
+/// One condition of a `where`, parsed and checked, independent of the database.
+indirect enum Condition: Sendable, Equatable {
+    case all([Condition])
+    case any([Condition])
+    case none([Condition])
+    case not(Condition)
+    case compare(QueryField, Comparison, JSONValue)
+    case oneOf(QueryField, [JSONValue])
+    case exists(QueryField, Bool)
+    case matches(QueryField, pattern: String)
+    case containsAll(QueryField, [JSONValue])
+
+    enum Comparison: String, Sendable { case eq, ne, lt, lte, gt, gte }
+
+    /// How deeply conditions may nest, and how many a `where` may hold.
+    static let maximumDepth = 8
+    static let maximumConditions = 64
+
+    /// Parses a `where` object: `{"field": value}` for equality, `{"field": {"$op": value}}`,
+    /// `$and`/`$or`/`$nor` with arrays of such objects, `$not` inside a field's operators.
+    static func parse(_ value: JSONValue) throws(QueryProblem) -> Condition {
+        var budget = maximumConditions
+        return try parse(value, depth: 0, budget: &budget, at: "where")
+    }
+
+    private static func parse(_ value: JSONValue, depth: Int, budget: inout Int, at location: String) throws(QueryProblem) -> Condition {
+        guard depth <= maximumDepth else { throw QueryProblem("\(location) nests deeper than \(maximumDepth) levels") }
+        guard case .object(let members) = value else { throw QueryProblem("\(location) must be a JSON object") }
+        var parts: [Condition] = []
+        for key in members.keys.sorted() {
+            let member = members[key]!
+            budget -= 1
+            guard budget >= 0 else { throw QueryProblem("where has more than \(maximumConditions) conditions") }
+            switch key {
+            case "$and", "$or", "$nor":
+                guard case .array(let elements) = member, !elements.isEmpty, elements.count <= maximumConditions else {
+                    throw QueryProblem("\(location).\(key) must be a non-empty array of conditions")
+                }
+                var children: [Condition] = []
+                for (index, element) in elements.enumerated() {
+                    children.append(try parse(element, depth: depth + 1, budget: &budget, at: "\(location).\(key)[\(index)]"))
+                }
+                parts.append(key == "$and" ? .all(children) : key == "$or" ? .any(children) : .none(children))
+            default:
+                if key.hasPrefix("$") { throw QueryProblem("\(location): unknown operator '\(key)'") }
+                let field = try QueryField(parsing: key)
+                parts.append(try fieldCondition(field, member, depth: depth, budget: &budget, at: "\(location).\(key)"))
+            }
+        }
+        return parts.count == 1 ? parts[0] : .all(parts)
+    }
+
+    private static func fieldCondition(_ field: QueryField, _ value: JSONValue, depth: Int, budget: inout Int, at location: String) throws(QueryProblem) -> Condition {
+        guard case .object(let operators) = value, operators.keys.contains(where: { $0.hasPrefix("$") }) else {
+            return .compare(field, .eq, try scalar(value, at: location, field: field))
+        }
+        guard operators.keys.allSatisfy({ $0.hasPrefix("$") }) else {
+            throw QueryProblem("\(location) mixes operators with plain keys")
+        }
+        var parts: [Condition] = []
+        for op in operators.keys.sorted() where op != "$options" {
+            let operand = operators[op]!
+            let here = "\(location).\(op)"
+            budget -= 1
+            guard budget >= 0 else { throw QueryProblem("where has more than \(maximumConditions) conditions") }
+            switch op {
+            case "$eq", "$ne", "$lt", "$lte", "$gt", "$gte":
+                let comparison = Comparison(rawValue: String(op.dropFirst()))!
+                let operandValue = try scalar(operand, at: here, field: field)
+                if comparison != .eq, comparison != .ne {
+                    switch operandValue {
+                    case .number, .string: break
+                    default: throw QueryProblem("\(here) compares with a number, a string or a date")
+                    }
+                }
+                parts.append(.compare(field, comparison, operandValue))
+            case "$in", "$nin":
+                guard case .array(let elements) = operand, elements.count <= 1_000 else {
+                    throw QueryProblem("\(here) must be an array of at most 1,000 values")
+                }
+                var values: [JSONValue] = []
+                for (index, element) in elements.enumerated() { values.append(try scalar(element, at: "\(here)[\(index)]", field: field)) }
+                parts.append(op == "$in" ? .oneOf(field, values) : .not(.oneOf(field, values)))
+            case "$all":
+                guard case .array(let elements) = operand, !elements.isEmpty, elements.count <= 100 else {
+                    throw QueryProblem("\(here) must be a non-empty array of at most 100 values")
+                }
+                guard !field.isSystem else { throw QueryProblem("\(here) applies to array fields of the object") }
+                for (index, element) in elements.enumerated() { _ = try scalar(element, at: "\(here)[\(index)]", field: field) }
+                parts.append(.containsAll(field, elements))
+            case "$exists":
+                guard case .bool(let flag) = operand else { throw QueryProblem("\(here) must be true or false") }
+                parts.append(.exists(field, flag))
+            case "$regex":
+                guard case .string(let pattern) = operand else { throw QueryProblem("\(here) must be a string") }
+                guard !field.isSystem || field == .id || field == .owner || field == .etag else {
+                    throw QueryProblem("\(here) applies to text fields")
+                }
+                if let problem = RegexGuard.problem(in: pattern) { throw QueryProblem("\(here): \(problem)") }
+                var flags = ""
+                if let options = operators["$options"] {
+                    guard case .string(let text) = options, text.allSatisfy({ $0 == "i" }) else {
+                        throw QueryProblem("\(location).$options supports only \"i\" (case-insensitive)")
+                    }
+                    flags = text.isEmpty ? "" : "(?i)"
+                }
+                parts.append(.matches(field, pattern: flags + pattern))
+            case "$not":
+                parts.append(.not(try fieldCondition(field, operand, depth: depth + 1, budget: &budget, at: here)))
+            default:
+                throw QueryProblem("\(here): unknown operator '\(op)'")
+            }
+        }
+        if operators["$options"] != nil, operators["$regex"] == nil { throw QueryProblem("\(location).$options needs $regex") }
+        return parts.count == 1 ? parts[0] : .all(parts)
+    }
+
+    /// Operands are scalars; dates compare with `createdAt`/`updatedAt` as RFC 3339 strings.
+    private static func scalar(_ value: JSONValue, at location: String, field: QueryField) throws(QueryProblem) -> JSONValue {
+        switch value {
+        case .array, .object: throw QueryProblem("\(location) must be a string, number, boolean or null (compare nested fields with a.b paths)")
+        case .string(let text) where field == .createdAt || field == .updatedAt:
+            guard let date = Timestamps.parse(text) else { throw QueryProblem("\(location) must be an RFC 3339 date such as 2013-08-27T05:19:16.000Z") }
+            return .number(Double(Timestamps.micros(date)))
+        case .string(let text) where text.utf8.count > 1_000:
+            throw QueryProblem("\(location) is longer than 1,000 bytes")
+        default:
+            if field == .createdAt || field == .updatedAt, value.numberValue == nil, value != .null {
+                throw QueryProblem("\(location) must be an RFC 3339 date")
+            }
+            return value
+        }
+    }
+}
+
+/// A sort key: a field and a direction.
+struct SortKey: Sendable, Equatable {
+    var field: QueryField
+    var descending: Bool
+
+    /// Parses `-updatedAt,description` (at most 8 keys).
+    static func parse(_ text: String) throws(QueryProblem) -> [SortKey] {
+        let parts = text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        guard parts.count <= 8 else { throw QueryProblem("order names more than 8 fields") }
+        var keys: [SortKey] = []
+        for part in parts {
+            let descending = part.hasPrefix("-")
+            let name = descending || part.hasPrefix("+") ? String(part.dropFirst()) : part
+            let field: QueryField
+            do { field = try QueryField(parsing: name) } catch { throw QueryProblem("order: \(error.message)") }
+            guard !keys.contains(where: { $0.field == field }) else { throw QueryProblem("order names '\(name)' twice") }
+            keys.append(SortKey(field: field, descending: descending))
+        }
+        return keys
+    }
+}
+
+/// A whole query over one bucket.
+struct ObjectQuery: Sendable {
+    var condition: Condition?
+    var order: [SortKey] = []
+    var limit = 100
+    var skip = 0
+    var cursor: QueryCursor?
+    var count = false
+    /// Top-level or dotted fields to return besides the system fields; nil returns all.
+    var fields: [QueryField]?
+}
+
+/// Where the previous page ended: the sort values of its last object and its id. Opaque to
+/// clients (base64url JSON); a page after a cursor starts strictly after that object, so
+/// inserts elsewhere never repeat or skip an object.
+struct QueryCursor: Sendable, Equatable {
+    var values: [JSONValue]
+    var id: String
+
+    var token: String {
+        let text = JSONValue.array(values + [.string(id)]).jsonText
+        return Data(text.utf8).base64EncodedString().replacingOccurrences(of: "+", with: "-")
+            .replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+    }
+
+    init(values: [JSONValue], id: String) {
+        self.values = values
+        self.id = id
+    }
+
+    init(token: String, keys: [SortKey]) throws(QueryProblem) {
+        var base64 = token.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        base64 += String(repeating: "=", count: (4 - base64.count % 4) % 4)
+        guard token.utf8.count <= 4_096, let data = Data(base64Encoded: base64),
+              let value = try? JSONValue.parse(String(decoding: data, as: UTF8.self)),
+              case .array(var elements) = value, elements.count == keys.count + 1,
+              case .string(let id) = elements.removeLast() else {
+            throw QueryProblem("cursor is not one this query produced (use nextCursor with the same order)")
+        }
+        self.values = elements
+        self.id = id
+    }
+}
+
+/// Refuses regular expressions that could make the engine backtrack for a long time: the engine
+/// (ICU on SQLite) backtracks, so patterns are bounded before they reach it, and the store
+/// matches them against at most the first ``matchedPrefix`` characters of a value.
+enum RegexGuard {
+    static let maximumLength = 256
+    static let maximumUnboundedQuantifiers = 2
+    static let matchedPrefix = 1_024
+
+    static func problem(in pattern: String) -> String? {
+        guard !pattern.isEmpty, pattern.utf8.count <= maximumLength else { return "a pattern must be 1 to \(maximumLength) bytes" }
+        let characters = Array(pattern)
+        var index = 0
+        // Per open group: whether it holds a quantifier or an alternation.
+        var groups: [Bool] = []
+        var unbounded = 0
+        var lastClosedGroupIsRisky = false
+        var inClass = false
+        while index < characters.count {
+            let character = characters[index]
+            defer { index += 1 }
+            if inClass {
+                if character == "\\" { index += 1 } else if character == "]" { inClass = false }
+                continue
+            }
+            var closedRisky = false
+            switch character {
+            case "\\":
+                guard index + 1 < characters.count else { return "a pattern must not end with '\\'" }
+                let next = characters[index + 1]
+                if next.isNumber || next == "k" { return "back-references are not supported" }
+                index += 1
+            case "[": inClass = true
+            case "(":
+                if index + 2 < characters.count, characters[index + 1] == "?" {
+                    let kind = characters[index + 2]
+                    if kind == "=" || kind == "!" || kind == "<" { return "look-around is not supported" }
+                    if kind != ":" { return "only (?:...) groups are supported" }
+                }
+                groups.append(false)
+            case ")":
+                guard let risky = groups.popLast() else { return "unbalanced ')'" }
+                closedRisky = risky
+                if risky, !groups.isEmpty { groups[groups.count - 1] = true }
+            case "|":
+                if !groups.isEmpty { groups[groups.count - 1] = true }
+            case "*", "+", "?", "{":
+                if character == "{" {
+                    guard let close = characters[index...].firstIndex(of: "}") else { break }
+                    let body = String(characters[(index + 1)..<close])
+                    let bounds = body.split(separator: ",", omittingEmptySubsequences: false)
+                    guard (1...2).contains(bounds.count), bounds.allSatisfy({ $0.allSatisfy(\.isNumber) }), !bounds[0].isEmpty else { break }
+                    if bounds.contains(where: { (Int($0) ?? 0) > 100 }) { return "repetition counts above 100 are not supported" }
+                    if bounds.count == 2, bounds[1].isEmpty { unbounded += 1 }
+                    index = close
+                } else if character != "?" {
+                    unbounded += 1
+                }
+                if lastClosedGroupIsRisky { return "a repeated group must not contain a repetition or '|' (it could take exponential time)" }
+                if !groups.isEmpty { groups[groups.count - 1] = true }
+            default: break
+            }
+            lastClosedGroupIsRisky = closedRisky
+        }
+        if inClass { return "unbalanced '['" }
+        if !groups.isEmpty { return "unbalanced '('" }
+        if unbounded > maximumUnboundedQuantifiers { return "at most \(maximumUnboundedQuantifiers) unbounded repetitions (*, +, {n,}) are supported" }
+        do {
+            _ = try NSRegularExpression(pattern: pattern)
+        } catch {
+            return "not a valid regular expression"
+        }
+        return nil
+    }
+}
+
+/// Timestamps as the store keeps them (microseconds since 1970) and as the APIs show them.
+enum Timestamps {
+    static func micros(_ date: Date) -> Int64 { Int64((date.timeIntervalSince1970 * 1_000_000).rounded()) }
+
+    static func date(micros: Int64) -> Date { Date(timeIntervalSince1970: Double(micros) / 1_000_000) }
+
+    /// `2013-08-27T05:19:16.000Z`: UTC with milliseconds, as the legacy API wrote them.
+    static func format(micros: Int64) -> String {
+        let millis = micros >= 0 ? micros / 1_000 : (micros - 999) / 1_000
+        let seconds = millis >= 0 ? millis / 1_000 : (millis - 999) / 1_000
+        let fraction = millis - seconds * 1_000
+        let days = seconds >= 0 ? seconds / 86_400 : (seconds - 86_399) / 86_400
+        let secondOfDay = seconds - days * 86_400
+        // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+        let z = days + 719_468
+        let era = (z >= 0 ? z : z - 146_096) / 146_097
+        let doe = z - era * 146_097
+        let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365
+        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
+        let mp = (5 * doy + 2) / 153
+        let day = doy - (153 * mp + 2) / 5 + 1
+        let month = mp < 10 ? mp + 3 : mp - 9
+        let year = yoe + era * 400 + (month <= 2 ? 1 : 0)
+        func pad(_ value: Int64, _ width: Int) -> String {
+            let text = String(value)
+            return String(repeating: "0", count: max(0, width - text.count)) + text
+        }
+        return "\(pad(year, 4))-\(pad(month, 2))-\(pad(day, 2))T\(pad(secondOfDay / 3_600, 2)):\(pad(secondOfDay % 3_600 / 60, 2)):\(pad(secondOfDay % 60, 2)).\(pad(fraction, 3))Z"
+    }
+
+    /// Parses RFC 3339 (`2013-08-27T05:19:16Z`, with or without a fraction, `Z` or an offset) and
+    /// plain dates (`2013-08-27`, midnight UTC).
+    static func parse(_ text: String) -> Date? {
+        let bytes = Array(text.utf8)
+        func number(_ from: Int, _ count: Int) -> Int? {
+            guard from + count <= bytes.count else { return nil }
+            var value = 0
+            for byte in bytes[from..<(from + count)] {
+                guard (48...57).contains(byte) else { return nil }
+                value = value * 10 + Int(byte - 48)
+            }
+            return value
+        }
+        guard let year = number(0, 4), bytes.count >= 10, bytes[4] == 45, let month = number(5, 2), bytes[7] == 45, let day = number(8, 2),
+              (1...12).contains(month), (1...31).contains(day) else { return nil }
+        var components = DateComponents(calendar: Calendar(identifier: .gregorian), timeZone: TimeZone(identifier: "UTC"), year: year, month: month, day: day)
+        var index = 10
+        var fraction = 0.0
+        var offset = 0
+        if bytes.count > 10 {
+            guard bytes[10] == UInt8(ascii: "T") || bytes[10] == UInt8(ascii: "t") || bytes[10] == 32,
+                  let hour = number(11, 2), bytes.count > 13, bytes[13] == 58, let minute = number(14, 2),
+                  bytes.count > 16, bytes[16] == 58, let second = number(17, 2),
+                  hour < 24, minute < 60, second < 61 else { return nil }
+            components.hour = hour
+            components.minute = minute
+            components.second = second
+            index = 19
+            if index < bytes.count, bytes[index] == 46 {
+                index += 1
+                var scale = 0.1
+                let start = index
+                while index < bytes.count, (48...57).contains(bytes[index]) {
+                    fraction += Double(bytes[index] - 48) * scale
+                    scale /= 10
+                    index += 1
+                }
+                guard index > start, index - start <= 9 else { return nil }
+            }
+            guard index < bytes.count else { return nil }
+            if bytes[index] == UInt8(ascii: "Z") || bytes[index] == UInt8(ascii: "z") {
+                index += 1
+            } else if bytes[index] == 43 || bytes[index] == 45, let hours = number(index + 1, 2), bytes.count > index + 3, bytes[index + 3] == 58,
+                      let minutes = number(index + 4, 2), hours < 24, minutes < 60 {
+                offset = (hours * 60 + minutes) * 60 * (bytes[index] == 45 ? -1 : 1)
+                index += 6
+            } else {
+                return nil
+            }
+            guard index == bytes.count else { return nil }
+        }
+        guard let date = components.date, Calendar(identifier: .gregorian).dateComponents(in: TimeZone(identifier: "UTC")!, from: date).day == day else { return nil }
+        return date.addingTimeInterval(fraction - Double(offset))
+    }
+}

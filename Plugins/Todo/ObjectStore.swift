@@ -1,0 +1,423 @@
+import Foundation
+import GatewayCore
+import Synchronization
+
+/// Who is acting on objects, as the store sees it.
+struct Actor: Sendable, Equatable {
+    /// The user the caller acts for; nil for guests (and a key without an owner).
+    var userID: String?
+    /// Administrators and a dialect's master key read and write every object.
+    var bypassesACL: Bool
+
+    static let anonymous = Actor(userID: nil, bypassesACL: false)
+
+    init(userID: String?, bypassesACL: Bool) {
+        self.userID = userID
+        self.bypassesACL = bypassesACL
+    }
+
+    init(_ principal: Principal) {
+        self.init(userID: principal.userID, bypassesACL: principal.isAdmin)
+    }
+}
+
+/// Who besides the owner may read and write an object: user ids, `anonymous` (everyone) or
+/// `authenticated` (every signed-in caller). Writers may read too.
+struct ObjectACL: Sendable, Equatable {
+    var readers: [String]
+    var writers: [String]
+
+    static let ownerOnly = ObjectACL(readers: [], writers: [])
+    static let everyone = ObjectACL(readers: ["anonymous"], writers: ["anonymous"])
+    static let maximumEntries = 100
+
+    static func entryProblem(_ entry: String) -> String? {
+        guard !entry.isEmpty, entry.utf8.count <= 64,
+              entry.unicodeScalars.allSatisfy({ $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0) || $0 == "_" || $0 == "-") }) else {
+            return "must be a user id, \"anonymous\" or \"authenticated\""
+        }
+        return nil
+    }
+
+    /// The text the store searches for readers: every reader and writer between spaces.
+    var searchable: String {
+        " " + Array(Set(readers + writers)).sorted().joined(separator: " ") + " "
+    }
+
+    func admits(_ actor: Actor, in entries: [String]) -> Bool {
+        if entries.contains("anonymous") { return true }
+        guard let userID = actor.userID else { return false }
+        return entries.contains("authenticated") || entries.contains(userID)
+    }
+
+    var json: JSONValue {
+        .object(["readers": .array(readers.map(JSONValue.string)), "writers": .array(writers.map(JSONValue.string))])
+    }
+}
+
+/// An object as stored: the client's fields plus what the store keeps beside them.
+struct StoredObject: Sendable, Equatable {
+    var id: String
+    var data: [String: JSONValue]
+    var owner: String?
+    var acl: ObjectACL
+    var etag: String
+    /// Microseconds since 1970.
+    var createdAt: Int64
+    var updatedAt: Int64
+
+    func isOwned(by actor: Actor) -> Bool {
+        actor.bypassesACL || (owner != nil && owner == actor.userID)
+    }
+
+    func readable(by actor: Actor) -> Bool {
+        isOwned(by: actor) || acl.admits(actor, in: acl.readers + acl.writers)
+    }
+
+    func writable(by actor: Actor) -> Bool {
+        isOwned(by: actor) || acl.admits(actor, in: acl.writers)
+    }
+
+    /// The value of a query field, as a cursor records it.
+    func sortValue(_ field: QueryField) -> JSONValue {
+        switch field {
+        case .id: .string(id)
+        case .createdAt: .number(Double(createdAt))
+        case .updatedAt: .number(Double(updatedAt))
+        case .owner: owner.map(JSONValue.string) ?? .null
+        case .etag: .string(etag)
+        case .path(let segments): JSONValue.object(data)[path: segments] ?? .null
+        }
+    }
+}
+
+/// The objects of every bucket, in one table (`todo_objects`): the object's JSON (`TEXT` on SQLite,
+/// `jsonb` on PostgreSQL) and the columns queries filter and sort on.
+///
+/// Guarantees: every write changes the etag; a conditional write (`ifMatch`) happens only if the
+/// etag still matches when the row is written, and an unconditional read-modify-write (merge,
+/// `$inc`) retries rather than lose a concurrent change; queries run in the database, filtered by
+/// what the actor may read, and never load a whole bucket.
+struct ObjectStore: Sendable {
+    let database: any SQLDatabase
+    let sql: QuerySQL
+    let clock: any WallClock
+    let maxObjectBytes: Int
+
+    init(database: any SQLDatabase, clock: any WallClock, maxObjectBytes: Int) {
+        self.database = database
+        sql = QuerySQL(sqlite: database.isSQLite)
+        self.clock = clock
+        self.maxObjectBytes = maxObjectBytes
+    }
+
+    static let migrations: [Migration] = [
+        Migration(1, "objects and buckets") { db in
+            try await db.create(table: "todo_objects")
+                .column("bucket", type: .text, .notNull)
+                .column("id", type: .text, .notNull)
+                .column("data", type: .custom(SQLRaw(db.isSQLite ? "TEXT" : "JSONB")), .notNull)
+                .column("owner", type: .text)
+                .column("readers", type: .text, .notNull)
+                .column("acl", type: .text, .notNull)
+                .column("etag", type: .text, .notNull)
+                .column("created_at", type: .bigint, .notNull)
+                .column("updated_at", type: .bigint, .notNull)
+                .primaryKey("bucket", "id")
+                .run()
+            try await db.create(index: "todo_objects_updated").on("todo_objects").column("bucket").column("updated_at").column("id").run()
+            try await db.create(index: "todo_objects_created").on("todo_objects").column("bucket").column("created_at").column("id").run()
+            try await db.create(index: "todo_objects_owner").on("todo_objects").column("bucket").column("owner").run()
+            try await db.create(table: "todo_buckets")
+                .column("name", type: .text, .primaryKey(autoIncrement: false))
+                .column("settings", type: .text, .notNull)
+                .column("created_at", type: .double, .notNull)
+                .run()
+        },
+    ]
+
+    // MARK: Ids and etags
+
+    /// 24 lowercase hex digits, ordered by creation like a MongoDB ObjectId: 4 bytes of creation
+    /// time (seconds), 5 random bytes fixed per process, and a 3-byte counter.
+    static func newID(now: Date) -> String {
+        let seconds = UInt32(truncatingIfNeeded: Int64(now.timeIntervalSince1970))
+        let count = idCounter.add(1, ordering: .relaxed).newValue & 0xFF_FFFF
+        var bytes = withUnsafeBytes(of: seconds.bigEndian) { Array($0) }
+        bytes += processBytes
+        bytes += [UInt8(truncatingIfNeeded: count >> 16), UInt8(truncatingIfNeeded: count >> 8), UInt8(truncatingIfNeeded: count)]
+        let digits = Array("0123456789abcdef".utf8)
+        var text: [UInt8] = []
+        text.reserveCapacity(24)
+        for byte in bytes {
+            text.append(digits[Int(byte >> 4)])
+            text.append(digits[Int(byte & 0xF)])
+        }
+        return String(decoding: text, as: UTF8.self)
+    }
+
+    private static let processBytes: [UInt8] = (0..<5).map { _ in UInt8.random(in: 0...255) }
+    private static let idCounter = Atomic<UInt32>(UInt32.random(in: 0...0xFF_FFFF))
+
+    static func isValidID(_ id: String) -> Bool {
+        id.utf8.count == 24 && id.utf8.allSatisfy { (48...57).contains($0) || (97...102).contains($0) }
+    }
+
+    static func newETag() -> String { UUID().uuidString.lowercased() }
+
+    private func jsonBind(_ text: String, to query: inout SQLQueryString) {
+        if sql.sqlite {
+            query.appendInterpolation(bind: text)
+        } else {
+            query.appendLiteral("CAST(")
+            query.appendInterpolation(bind: text)
+            query.appendLiteral(" AS jsonb)")
+        }
+    }
+
+    private func encodedData(_ data: [String: JSONValue]) throws -> String {
+        let text = JSONValue.object(data).jsonText
+        guard text.utf8.count <= maxObjectBytes else { throw GatewayError.contentTooLarge(limit: maxObjectBytes) }
+        return text
+    }
+
+    private func aclText(_ acl: ObjectACL) -> String { acl.json.jsonText }
+
+    // MARK: Reading
+
+    private static let columns = "id, CAST(data AS TEXT) AS data, owner, acl, etag, created_at, updated_at"
+
+    private func decode(_ row: any SQLRow) throws -> StoredObject {
+        let dataText = try row.decode(column: "data", as: String.self)
+        let aclText = try row.decode(column: "acl", as: String.self)
+        guard case .object(let data) = try JSONValue.parse(dataText, maximumDepth: 256),
+              case .object(let acl) = try JSONValue.parse(aclText) else {
+            throw GatewayError.internalError("A stored object is not a JSON object.")
+        }
+        func list(_ key: String) -> [String] { acl[key]?.arrayValue?.compactMap(\.stringValue) ?? [] }
+        return StoredObject(
+            id: try row.decode(column: "id", as: String.self), data: data, owner: try row.decode(column: "owner", as: String?.self),
+            acl: ObjectACL(readers: list("readers"), writers: list("writers")), etag: try row.decode(column: "etag", as: String.self),
+            createdAt: try row.decode(column: "created_at", as: Int64.self), updatedAt: try row.decode(column: "updated_at", as: Int64.self))
+    }
+
+    /// The object, whoever may read it (nil when there is none).
+    func load(bucket: String, id: String) async throws -> StoredObject? {
+        guard Self.isValidID(id) else { return nil }
+        var query = SQLQueryString("SELECT \(unsafeRaw: Self.columns) FROM todo_objects WHERE bucket = ")
+        query.appendInterpolation(bind: bucket)
+        query.appendLiteral(" AND id = ")
+        query.appendInterpolation(bind: id)
+        return try await database.raw(query).first().map(decode)
+    }
+
+    /// The object if `actor` may read it; otherwise 404, as for one that does not exist.
+    func get(bucket: String, id: String, actor: Actor) async throws -> StoredObject {
+        guard let object = try await load(bucket: bucket, id: id), object.readable(by: actor) else {
+            throw GatewayError.notFound("No object '\(id)' in bucket '\(bucket)'.")
+        }
+        return object
+    }
+
+    // MARK: Writing
+
+    /// Creates an object owned by the actor (a guest's object belongs to everyone).
+    func create(in bucket: Bucket, data: [String: JSONValue], acl: ObjectACL?, actor: Actor) async throws -> StoredObject {
+        let now = clock.now()
+        let micros = Timestamps.micros(now)
+        let owner = actor.userID
+        let effectiveACL = acl ?? (owner == nil ? .everyone : .ownerOnly)
+        let object = StoredObject(id: Self.newID(now: now), data: data, owner: owner, acl: effectiveACL, etag: Self.newETag(),
+                                  createdAt: micros, updatedAt: micros)
+        var query = SQLQueryString("INSERT INTO todo_objects (bucket, id, data, owner, readers, acl, etag, created_at, updated_at) VALUES (")
+        query.appendInterpolation(bind: bucket.name)
+        query.appendLiteral(", ")
+        query.appendInterpolation(bind: object.id)
+        query.appendLiteral(", ")
+        jsonBind(try encodedData(data), to: &query)
+        query.appendLiteral(", ")
+        query.appendInterpolation(bind: owner)
+        query.appendLiteral(", ")
+        query.appendInterpolation(bind: effectiveACL.searchable)
+        query.appendLiteral(", ")
+        query.appendInterpolation(bind: aclText(effectiveACL))
+        query.appendLiteral(", ")
+        query.appendInterpolation(bind: object.etag)
+        query.appendLiteral(", ")
+        query.appendInterpolation(bind: micros)
+        query.appendLiteral(", ")
+        query.appendInterpolation(bind: micros)
+        query.appendLiteral(")")
+        try await database.raw(query).run()
+        return object
+    }
+
+    /// Changes an object: `change` edits its fields (and may return a new ACL) from the current
+    /// version. With `ifMatch`, the write happens only on that etag (412 otherwise); without it,
+    /// a concurrent write makes the change run again on the newer version.
+    func update(in bucket: Bucket, id: String, actor: Actor, ifMatch: String?,
+                change: (inout [String: JSONValue]) throws -> ObjectACL?) async throws -> StoredObject {
+        for attempt in 0..<Self.maximumAttempts {
+            var object = try await get(bucket: bucket.name, id: id, actor: actor)
+            guard object.writable(by: actor) else { throw GatewayError.forbidden("You may read this object but not change it.") }
+            if let ifMatch, ifMatch != "*", ifMatch != object.etag {
+                throw GatewayError.preconditionFailed("The object has changed: its etag is no longer \(ifMatch).")
+            }
+            let previousETag = object.etag
+            if let acl = try change(&object.data) {
+                guard object.isOwned(by: actor) else { throw GatewayError.forbidden("Only the object's owner may change its ACL.") }
+                object.acl = acl
+            }
+            object.etag = Self.newETag()
+            object.updatedAt = max(Timestamps.micros(clock.now()), object.updatedAt + 1)
+            var query = SQLQueryString("UPDATE todo_objects SET data = ")
+            jsonBind(try encodedData(object.data), to: &query)
+            query.appendLiteral(", readers = ")
+            query.appendInterpolation(bind: object.acl.searchable)
+            query.appendLiteral(", acl = ")
+            query.appendInterpolation(bind: aclText(object.acl))
+            query.appendLiteral(", etag = ")
+            query.appendInterpolation(bind: object.etag)
+            query.appendLiteral(", updated_at = ")
+            query.appendInterpolation(bind: object.updatedAt)
+            query.appendLiteral(" WHERE bucket = ")
+            query.appendInterpolation(bind: bucket.name)
+            query.appendLiteral(" AND id = ")
+            query.appendInterpolation(bind: id)
+            query.appendLiteral(" AND etag = ")
+            query.appendInterpolation(bind: previousETag)
+            query.appendLiteral(" RETURNING id")
+            if try await database.raw(query).first() != nil { return object }
+            if ifMatch != nil { throw GatewayError.preconditionFailed("The object changed while this update ran; read it again.") }
+            try await Self.backOff(attempt)
+        }
+        throw GatewayError.conflict("The object is being changed by others too often; try again.")
+    }
+
+    /// How often an unconditional read-modify-write retries after losing to a concurrent write.
+    static let maximumAttempts = 50
+
+    /// A short random pause that grows with the attempt, so that contending writers spread out.
+    static func backOff(_ attempt: Int) async throws {
+        try await Task.sleep(for: .microseconds(Int.random(in: 100...(500 + 200 * min(attempt, 20)))))
+    }
+
+    /// Deletes an object (conditionally with `ifMatch`).
+    func delete(bucket: String, id: String, actor: Actor, ifMatch: String?) async throws {
+        for attempt in 0..<Self.maximumAttempts {
+            let object = try await get(bucket: bucket, id: id, actor: actor)
+            guard object.writable(by: actor) else { throw GatewayError.forbidden("You may read this object but not delete it.") }
+            if let ifMatch, ifMatch != "*", ifMatch != object.etag {
+                throw GatewayError.preconditionFailed("The object has changed: its etag is no longer \(ifMatch).")
+            }
+            var query = SQLQueryString("DELETE FROM todo_objects WHERE bucket = ")
+            query.appendInterpolation(bind: bucket)
+            query.appendLiteral(" AND id = ")
+            query.appendInterpolation(bind: id)
+            query.appendLiteral(" AND etag = ")
+            query.appendInterpolation(bind: object.etag)
+            query.appendLiteral(" RETURNING id")
+            if try await database.raw(query).first() != nil { return }
+            if ifMatch != nil { throw GatewayError.preconditionFailed("The object changed while this delete ran; read it again.") }
+            try await Self.backOff(attempt)
+        }
+        throw GatewayError.conflict("The object is being changed by others too often; try again.")
+    }
+
+    /// Deletes every object matching `condition` that the actor may write; returns how many.
+    func deleteAll(bucket: String, matching condition: Condition?, actor: Actor) async throws -> Int {
+        var query = SQLQueryString("DELETE FROM todo_objects WHERE bucket = ")
+        query.appendInterpolation(bind: bucket)
+        if let condition {
+            query.appendLiteral(" AND (")
+            sql.append(condition, to: &query)
+            query.appendLiteral(")")
+        }
+        if !actor.bypassesACL {
+            // Writers only: the owner, or an ACL naming the actor among the writers.
+            query.appendLiteral(" AND (")
+            if let userID = actor.userID {
+                query.appendLiteral("owner = ")
+                query.appendInterpolation(bind: userID)
+                query.appendLiteral(" OR ")
+            }
+            query.appendLiteral("acl LIKE '%\"writers\":[%\"anonymous\"%]%'")
+            if let userID = actor.userID {
+                query.appendLiteral(" OR acl LIKE '%\"writers\":[%\"authenticated\"%]%' OR acl LIKE ")
+                query.appendInterpolation(bind: "%\"writers\":[%\"" + QuerySQL.likeEscaped(userID) + "\"%]%")
+                query.appendLiteral(" ESCAPE '!'")
+            }
+            query.appendLiteral(")")
+        }
+        query.appendLiteral(" RETURNING id")
+        return try await database.raw(query).all().count
+    }
+
+    // MARK: Queries
+
+    /// The SQL of a page of `query` (without count), for running and for `EXPLAIN`.
+    func pageSQL(bucket: String, query: ObjectQuery, actor: Actor, prefix: String = "") -> SQLQueryString {
+        var statement = SQLQueryString("\(unsafeRaw: prefix)SELECT \(unsafeRaw: Self.columns) FROM todo_objects WHERE bucket = ")
+        statement.appendInterpolation(bind: bucket)
+        appendFilters(query, actor: actor, to: &statement)
+        if let cursor = query.cursor {
+            statement.appendLiteral(" AND ")
+            sql.appendAfter(cursor, keys: query.order, to: &statement)
+        }
+        statement.appendLiteral(" ORDER BY \(sql.orderBy(query.order)) LIMIT \(query.limit + 1)")
+        if query.skip > 0 { statement.appendLiteral(" OFFSET \(query.skip)") }
+        return statement
+    }
+
+    private func appendFilters(_ query: ObjectQuery, actor: Actor, to statement: inout SQLQueryString) {
+        if let condition = query.condition {
+            statement.appendLiteral(" AND (")
+            sql.append(condition, to: &statement)
+            statement.appendLiteral(")")
+        }
+        if !actor.bypassesACL {
+            statement.appendLiteral(" AND ")
+            sql.appendVisibility(for: actor, to: &statement)
+        }
+    }
+
+    /// A page of objects the actor may read, the total count when asked, and the cursor of the next page.
+    func query(bucket: String, _ query: ObjectQuery, actor: Actor) async throws -> (objects: [StoredObject], count: Int?, next: QueryCursor?) {
+        let rows = try await database.raw(pageSQL(bucket: bucket, query: query, actor: actor)).all()
+        var objects = try rows.map(decode)
+        var next: QueryCursor?
+        if objects.count > query.limit {
+            objects.removeLast(objects.count - query.limit)
+            if let last = objects.last {
+                next = QueryCursor(values: query.order.map { last.sortValue($0.field) }, id: last.id)
+            }
+        }
+        var count: Int?
+        if query.count {
+            var statement = SQLQueryString("SELECT COUNT(*) AS total FROM todo_objects WHERE bucket = ")
+            statement.appendInterpolation(bind: bucket)
+            appendFilters(query, actor: actor, to: &statement)
+            count = try await database.raw(statement).first()?.decode(column: "total", as: Int.self)
+        }
+        return (objects, count, next)
+    }
+
+    // MARK: Indexes
+
+    /// Creates the bucket's declared indexes that do not exist yet.
+    func ensureIndexes(of bucket: Bucket) async throws {
+        for fields in bucket.indexes {
+            // Plain column indexes for createdAt/updatedAt alone exist already.
+            if fields == [.updatedAt] || fields == [.createdAt] || fields == [.owner] || fields == [.id] { continue }
+            let statement = "CREATE INDEX IF NOT EXISTS \(bucket.indexName(fields)) ON todo_objects (bucket, \(sql.indexColumns(fields)))"
+            try await database.raw(SQLQueryString(statement)).run()
+        }
+    }
+
+    func dropIndexes(of bucket: Bucket) async throws {
+        for fields in bucket.indexes {
+            let statement = "DROP INDEX IF EXISTS \(bucket.indexName(fields))"
+            try await database.raw(SQLQueryString(statement)).run()
+        }
+    }
+}

@@ -1,0 +1,51 @@
+import Foundation
+
+/// The gateway's accounts as a plugin sees them: for dialects whose old API registered users and
+/// signed them in itself (`POST /users`, `POST /login`). Native clients use the gateway's own
+/// account API; both reach the same accounts, so a user registered through a dialect signs in
+/// natively with the same password, and the reverse.
+public protocol AccountDirectory: Sendable {
+    /// Creates an account. 409 when the username (or email) is taken, 422 for a bad username,
+    /// email or password; 403 when registration is closed.
+    func register(username: String, email: String?, password: String) async throws -> AccountRecord
+    /// Checks a password and starts a session. `identifier` is a username or an email address.
+    /// 401 when they do not match; 429 after repeated failures (the same throttle as the native login).
+    func signIn(identifier: String, password: String, address: String) async throws -> AccountSession
+    /// Ends the session of `token` (no error when it is unknown).
+    func signOut(token: String) async throws
+    /// The account with `id`, or nil.
+    func account(id: String) async throws -> AccountRecord?
+}
+
+/// An account as plugins see it.
+public struct AccountRecord: Sendable, Equatable, Codable {
+    public var id: String
+    public var username: String
+    public var email: String?
+    public var displayName: String
+    public var createdAt: Date
+    public var updatedAt: Date
+
+    public init(id: String, username: String, email: String?, displayName: String, createdAt: Date, updatedAt: Date) {
+        self.id = id
+        self.username = username
+        self.email = email
+        self.displayName = displayName
+        self.createdAt = createdAt
+        self.updatedAt = updatedAt
+    }
+}
+
+/// A session started by ``AccountDirectory/signIn(identifier:password:address:)``.
+public struct AccountSession: Sendable, Equatable {
+    /// The session token, shown once.
+    public var token: String
+    public var expiresAt: Date
+    public var account: AccountRecord
+
+    public init(token: String, expiresAt: Date, account: AccountRecord) {
+        self.token = token
+        self.expiresAt = expiresAt
+        self.account = account
+    }
+}

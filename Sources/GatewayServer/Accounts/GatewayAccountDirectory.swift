@@ -1,0 +1,42 @@
+import Foundation
+import GatewayCore
+
+/// The gateway's accounts offered to plugins (``AccountDirectory``): the same store, login
+/// throttle and registration policy as the native account API.
+struct GatewayAccountDirectory: AccountDirectory {
+    let store: AccountStore
+    let authenticator: AccountAuthenticator
+    let throttle: LoginThrottle
+    let registration: AuthSettings.Registration
+
+    func register(username: String, email: String?, password: String) async throws -> AccountRecord {
+        guard registration == .open else { throw GatewayError.forbidden("Registration is closed on this gateway.") }
+        return Self.record(try await store.register(username: username, secret: .plain(password), email: email))
+    }
+
+    func signIn(identifier: String, password: String, address: String) async throws -> AccountSession {
+        try await throttle.admit(username: identifier, address: address)
+        // An identifier with '@' that names a registered email signs in that account; otherwise it is a username.
+        var username = identifier
+        if identifier.contains("@"), let user = try await store.user(email: identifier) { username = user.username }
+        let user = try await store.verify(username: username, secret: .plain(password))
+        throttle.record(username: identifier, address: address, succeeded: user != nil)
+        guard let user else { throw GatewayError.unauthorized("The username or password is wrong.") }
+        let session = try await store.createSession(userID: user.id)
+        return AccountSession(token: session.token, expiresAt: session.expiresAt, account: Self.record(user))
+    }
+
+    func signOut(token: String) async throws {
+        try await store.revokeSession(token: token)
+        authenticator.forget(credential: .sessionToken(token))
+    }
+
+    func account(id: String) async throws -> AccountRecord? {
+        try await store.user(id: id).map(Self.record)
+    }
+
+    static func record(_ user: AccountStore.User) -> AccountRecord {
+        AccountRecord(id: user.id, username: user.username, email: user.profile["email"], displayName: user.displayName,
+                      createdAt: user.createdAt, updatedAt: user.createdAt)
+    }
+}

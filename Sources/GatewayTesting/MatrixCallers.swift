@@ -1,0 +1,53 @@
+import GatewayCore
+import GatewayServer
+import HTTPTypes
+
+/// The kinds of caller an authorization matrix test tries every operation as.
+public enum MatrixCaller: String, CaseIterable, Sendable {
+    case anonymous, userA, userB, readKey, writeKey, otherResourceKey, revokedToken, expiredToken, disabledUser, admin
+}
+
+/// One of each ``MatrixCaller``, set up on a test gateway: users A and B, an administrator, A's
+/// keys (`<plugin>:read`, `<plugin>:write`, and `<plugin>:*` restricted to other resources), a
+/// revoked and an expired session, and a disabled user.
+public struct MatrixCallers: Sendable {
+    public let a: (token: String, userID: String)
+    public let b: (token: String, userID: String)
+    public let admin: (token: String, userID: String)
+    private let tokens: [MatrixCaller: String]
+    private let keys: [MatrixCaller: String]
+
+    /// Registers the callers. `clock` must be the gateway's clock (the expired session is made by
+    /// moving it past `auth.sessionTTL`, which the gateway must set to 1h); `otherResources` is
+    /// the JSON array of resources the restricted key may touch.
+    public static func prepare(_ gateway: TestGateway, clock: TestClock, plugin: String, otherResources: String) async throws -> MatrixCallers {
+        let expiring = try await gateway.register("expiring")
+        clock.advance(by: 2 * 3600)
+        let a = try await gateway.register("alice")
+        let b = try await gateway.register("bob")
+        let revoked = try await gateway.register("revoked")
+        _ = try await gateway.gateway.handle(.post, "/v1/auth/logout", headers: [.authorization: "Bearer \(revoked.token)"])
+        let disabled = try await gateway.register("disabled")
+        try await gateway.gateway.accounts.setDisabled(userID: disabled.userID, true)
+        let admin = try await gateway.register("root")
+        try await gateway.gateway.accounts.setAdmin(userID: admin.userID, true)
+        let readKey = try await gateway.createKey(token: a.token, grant: #"{"label": "r", "scopes": ["\#(plugin):read"]}"#)
+        let writeKey = try await gateway.createKey(token: a.token, grant: #"{"label": "w", "scopes": ["\#(plugin):write"]}"#)
+        let otherKey = try await gateway.createKey(
+            token: a.token, grant: #"{"label": "o", "scopes": ["\#(plugin):*"], "resources": {"\#(plugin)": \#(otherResources)}}"#)
+        gateway.gateway.forgetCredentials()
+        return MatrixCallers(
+            a: a, b: b, admin: admin,
+            tokens: [.userA: a.token, .userB: b.token, .revokedToken: revoked.token, .expiredToken: expiring.token,
+                     .disabledUser: disabled.token, .admin: admin.token],
+            keys: [.readKey: readKey.secret, .writeKey: writeKey.secret, .otherResourceKey: otherKey.secret])
+    }
+
+    /// The headers `caller` sends (JSON content type included).
+    public func headers(_ caller: MatrixCaller) -> HTTPFields {
+        var fields: HTTPFields = [.contentType: "application/json"]
+        if let token = tokens[caller] { fields[.authorization] = "Bearer \(token)" }
+        if let key = keys[caller] { fields[HTTPField.Name("X-Api-Key")!] = key }
+        return fields
+    }
+}
