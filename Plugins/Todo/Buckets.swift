@@ -60,7 +60,12 @@ struct Bucket: Sendable {
             for name in names { fields.append(try QueryField(parsing: name)) }
             indexes.append(fields)
         }
-        self.indexes = indexes
+        // An index that is a prefix of another adds writes and serves no query the longer one cannot.
+        self.indexes = indexes.enumerated().filter { index, fields in
+            !indexes.enumerated().contains { other, longer in
+                other != index && (longer.count > fields.count || (longer.count == fields.count && other < index)) && Array(longer.prefix(fields.count)) == fields
+            }
+        }.map(\.element)
     }
 
     var settings: BucketSettings { BucketSettings(create: create, schema: schema, index: indexSpecs) }
@@ -230,6 +235,7 @@ final class ObjectSchema: Codable, Sendable {
 
     /// RFC 6901 escaping of one reference token.
     static func escape(_ token: String) -> String {
-        token.replacingOccurrences(of: "~", with: "~0").replacingOccurrences(of: "/", with: "~1")
+        guard token.utf8.contains(where: { $0 == UInt8(ascii: "~") || $0 == UInt8(ascii: "/") }) else { return token }
+        return token.replacingOccurrences(of: "~", with: "~0").replacingOccurrences(of: "/", with: "~1")
     }
 }

@@ -358,11 +358,25 @@ enum Timestamps {
         let day = doy - (153 * mp + 2) / 5 + 1
         let month = mp < 10 ? mp + 3 : mp - 9
         let year = yoe + era * 400 + (month <= 2 ? 1 : 0)
-        func pad(_ value: Int64, _ width: Int) -> String {
-            let text = String(value)
-            return String(repeating: "0", count: max(0, width - text.count)) + text
+        var text = [UInt8](repeating: 0, count: 24)
+        func put(_ value: Int64, at offset: Int, width: Int) {
+            var rest = value
+            for position in stride(from: offset + width - 1, through: offset, by: -1) {
+                text[position] = UInt8(truncatingIfNeeded: 48 + rest % 10)
+                rest /= 10
+            }
         }
-        return "\(pad(year, 4))-\(pad(month, 2))-\(pad(day, 2))T\(pad(secondOfDay / 3_600, 2)):\(pad(secondOfDay % 3_600 / 60, 2)):\(pad(secondOfDay % 60, 2)).\(pad(fraction, 3))Z"
+        put(year, at: 0, width: 4)
+        put(month, at: 5, width: 2)
+        put(day, at: 8, width: 2)
+        put(secondOfDay / 3_600, at: 11, width: 2)
+        put(secondOfDay % 3_600 / 60, at: 14, width: 2)
+        put(secondOfDay % 60, at: 17, width: 2)
+        put(fraction, at: 20, width: 3)
+        for (offset, character) in [(4, "-"), (7, "-"), (10, "T"), (13, ":"), (16, ":"), (19, "."), (23, "Z")] as [(Int, Unicode.Scalar)] {
+            text[offset] = UInt8(ascii: character)
+        }
+        return String(decoding: text, as: UTF8.self)
     }
 
     /// Parses RFC 3339 (`2013-08-27T05:19:16Z`, with or without a fraction, `Z` or an offset) and

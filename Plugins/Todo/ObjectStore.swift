@@ -127,7 +127,6 @@ struct ObjectStore: Sendable {
                 .run()
             try await db.create(index: "todo_objects_updated").on("todo_objects").column("bucket").column("updated_at").column("id").run()
             try await db.create(index: "todo_objects_created").on("todo_objects").column("bucket").column("created_at").column("id").run()
-            try await db.create(index: "todo_objects_owner").on("todo_objects").column("bucket").column("owner").run()
             try await db.create(table: "todo_buckets")
                 .column("name", type: .text, .primaryKey(autoIncrement: false))
                 .column("settings", type: .text, .notNull)
@@ -163,7 +162,23 @@ struct ObjectStore: Sendable {
         id.utf8.count == 24 && id.utf8.allSatisfy { (48...57).contains($0) || (97...102).contains($0) }
     }
 
-    static func newETag() -> String { UUID().uuidString.lowercased() }
+    /// A random (version 4) UUID in lowercase text. Foundation's `UUID()` opens the random device on
+    /// every call on Linux; this draws from the system generator directly.
+    static func newETag() -> String {
+        var generator = SystemRandomNumberGenerator()
+        var bytes = withUnsafeBytes(of: generator.next() as UInt64) { Array($0) } + withUnsafeBytes(of: generator.next() as UInt64) { Array($0) }
+        bytes[6] = bytes[6] & 0x0F | 0x40
+        bytes[8] = bytes[8] & 0x3F | 0x80
+        let digits = Array("0123456789abcdef".utf8)
+        var text: [UInt8] = []
+        text.reserveCapacity(36)
+        for (index, byte) in bytes.enumerated() {
+            if index == 4 || index == 6 || index == 8 || index == 10 { text.append(UInt8(ascii: "-")) }
+            text.append(digits[Int(byte >> 4)])
+            text.append(digits[Int(byte & 0xF)])
+        }
+        return String(decoding: text, as: UTF8.self)
+    }
 
     private func jsonBind(_ text: String, to query: inout SQLQueryString) {
         if sql.sqlite {

@@ -302,6 +302,7 @@ public struct GatewayResponder: HTTPResponder {
     }
 
     static func mediaType(_ header: String) -> String {
+        if header == "application/json" { return header }
         let type = header.split(separator: ";", maxSplits: 1).first.map(String.init) ?? header
         return type.trimmingCharacters(in: .whitespaces).lowercased()
     }
@@ -337,10 +338,17 @@ public struct GatewayResponder: HTTPResponder {
 
     static func resolve(tags: [String], parameters: [String: String]) -> [String] {
         tags.map { tag in
-            guard tag.contains("{") else { return tag }
-            var result = tag
-            for (name, value) in parameters { result = result.replacingOccurrences(of: "{\(name)}", with: value) }
-            return result
+            guard tag.utf8.contains(UInt8(ascii: "{")) else { return tag }
+            // One pass: copy text, replace each {name} with its parameter (unknown names stay).
+            var result = ""
+            var rest = Substring(tag)
+            while let open = rest.firstIndex(of: "{"), let close = rest[open...].firstIndex(of: "}") {
+                result += rest[..<open]
+                let name = String(rest[rest.index(after: open)..<close])
+                result += parameters[name] ?? "{\(name)}"
+                rest = rest[rest.index(after: close)...]
+            }
+            return result + rest
         }
     }
 

@@ -31,11 +31,17 @@ public final class GatewayDatabase: Sendable {
             try FileManager.default.createDirectory(at: URL(fileURLWithPath: file).deletingLastPathComponent(), withIntermediateDirectories: true)
             let source = TunedSQLiteSource(path: file)
             let pools = EventLoopGroupConnectionPool(source: source, maxConnectionsPerEventLoop: 4, requestTimeout: .seconds(30), logger: logger, on: eventLoopGroup)
-            let sql = PooledSQLiteDatabase(pool: pools, logger: logger).sql(queryLogLevel: .trace)
+            let writer = EventLoopConnectionPool(source: source, maxConnections: 1, requestTimeout: .seconds(30), pruneInterval: nil, logger: logger,
+                                                 on: eventLoopGroup.any())
+            let sql = PooledSQLiteDatabase(pool: pools, writer: writer, queue: SQLiteWriteQueue(writer: writer, logger: logger), logger: logger)
+                .sql(queryLogLevel: .trace)
             // WAL is a property of the file: set it once, before any other connection uses it.
             let mode = try await sql.raw("PRAGMA journal_mode=WAL").first()
             logger.debug("sqlite opened", metadata: ["path": "\(file)", "journal": "\((try? mode?.decode(column: "journal_mode", as: String.self)) ?? "?")"])
-            return GatewayDatabase(sql: sql, location: location) { try await pools.shutdownAsync() }
+            return GatewayDatabase(sql: sql, location: location) {
+                try await writer.close().get()
+                try await pools.shutdownAsync()
+            }
         case .postgres(let url):
             let configuration = try SQLPostgresConfiguration(url: url)
             let pools = EventLoopGroupConnectionPool(source: PostgresConnectionSource(sqlConfiguration: configuration),
@@ -107,14 +113,37 @@ enum SQLiteRegularExpressions {
 }
 
 /// An `SQLiteDatabase` that takes a pooled connection per query, or one for a whole session.
+///
+/// SQLite lets one connection write at a time, and a connection that finds the write lock taken
+/// sleeps in its busy handler for milliseconds. So writes queue here instead, in process, for
+/// the one writer connection: statements that change something go through ``SQLiteWriteQueue``
+/// (which commits the statements waiting together in one transaction), and every session takes
+/// the writer connection for its whole life (a transaction takes the write lock with
+/// `BEGIN IMMEDIATE`). Reads run on the pool beside it, as WAL allows.
 private struct PooledSQLiteDatabase: SQLiteDatabase {
     let pool: EventLoopGroupConnectionPool<TunedSQLiteSource>
+    let writer: EventLoopConnectionPool<TunedSQLiteSource>
+    let queue: SQLiteWriteQueue
     let logger: Logger
 
     var eventLoop: any EventLoop { pool.eventLoopGroup.any() }
 
+    /// Whether `sql` may change the database: anything but `SELECT`, `EXPLAIN` and `VALUES`.
+    static func writes(_ sql: String) -> Bool {
+        var words = sql.utf8.drop { $0 == 32 || $0 == 10 || $0 == 13 || $0 == 9 || $0 == 40 }.prefix(7).makeIterator()
+        var first: [UInt8] = []
+        while let byte = words.next(), byte != 32, byte != 10, byte != 13, byte != 9 { first.append(byte | 0x20) }
+        switch String(decoding: first, as: UTF8.self) {
+        case "select", "explain", "values": return false
+        default: return true
+        }
+    }
+
     func query(_ query: String, _ binds: [SQLiteData], logger: Logger, _ onRow: @escaping @Sendable (SQLiteRow) -> Void) -> EventLoopFuture<Void> {
-        pool.withConnection(logger: logger) { $0.query(query, binds, logger: logger, onRow) }
+        if Self.writes(query) {
+            return queue.submit(query, binds, onRow: onRow, on: pool.eventLoopGroup.any())
+        }
+        return pool.withConnection(logger: logger) { $0.query(query, binds, logger: logger, onRow) }
     }
 
     func query(_ query: String, _ binds: [SQLiteData], _ onRow: @escaping @Sendable (SQLiteRow) -> Void) async throws {
@@ -122,12 +151,130 @@ private struct PooledSQLiteDatabase: SQLiteDatabase {
     }
 
     func withConnection<T>(_ closure: @escaping @Sendable (SQLiteConnection) -> EventLoopFuture<T>) -> EventLoopFuture<T> {
-        pool.withConnection(logger: logger, closure)
+        writer.withConnection(logger: logger, closure)
     }
 
     func withConnection<T>(_ closure: @escaping @Sendable (SQLiteConnection) async throws -> T) async throws -> T {
-        let connection = try await pool.requestConnection(logger: logger).get()
-        defer { pool.releaseConnection(connection, logger: logger) }
+        let connection = try await writer.requestConnection(logger: logger).get()
+        defer { writer.releaseConnection(connection, logger: logger) }
         return try await closure(connection)
+    }
+}
+
+/// Group commit for SQLite: write statements submitted while others run are executed together,
+/// in order, inside one `BEGIN IMMEDIATE` … `COMMIT`, so that a burst of small writes costs one
+/// commit instead of one each. Each statement still succeeds or fails on its own (SQLite undoes a
+/// failed statement and keeps the transaction), and no caller hears of success before the commit
+/// that makes its statement durable.
+private final class SQLiteWriteQueue: Sendable {
+    struct Pending: Sendable {
+        let sql: String
+        let binds: [SQLiteData]
+        let onRow: @Sendable (SQLiteRow) -> Void
+        let promise: EventLoopPromise<Void>
+    }
+
+    private struct State {
+        var pending: [Pending] = []
+        var draining = false
+    }
+
+    private let state = Mutex(State())
+    private let writer: EventLoopConnectionPool<TunedSQLiteSource>
+    private let logger: Logger
+    /// The most statements one transaction takes.
+    static let maximumBatch = 512
+
+    init(writer: EventLoopConnectionPool<TunedSQLiteSource>, logger: Logger) {
+        self.writer = writer
+        self.logger = logger
+    }
+
+    func submit(_ sql: String, _ binds: [SQLiteData], onRow: @escaping @Sendable (SQLiteRow) -> Void, on eventLoop: any EventLoop) -> EventLoopFuture<Void> {
+        let promise = eventLoop.makePromise(of: Void.self)
+        let start = state.withLock { state -> Bool in
+            state.pending.append(Pending(sql: sql, binds: binds, onRow: onRow, promise: promise))
+            guard !state.draining else { return false }
+            state.draining = true
+            return true
+        }
+        if start { Task { await drain() } }
+        return promise.futureResult
+    }
+
+    /// Takes the next batch, or ends the drain when nothing waits.
+    private func nextBatch() -> [Pending]? {
+        state.withLock { state in
+            guard !state.pending.isEmpty else {
+                state.draining = false
+                return nil
+            }
+            let batch = Array(state.pending.prefix(Self.maximumBatch))
+            state.pending.removeFirst(batch.count)
+            return batch
+        }
+    }
+
+    private func requeue(_ items: ArraySlice<Pending>) {
+        state.withLock { $0.pending.insert(contentsOf: items, at: 0) }
+    }
+
+    private func drain() async {
+        let connection: SQLiteConnection
+        do {
+            connection = try await writer.requestConnection(logger: logger).get()
+        } catch {
+            while let batch = nextBatch() { for item in batch { item.promise.fail(error) } }
+            return
+        }
+        defer { writer.releaseConnection(connection, logger: logger) }
+        while let batch = nextBatch() {
+            await run(batch, on: connection)
+        }
+    }
+
+    private func run(_ batch: [Pending], on connection: SQLiteConnection) async {
+        if batch.count == 1 {
+            let item = batch[0]
+            do {
+                try await connection.query(item.sql, item.binds, logger: logger, item.onRow).get()
+                item.promise.succeed(())
+            } catch {
+                item.promise.fail(error)
+            }
+            return
+        }
+        do {
+            try await connection.query("BEGIN IMMEDIATE", [], logger: logger) { _ in }.get()
+        } catch {
+            for item in batch { item.promise.fail(error) }
+            return
+        }
+        var succeeded: [Pending] = []
+        for (index, item) in batch.enumerated() {
+            do {
+                try await connection.query(item.sql, item.binds, logger: logger, item.onRow).get()
+                succeeded.append(item)
+            } catch {
+                // Commit what ran before it. If the failure rolled the whole transaction back,
+                // the commit fails and so do they; the statements after it wait for the next batch.
+                do {
+                    try await connection.query("COMMIT", [], logger: logger) { _ in }.get()
+                    for done in succeeded { done.promise.succeed(()) }
+                } catch let commitError {
+                    for done in succeeded { done.promise.fail(commitError) }
+                }
+                item.promise.fail(error)
+                requeue(batch[(index + 1)...])
+                return
+            }
+        }
+        do {
+            try await connection.query("COMMIT", [], logger: logger) { _ in }.get()
+            for item in succeeded { item.promise.succeed(()) }
+        } catch {
+            _ = try? await connection.query("ROLLBACK", [], logger: logger) { _ in }.get()
+            for item in succeeded { item.promise.fail(error) }
+        }
     }
 }
