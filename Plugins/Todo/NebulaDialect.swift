@@ -97,6 +97,7 @@ struct NebulaDialect: Sendable {
     private func route(_ method: HTTPRequest.Method, _ path: String, _ summary: String,
                        _ handler: @escaping @Sendable (DialectRequest, Actor, OperationContext) async throws -> DialectResponse) -> DialectRoute {
         let tenants = self.tenants
+        let service = self.service
         return DialectRoute(method, path, summary: summary) { request, context in
             guard let tenant = tenants[request.pathParameters["tenant"] ?? ""] else {
                 throw GatewayError.notFound("No tenant '\(request.pathParameters["tenant"] ?? "")'.")
@@ -110,7 +111,10 @@ struct NebulaDialect: Sendable {
                 throw GatewayError.unauthorized("The application key is wrong.")
             }
             let actor = Actor(userID: context.principal.userID, bypassesACL: isMaster || context.principal.isAdmin)
-            return try await handler(request, actor, context)
+            let response = try await handler(request, actor, context)
+            // Writes purge the native API's cached replies of the bucket.
+            if method != .get, let bucket = request.pathParameters["bucket"] { await service.invalidate(bucket) }
+            return response
         }
     }
 
@@ -155,6 +159,13 @@ struct NebulaDialect: Sendable {
         if let owner = object.owner { acl["owner"] = .string(owner) }
         members["ACL"] = .object(acl)
         return .object(members)
+    }
+
+    /// The system fields of the old shape, in key order.
+    static func systemFields(_ object: StoredObject) -> [(String, JSONValue)] {
+        guard case .object(let members) = render(StoredObject(id: object.id, dataText: "{}", owner: object.owner, acl: object.acl, etag: object.etag,
+                                                              createdAt: object.createdAt, updatedAt: object.updatedAt)) else { return [] }
+        return members.sorted { $0.key < $1.key }
     }
 
     static func render(_ account: AccountRecord) -> JSONValue {
@@ -258,12 +269,26 @@ struct NebulaDialect: Sendable {
             let counted = try await service.query(bucketName: request.pathParameters["bucket"] ?? "", query, actor: actor)
             result.count = counted.count
         }
-        var reply: [String: JSONValue] = [
-            "results": .array(result.objects.map { Self.render($0, projection: projection) }),
-            "currentTime": .string(Timestamps.format(micros: Timestamps.micros(Date()))),
-        ]
-        if let count = result.count { reply["count"] = .number(Double(count)) }
-        return try Self.json(.object(reply))
+        // {"count"?, "currentTime", "results": [...]}, the stored fields spliced in unparsed.
+        var bytes: [UInt8] = [UInt8(ascii: "{")]
+        if let count = result.count {
+            bytes.append(contentsOf: #""count":"#.utf8)
+            JSONValue.number(Double(count)).write(into: &bytes)
+            bytes.append(UInt8(ascii: ","))
+        }
+        bytes.append(contentsOf: #""currentTime":"#.utf8)
+        JSONValue.string(Timestamps.format(micros: Timestamps.micros(Date()))).write(into: &bytes)
+        bytes.append(contentsOf: #","results":["#.utf8)
+        for (index, object) in result.objects.enumerated() {
+            if index > 0 { bytes.append(UInt8(ascii: ",")) }
+            if let projection {
+                Self.render(object, projection: projection).write(into: &bytes)
+            } else {
+                object.write(system: Self.systemFields(object), into: &bytes)
+            }
+        }
+        bytes.append(contentsOf: "]}".utf8)
+        return DialectResponse(status: 200, headers: ["Content-Type": "application/json"], body: ByteBuffer(bytes: bytes))
     }
 
     /// PUT: `{"$full_update": {...}}` replaces the fields; otherwise plain fields are set and

@@ -18,6 +18,8 @@ struct ObjectService: Sendable {
 
     static func cacheTag(_ bucket: String) -> String { "todo:bucket:\(bucket)" }
 
+    /// Purges the cached replies of `bucket`. The native operations declare their invalidation
+    /// and the host runs it; the dialect's writes call this.
     func invalidate(_ bucket: String) async {
         await cache.invalidate(tags: [Self.cacheTag(bucket)])
     }
@@ -105,7 +107,6 @@ struct ObjectService: Sendable {
         bucket.schema?.applyDefaults(to: &fields)
         try validate(fields, in: bucket)
         let object = try await store.create(in: bucket, data: fields, acl: acl, actor: actor)
-        await invalidate(bucket.name)
         return object
     }
 
@@ -130,7 +131,6 @@ struct ObjectService: Sendable {
             data = fields
             return acl
         }
-        await invalidate(bucket.name)
         return object
     }
 
@@ -153,7 +153,6 @@ struct ObjectService: Sendable {
             try validate(data, in: bucket)
             return acl
         }
-        await invalidate(bucket.name)
         return object
     }
 
@@ -176,7 +175,6 @@ struct ObjectService: Sendable {
         let bucket = try await buckets.bucket(bucketName)
         try Self.checkID(id)
         try await store.delete(bucket: bucket.name, id: id, actor: actor, ifMatch: ifMatch)
-        await invalidate(bucket.name)
     }
 
     func query(bucketName: String, _ query: ObjectQuery, actor: Actor) async throws -> (objects: [StoredObject], count: Int?, next: QueryCursor?) {
@@ -187,7 +185,6 @@ struct ObjectService: Sendable {
     func deleteAll(bucketName: String, matching condition: Condition?, actor: Actor) async throws -> Int {
         let bucket = try await buckets.bucket(bucketName)
         let count = try await store.deleteAll(bucket: bucket.name, matching: condition, actor: actor)
-        await invalidate(bucket.name)
         return count
     }
 }

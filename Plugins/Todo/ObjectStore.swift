@@ -58,13 +58,30 @@ struct ObjectACL: Sendable, Equatable {
 /// An object as stored: the client's fields plus what the store keeps beside them.
 struct StoredObject: Sendable, Equatable {
     var id: String
-    var data: [String: JSONValue]
+    /// The client's fields as compact JSON with sorted keys, as stored (replies splice it in as is).
+    private(set) var dataText: String
     var owner: String?
     var acl: ObjectACL
     var etag: String
     /// Microseconds since 1970.
     var createdAt: Int64
     var updatedAt: Int64
+
+    init(id: String, dataText: String, owner: String?, acl: ObjectACL, etag: String, createdAt: Int64, updatedAt: Int64) {
+        self.id = id
+        self.dataText = dataText
+        self.owner = owner
+        self.acl = acl
+        self.etag = etag
+        self.createdAt = createdAt
+        self.updatedAt = updatedAt
+    }
+
+    /// The client's fields (parsed from ``dataText`` on each read: read once and keep the result).
+    var data: [String: JSONValue] {
+        get { (try? JSONValue.parse(dataText, maximumDepth: 256))?.objectValue ?? [:] }
+        set { dataText = JSONValue.object(newValue).jsonText }
+    }
 
     func isOwned(by actor: Actor) -> Bool {
         actor.bypassesACL || (owner != nil && owner == actor.userID)
@@ -88,6 +105,24 @@ struct StoredObject: Sendable, Equatable {
         case .etag: .string(etag)
         case .path(let segments): JSONValue.object(data)[path: segments] ?? .null
         }
+    }
+
+    /// Appends the object as JSON: `system` (sorted key/value pairs, written first) and then the
+    /// stored fields spliced in without parsing them.
+    func write(system: [(String, JSONValue)], into bytes: inout [UInt8]) {
+        bytes.append(UInt8(ascii: "{"))
+        for (index, (key, value)) in system.enumerated() {
+            if index > 0 { bytes.append(UInt8(ascii: ",")) }
+            JSONValue.string(key).write(into: &bytes)
+            bytes.append(UInt8(ascii: ":"))
+            value.write(into: &bytes)
+        }
+        let inner = dataText.utf8.dropFirst().dropLast()
+        if !inner.isEmpty {
+            if !system.isEmpty { bytes.append(UInt8(ascii: ",")) }
+            bytes.append(contentsOf: inner)
+        }
+        bytes.append(UInt8(ascii: "}"))
     }
 }
 
@@ -203,15 +238,18 @@ struct ObjectStore: Sendable {
     private static let columns = "id, CAST(data AS TEXT) AS data, owner, acl, etag, created_at, updated_at"
 
     private func decode(_ row: any SQLRow) throws -> StoredObject {
-        let dataText = try row.decode(column: "data", as: String.self)
+        var dataText = try row.decode(column: "data", as: String.self)
+        if !sql.sqlite {
+            // jsonb's text form has spaces and its own key order: store-independent replies need the compact form.
+            dataText = try JSONValue.parse(dataText, maximumDepth: 256).jsonText
+        }
         let aclText = try row.decode(column: "acl", as: String.self)
-        guard case .object(let data) = try JSONValue.parse(dataText, maximumDepth: 256),
-              case .object(let acl) = try JSONValue.parse(aclText) else {
+        guard dataText.utf8.first == UInt8(ascii: "{"), case .object(let acl) = try JSONValue.parse(aclText) else {
             throw GatewayError.internalError("A stored object is not a JSON object.")
         }
         func list(_ key: String) -> [String] { acl[key]?.arrayValue?.compactMap(\.stringValue) ?? [] }
         return StoredObject(
-            id: try row.decode(column: "id", as: String.self), data: data, owner: try row.decode(column: "owner", as: String?.self),
+            id: try row.decode(column: "id", as: String.self), dataText: dataText, owner: try row.decode(column: "owner", as: String?.self),
             acl: ObjectACL(readers: list("readers"), writers: list("writers")), etag: try row.decode(column: "etag", as: String.self),
             createdAt: try row.decode(column: "created_at", as: Int64.self), updatedAt: try row.decode(column: "updated_at", as: Int64.self))
     }
@@ -242,14 +280,14 @@ struct ObjectStore: Sendable {
         let micros = Timestamps.micros(now)
         let owner = actor.userID
         let effectiveACL = acl ?? (owner == nil ? .everyone : .ownerOnly)
-        let object = StoredObject(id: Self.newID(now: now), data: data, owner: owner, acl: effectiveACL, etag: Self.newETag(),
+        let object = StoredObject(id: Self.newID(now: now), dataText: try encodedData(data), owner: owner, acl: effectiveACL, etag: Self.newETag(),
                                   createdAt: micros, updatedAt: micros)
         var query = SQLQueryString("INSERT INTO todo_objects (bucket, id, data, owner, readers, acl, etag, created_at, updated_at) VALUES (")
         query.appendInterpolation(bind: bucket.name)
         query.appendLiteral(", ")
         query.appendInterpolation(bind: object.id)
         query.appendLiteral(", ")
-        jsonBind(try encodedData(data), to: &query)
+        jsonBind(object.dataText, to: &query)
         query.appendLiteral(", ")
         query.appendInterpolation(bind: owner)
         query.appendLiteral(", ")
@@ -279,14 +317,18 @@ struct ObjectStore: Sendable {
                 throw GatewayError.preconditionFailed("The object has changed: its etag is no longer \(ifMatch).")
             }
             let previousETag = object.etag
-            if let acl = try change(&object.data) {
+            var data = object.data
+            let newACL = try change(&data)
+            object.data = data
+            guard object.dataText.utf8.count <= maxObjectBytes else { throw GatewayError.contentTooLarge(limit: maxObjectBytes) }
+            if let acl = newACL {
                 guard object.isOwned(by: actor) else { throw GatewayError.forbidden("Only the object's owner may change its ACL.") }
                 object.acl = acl
             }
             object.etag = Self.newETag()
             object.updatedAt = max(Timestamps.micros(clock.now()), object.updatedAt + 1)
             var query = SQLQueryString("UPDATE todo_objects SET data = ")
-            jsonBind(try encodedData(object.data), to: &query)
+            jsonBind(object.dataText, to: &query)
             query.appendLiteral(", readers = ")
             query.appendInterpolation(bind: object.acl.searchable)
             query.appendLiteral(", acl = ")

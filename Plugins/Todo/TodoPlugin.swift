@@ -166,6 +166,29 @@ public struct TodoPlugin: ServicePlugin {
         return .object(members)
     }
 
+    /// The system fields of the native shape, in key order.
+    static func systemFields(_ object: StoredObject) -> [(String, JSONValue)] {
+        [("acl", object.acl.json), ("createdAt", .string(Timestamps.format(micros: object.createdAt))), ("etag", .string(object.etag)),
+         ("id", .string(object.id)), ("owner", object.owner.map(JSONValue.string) ?? .null),
+         ("updatedAt", .string(Timestamps.format(micros: object.updatedAt)))]
+    }
+
+    /// Appends the native JSON of `object`: stored fields spliced in unparsed, unless `fields` projects.
+    static func write(_ object: StoredObject, fields: [QueryField]?, into bytes: inout [UInt8]) {
+        if fields != nil {
+            render(object, fields: fields).write(into: &bytes)
+        } else {
+            object.write(system: systemFields(object), into: &bytes)
+        }
+    }
+
+    static func document(_ object: StoredObject) -> JSONDocument {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(object.dataText.utf8.count + 256)
+        write(object, fields: nil, into: &bytes)
+        return JSONDocument(bytes: ByteBuffer(bytes: bytes))
+    }
+
     /// Copies `value` into `members` at `path`, creating the objects on the way.
     static func project(_ value: JSONValue, at path: ArraySlice<String>, into members: inout [String: JSONValue]) {
         let key = path.first!
@@ -224,11 +247,25 @@ public struct TodoPlugin: ServicePlugin {
         return query
     }
 
-    static func page(_ result: (objects: [StoredObject], count: Int?, next: QueryCursor?), fields: [QueryField]?) -> JSONValue {
-        var members: [String: JSONValue] = ["items": .array(result.objects.map { render($0, fields: fields) })]
-        if let count = result.count { members["count"] = .number(Double(count)) }
-        members["nextCursor"] = result.next.map { .string($0.token) } ?? .null
-        return .object(members)
+    /// `{"count"?, "items": [...], "nextCursor"}`.
+    static func page(_ result: (objects: [StoredObject], count: Int?, next: QueryCursor?), fields: [QueryField]?) -> JSONDocument {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(result.objects.reduce(64) { $0 + $1.dataText.utf8.count + 256 })
+        bytes.append(UInt8(ascii: "{"))
+        if let count = result.count {
+            bytes.append(contentsOf: #""count":"#.utf8)
+            JSONValue.number(Double(count)).write(into: &bytes)
+            bytes.append(UInt8(ascii: ","))
+        }
+        bytes.append(contentsOf: #""items":["#.utf8)
+        for (index, object) in result.objects.enumerated() {
+            if index > 0 { bytes.append(UInt8(ascii: ",")) }
+            write(object, fields: fields, into: &bytes)
+        }
+        bytes.append(contentsOf: #"],"nextCursor":"#.utf8)
+        (result.next.map { JSONValue.string($0.token) } ?? .null).write(into: &bytes)
+        bytes.append(UInt8(ascii: "}"))
+        return JSONDocument(bytes: ByteBuffer(bytes: bytes))
     }
 
     // MARK: Operations
@@ -274,12 +311,12 @@ public struct TodoPlugin: ServicePlugin {
                 .body(JSONValue.self)
                 .cache(.invalidating([bucketTag]))
                 .status(201)
-                .replies(JSONValue.self) { input, context in
+                .replies(JSONDocument.self) { input, context in
                     let object = try await service.create(bucketName: input.path.bucket, body: input.body, actor: Actor(context.principal),
                                                           parseACL: ObjectService.nativeACL)
                     var headers = Self.headers(for: object)
                     headers["Location"] = "objects/\(object.id)"
-                    return Reply(Self.render(object), status: 201, headers: headers)
+                    return Reply(Self.document(object), status: 201, headers: headers)
                 },
             ServiceOperation.define("todo.objects.query", .get, "/buckets/{bucket}/objects", summary: "Query objects")
                 .details("`where` is JSON with $eq $ne $lt $lte $gt $gte $in $nin $all $exists $regex $not $and $or $nor on field paths (a.b.c); `order` is `-updatedAt,description`; `cursor` continues from a page's `nextCursor`.")
@@ -287,7 +324,7 @@ public struct TodoPlugin: ServicePlugin {
                 .query(QueryParameters.self)
                 .resource("bucket")
                 .cache(.perPrincipal(ttl: .seconds(60), tags: [bucketTag]))
-                .returns(JSONValue.self) { input, context in
+                .returns(JSONDocument.self) { input, context in
                     let parameters = input.query
                     var whereValue: JSONValue?
                     if let text = parameters.whereClause {
@@ -310,7 +347,7 @@ public struct TodoPlugin: ServicePlugin {
                 .resource("bucket")
                 .body(JSONValue.self)
                 .status(200)
-                .returns(JSONValue.self) { input, context in
+                .returns(JSONDocument.self) { input, context in
                     guard case .object(let body) = input.body else { throw GatewayError.invalid(field: "/", "must be a JSON object") }
                     let known: Set<String> = ["where", "order", "limit", "cursor", "skip", "count", "fields"]
                     if let unknown = body.keys.first(where: { !known.contains($0) }) {
@@ -347,9 +384,9 @@ public struct TodoPlugin: ServicePlugin {
                 .path(ObjectPath.self)
                 .resource("bucket")
                 .cache(.perPrincipal(ttl: .seconds(60), tags: [bucketTag]))
-                .replies(JSONValue.self) { input, context in
+                .replies(JSONDocument.self) { input, context in
                     let object = try await service.get(bucketName: input.path.bucket, id: input.path.id, actor: Actor(context.principal))
-                    return Reply(Self.render(object), headers: Self.headers(for: object))
+                    return Reply(Self.document(object), headers: Self.headers(for: object))
                 },
             ServiceOperation.define("todo.objects.replace", .put, "/buckets/{bucket}/objects/{id}", summary: "Replace an object's fields")
                 .details("Send `If-Match` with the object's etag to replace only that version (412 otherwise).")
@@ -357,10 +394,10 @@ public struct TodoPlugin: ServicePlugin {
                 .resource("bucket")
                 .body(JSONValue.self)
                 .cache(.invalidating([bucketTag]))
-                .replies(JSONValue.self) { input, context in
+                .replies(JSONDocument.self) { input, context in
                     let object = try await service.replace(bucketName: input.path.bucket, id: input.path.id, body: input.body, actor: Actor(context.principal),
                                                            ifMatch: Self.ifMatch(context.headers), parseACL: ObjectService.nativeACL)
-                    return Reply(Self.render(object), headers: Self.headers(for: object))
+                    return Reply(Self.document(object), headers: Self.headers(for: object))
                 },
             ServiceOperation.define("todo.objects.patch", .patch, "/buckets/{bucket}/objects/{id}", summary: "Change some fields of an object")
                 .details("A JSON merge patch (RFC 7396) and/or the operators $set, $unset and $inc with field paths. `If-Match` makes it conditional.")
@@ -368,10 +405,10 @@ public struct TodoPlugin: ServicePlugin {
                 .resource("bucket")
                 .body(PatchBody.self)
                 .cache(.invalidating([bucketTag]))
-                .replies(JSONValue.self) { input, context in
+                .replies(JSONDocument.self) { input, context in
                     let object = try await service.patch(bucketName: input.path.bucket, id: input.path.id, body: input.body.value, actor: Actor(context.principal),
                                                          ifMatch: Self.ifMatch(context.headers), parseACL: ObjectService.nativeACL)
-                    return Reply(Self.render(object), headers: Self.headers(for: object))
+                    return Reply(Self.document(object), headers: Self.headers(for: object))
                 },
             ServiceOperation.define("todo.objects.delete", .delete, "/buckets/{bucket}/objects/{id}", summary: "Delete an object")
                 .path(ObjectPath.self)

@@ -435,6 +435,27 @@ extension JSONValue: RawBodyInput {
     }
 }
 
+/// A reply that is JSON already: the host sends `bytes` as `application/json` without encoding
+/// them again, and the OpenAPI document describes it as any JSON value. For operations that splice
+/// stored JSON into their replies instead of parsing and re-encoding it; the operation guarantees
+/// the bytes are one valid JSON value.
+public struct JSONDocument: Encodable, Sendable {
+    public var bytes: ByteBuffer
+
+    public init(bytes: ByteBuffer) {
+        self.bytes = bytes
+    }
+
+    public init(_ value: JSONValue) {
+        bytes = value.serialized()
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(try JSONValue.parse(bytes, maximumDepth: 512))
+    }
+}
+
 /// A coding key made from any string.
 public struct AnyCodingKey: CodingKey, Hashable, Sendable {
     public var stringValue: String

@@ -229,6 +229,9 @@ public struct Reply<Output: Encodable & Sendable>: Sendable {
         if Output.self == JSONValue.self, let value = output as? JSONValue {
             return OperationReply(status: status ?? defaultStatus, headers: headers, body: .bytes(value.serialized(), contentType: "application/json"))
         }
+        if Output.self == JSONDocument.self, let document = output as? JSONDocument {
+            return OperationReply(status: status ?? defaultStatus, headers: headers, body: .bytes(document.bytes, contentType: "application/json"))
+        }
         return OperationReply(status: status ?? defaultStatus, headers: headers, body: .json(output))
     }
 }

@@ -181,7 +181,7 @@ public enum OpenAPIDocumentBuilder {
         if output == NoContent.self {
             return OpenAPI.Response(description: description)
         }
-        if output == JSONValue.self {
+        if output == JSONValue.self || output == JSONDocument.self {
             return OpenAPI.Response(description: description, content: .direct([.json: OpenAPI.Content(schema: .fragment(description: "Any JSON value."))]))
         }
         if output == RawReply.self {
