@@ -18,6 +18,42 @@ struct StorageTests {
         },
     ]
 
+    @Test("concurrent writes each get their own outcome: a duplicate key fails alone, every other row is stored", arguments: TestStorage.available)
+    func concurrentWrites(storage: TestStorage) async throws {
+        try await storage.withDatabase { database in
+            let sql = database.sql
+            _ = try await MigrationRunner(database: sql, logger: .init(label: "test")).migrate([(owner: "probe", steps: Self.steps)])
+            // 400 single-row inserts at once (SQLite commits them in groups, as one multi-row INSERT
+            // where it can); id 7 is inserted twice.
+            let ids = Array(0..<400) + [7]
+            let outcomes = try await withThrowingTaskGroup(of: (Int, Bool).self) { group in
+                for id in ids {
+                    group.addTask {
+                        do {
+                            try await sql.insert(into: "probe_t").columns("id", "name").values(SQLBind(id), SQLBind("row \(id)")).run()
+                            return (id, true)
+                        } catch {
+                            return (id, false)
+                        }
+                    }
+                }
+                return try await group.reduce(into: [(Int, Bool)]()) { $0.append($1) }
+            }
+            #expect(outcomes.filter { !$0.1 }.map(\.0) == [7], "exactly one of the two inserts of id 7 fails")
+            struct Count: Decodable { var n: Int }
+            let stored = try await sql.raw("SELECT COUNT(*) AS n FROM probe_t").first(decoding: Count.self)
+            #expect(stored?.n == 400)
+            // Updates with RETURNING still report per statement.
+            let updated = try await withThrowingTaskGroup(of: Bool.self) { group in
+                for id in [1, 2, 1_000] {
+                    group.addTask { try await sql.raw("UPDATE probe_t SET name = 'x' WHERE id = \(bind: id) RETURNING id").first() != nil }
+                }
+                return try await group.reduce(into: [Bool]()) { $0.append($1) }
+            }
+            #expect(updated.filter { $0 }.count == 2)
+        }
+    }
+
     @Test("migrations apply once, in order, and are recorded", arguments: TestStorage.available)
     func migrationsApplyOnce(storage: TestStorage) async throws {
         try await storage.withDatabase { database in

@@ -234,47 +234,72 @@ private final class SQLiteWriteQueue: Sendable {
     }
 
     private func run(_ batch: [Pending], on connection: SQLiteConnection) async {
+        // The batch runs as one chain of futures on the connection's event loop: no hop back to
+        // the task between statements. The chain never fails; each caller's promise carries its outcome.
+        _ = try? await execute(batch, on: connection).get()
+    }
+
+    private func execute(_ batch: [Pending], on connection: SQLiteConnection) -> EventLoopFuture<Void> {
+        if let combined = Self.combinedInsert(batch) {
+            // One multi-row INSERT instead of one statement per row; if it fails (a row breaks a
+            // constraint), the rows run one by one so that each gets its own answer.
+            return connection.query(combined.sql, combined.binds, logger: logger) { _ in }
+                .map { for item in batch { item.promise.succeed(()) } }
+                .flatMapError { _ in
+                    connection.query("BEGIN IMMEDIATE", [], logger: self.logger) { _ in }
+                        .flatMap { self.statements(batch, from: 0, on: connection) }
+                        .recover { error in for item in batch { item.promise.fail(error) } }
+                }
+        }
         if batch.count == 1 {
             let item = batch[0]
-            do {
-                try await connection.query(item.sql, item.binds, logger: logger, item.onRow).get()
-                item.promise.succeed(())
-            } catch {
-                item.promise.fail(error)
+            return connection.query(item.sql, item.binds, logger: logger, item.onRow)
+                .map { item.promise.succeed(()) }
+                .recover { item.promise.fail($0) }
+        }
+        return connection.query("BEGIN IMMEDIATE", [], logger: logger) { _ in }
+            .flatMap { self.statements(batch, from: 0, on: connection) }
+            .recover { error in for item in batch { item.promise.fail(error) } }
+    }
+
+    /// The batch as one statement when it is several single-row `INSERT`s of the same text (no
+    /// `RETURNING`, no `ON CONFLICT`, no `SELECT`): `INSERT … VALUES (?, …), (?, …), …`.
+    static func combinedInsert(_ batch: [Pending]) -> (sql: String, binds: [SQLiteData])? {
+        guard batch.count > 1, let first = batch.first, first.sql.hasPrefix("INSERT INTO "), first.sql.hasSuffix(")"),
+              batch.allSatisfy({ $0.sql == first.sql }), batch.count * first.binds.count <= 30_000 else { return nil }
+        let upper = first.sql.uppercased()
+        guard !upper.contains("RETURNING"), !upper.contains("ON CONFLICT"), !upper.contains("SELECT"),
+              let values = first.sql.range(of: " VALUES (", options: .backwards),
+              first.sql.components(separatedBy: " VALUES (").count == 2 else { return nil }
+        let tuple = first.sql[first.sql.index(before: values.upperBound)...]
+        var sql = String(first.sql[..<values.upperBound].dropLast())
+        sql += Array(repeating: String(tuple), count: batch.count).joined(separator: ", ")
+        return (sql, batch.flatMap(\.binds))
+    }
+
+    /// Runs `batch[index...]` in the open transaction and commits.
+    private func statements(_ batch: [Pending], from index: Int, on connection: SQLiteConnection) -> EventLoopFuture<Void> {
+        guard index < batch.count else { return commit(batch[...], on: connection) }
+        let item = batch[index]
+        return connection.query(item.sql, item.binds, logger: logger, item.onRow)
+            .map { Optional<any Error>.none }
+            .recover { Optional.some($0) }
+            .flatMap { failure in
+                guard let failure else { return self.statements(batch, from: index + 1, on: connection) }
+                // Commit what ran before it. If the failure rolled the whole transaction back, the
+                // commit fails and so do they; the statements after it wait for the next batch.
+                item.promise.fail(failure)
+                self.requeue(batch[(index + 1)...])
+                return self.commit(batch[..<index], on: connection)
             }
-            return
-        }
-        do {
-            try await connection.query("BEGIN IMMEDIATE", [], logger: logger) { _ in }.get()
-        } catch {
-            for item in batch { item.promise.fail(error) }
-            return
-        }
-        var succeeded: [Pending] = []
-        for (index, item) in batch.enumerated() {
-            do {
-                try await connection.query(item.sql, item.binds, logger: logger, item.onRow).get()
-                succeeded.append(item)
-            } catch {
-                // Commit what ran before it. If the failure rolled the whole transaction back,
-                // the commit fails and so do they; the statements after it wait for the next batch.
-                do {
-                    try await connection.query("COMMIT", [], logger: logger) { _ in }.get()
-                    for done in succeeded { done.promise.succeed(()) }
-                } catch let commitError {
-                    for done in succeeded { done.promise.fail(commitError) }
-                }
-                item.promise.fail(error)
-                requeue(batch[(index + 1)...])
-                return
+    }
+
+    private func commit(_ done: ArraySlice<Pending>, on connection: SQLiteConnection) -> EventLoopFuture<Void> {
+        connection.query("COMMIT", [], logger: logger) { _ in }
+            .map { for item in done { item.promise.succeed(()) } }
+            .flatMapError { error in
+                for item in done { item.promise.fail(error) }
+                return connection.query("ROLLBACK", [], logger: self.logger) { _ in }.recover { _ in }
             }
-        }
-        do {
-            try await connection.query("COMMIT", [], logger: logger) { _ in }.get()
-            for item in succeeded { item.promise.succeed(()) }
-        } catch {
-            _ = try? await connection.query("ROLLBACK", [], logger: logger) { _ in }.get()
-            for item in succeeded { item.promise.fail(error) }
-        }
     }
 }
