@@ -69,10 +69,40 @@ public struct SuggestPlugin: ServicePlugin {
         var highlight: [[Int]]
     }
 
-    struct Suggestions: Codable, Sendable {
+    struct Suggestions: Codable, Sendable, JSONWritable {
         var query: String
         var items: [Suggestion]
         var tookMicros: Int
+
+        /// What `JSONEncoder` would write, several times faster (this is the plugin's hot path).
+        func writeJSON(into bytes: inout [UInt8]) {
+            bytes.append(contentsOf: #"{"items":["#.utf8)
+            for (index, item) in items.enumerated() {
+                if index > 0 { bytes.append(UInt8(ascii: ",")) }
+                bytes.append(contentsOf: #"{"highlight":["#.utf8)
+                for (spanIndex, span) in item.highlight.enumerated() {
+                    if spanIndex > 0 { bytes.append(UInt8(ascii: ",")) }
+                    bytes.append(UInt8(ascii: "["))
+                    for (valueIndex, value) in span.enumerated() {
+                        if valueIndex > 0 { bytes.append(UInt8(ascii: ",")) }
+                        bytes.append(contentsOf: String(value).utf8)
+                    }
+                    bytes.append(UInt8(ascii: "]"))
+                }
+                bytes.append(contentsOf: #"],"keyword":"#.utf8)
+                JSONValue.write(string: item.keyword, into: &bytes)
+                bytes.append(contentsOf: #","text":"#.utf8)
+                JSONValue.write(string: item.text, into: &bytes)
+                bytes.append(contentsOf: #","weight":"#.utf8)
+                JSONValue.write(number: item.weight, into: &bytes)
+                bytes.append(UInt8(ascii: "}"))
+            }
+            bytes.append(contentsOf: #"],"query":"#.utf8)
+            JSONValue.write(string: query, into: &bytes)
+            bytes.append(contentsOf: #","tookMicros":"#.utf8)
+            bytes.append(contentsOf: String(tookMicros).utf8)
+            bytes.append(UInt8(ascii: "}"))
+        }
     }
 
     struct NewTerm: Codable, Sendable, ValidatableInput {

@@ -120,7 +120,8 @@ extension JSONValue {
         }
     }
 
-    static func write(number: Double, into bytes: inout [UInt8]) {
+    /// Appends `number` as JSON (integral values without a fraction; non-finite ones as null).
+    public static func write(number: Double, into bytes: inout [UInt8]) {
         if number.isFinite, number == number.rounded(), abs(number) < 9.007_199_254_740_992e15 {
             bytes.append(contentsOf: String(Int64(number)).utf8)
         } else if number.isFinite {
@@ -130,7 +131,8 @@ extension JSONValue {
         }
     }
 
-    static func write(string: String, into bytes: inout [UInt8]) {
+    /// Appends `string` as a JSON string literal.
+    public static func write(string: String, into bytes: inout [UInt8]) {
         bytes.append(UInt8(ascii: "\""))
         for byte in string.utf8 {
             switch byte {
@@ -433,6 +435,14 @@ extension JSONValue: RawBodyInput {
     public init(bytes: ByteBuffer, contentType: String) throws {
         self = try JSONValue.parse(bytes)
     }
+}
+
+/// An output type that writes its own JSON, faster than `JSONEncoder`: the host calls
+/// ``writeJSON(into:)`` instead of encoding it, while the OpenAPI document still describes the type
+/// from its `Codable` shape. The two must agree: a conforming type guarantees that what it writes
+/// decodes as the type.
+public protocol JSONWritable: Encodable {
+    func writeJSON(into bytes: inout [UInt8])
 }
 
 /// A reply that is JSON already: the host sends `bytes` as `application/json` without encoding

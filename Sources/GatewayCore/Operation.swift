@@ -229,6 +229,12 @@ public struct Reply<Output: Encodable & Sendable>: Sendable {
         if Output.self == JSONValue.self, let value = output as? JSONValue {
             return OperationReply(status: status ?? defaultStatus, headers: headers, body: .bytes(value.serialized(), contentType: "application/json"))
         }
+        if let writable = output as? any JSONWritable {
+            var bytes: [UInt8] = []
+            bytes.reserveCapacity(512)
+            writable.writeJSON(into: &bytes)
+            return OperationReply(status: status ?? defaultStatus, headers: headers, body: .bytes(ByteBuffer(bytes: bytes), contentType: "application/json"))
+        }
         if Output.self == JSONDocument.self, let document = output as? JSONDocument {
             return OperationReply(status: status ?? defaultStatus, headers: headers, body: .bytes(document.bytes, contentType: "application/json"))
         }

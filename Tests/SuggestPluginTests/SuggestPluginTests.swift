@@ -79,6 +79,20 @@ struct SuggestionIndexTests {
 
 @Suite("suggest plugin")
 struct SuggestPluginTests {
+    @Test("the hand-written JSON of a suggestion list is what JSONEncoder writes")
+    func fastJSON() throws {
+        let value = SuggestPlugin.Suggestions(query: "q \"x\"\n", items: [
+            .init(keyword: "北京", text: "北京 \\ Beijing\t", weight: 100, highlight: [[0, 1], [3, 5]]),
+            .init(keyword: "a", text: "b", weight: 0.25, highlight: []),
+        ], tookMicros: 17)
+        var bytes: [UInt8] = []
+        value.writeJSON(into: &bytes)
+        let fast = try JSONValue.parse(ByteBuffer(bytes: bytes))
+        let encoded = try JSONValue.parse(ByteBuffer(bytes: try JSONCoding.encoder.encode(value)))
+        #expect(fast == encoded)
+        #expect(try JSONCoding.decoder.decode(SuggestPlugin.Suggestions.self, from: Data(bytes)).items.count == 2)
+    }
+
     @Test("GET /v1/suggest answers ranked suggestions with highlights and timing")
     func complete() async throws {
         try await withSuggest { gateway in

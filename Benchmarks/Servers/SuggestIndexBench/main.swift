@@ -50,3 +50,7 @@ func percentile(_ p: Double) -> Double { sorted[min(sorted.count - 1, Int(Double
 print(String(format: "terms %d, index build %.2f s, resident memory %.0f MB", terms.count,
              Double(buildTime.components.seconds) + Double(buildTime.components.attoseconds) / 1e18, residentMegabytes()))
 print(String(format: "lookups %d: p50 %.2f µs, p99 %.2f µs, max %.2f µs", samples.count, percentile(0.5), percentile(0.99), samples.last ?? 0))
+let prefixList = prefixes.map { "\"\($0)\"" }.joined(separator: ",")
+print(String(format: "{\"engine\": \"suggestion-index\", \"terms\": %d, \"buildSeconds\": %.3f, \"residentMB\": %.0f, \"lookups\": %d, \"p50Us\": %.2f, \"p99Us\": %.2f, ",
+             terms.count, Double(buildTime.components.seconds) + Double(buildTime.components.attoseconds) / 1e18, residentMegabytes(),
+             samples.count, percentile(0.5), percentile(0.99)) + "\"prefixes\": [\(prefixList)]}")
