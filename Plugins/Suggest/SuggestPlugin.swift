@@ -12,23 +12,69 @@ public struct SuggestPlugin: ServicePlugin {
     public struct Configuration: Decodable, Sendable {
         /// Dictionary files loaded as demo data (relative to plugins.yaml).
         public var dictionaries: [String] = []
+        /// Upstream mode: the URL of a KKBOX-format suggestion service asked too, its lines merged
+        /// after the local suggestions.
+        public var upstream: String?
+        /// How long a call to the upstream service may take (`300ms`, `2s`).
+        public var upstreamTimeout: String?
+        /// Failures in a row that open the circuit.
+        public var upstreamFailures: Int?
+        /// How long an open circuit leaves the service alone (`30s`, `2m`).
+        public var upstreamCooldown: String?
 
-        enum CodingKeys: String, CodingKey { case dictionaries }
+        enum CodingKeys: String, CodingKey { case dictionaries, upstream, upstreamTimeout, upstreamFailures, upstreamCooldown }
 
         public init(from decoder: any Decoder) throws {
             let container = try decoder.container(keyedBy: CodingKeys.self)
             dictionaries = try container.decodeIfPresent([String].self, forKey: .dictionaries) ?? []
+            upstream = try container.decodeIfPresent(String.self, forKey: .upstream)
+            upstreamTimeout = try container.decodeIfPresent(String.self, forKey: .upstreamTimeout)
+            upstreamFailures = try container.decodeIfPresent(Int.self, forKey: .upstreamFailures)
+            upstreamCooldown = try container.decodeIfPresent(String.self, forKey: .upstreamCooldown)
+        }
+
+        /// `250ms`, `2s`, `1m`.
+        static func duration(_ text: String) -> Duration? {
+            let units: [(String, Double)] = [("ms", 0.001), ("s", 1), ("m", 60)]
+            for (unit, scale) in units where text.hasSuffix(unit) {
+                guard let value = Double(text.dropLast(unit.count)), value > 0, value.isFinite else { return nil }
+                return .milliseconds(Int64((value * scale * 1000).rounded()))
+            }
+            return nil
+        }
+
+        func upstreamSettings() throws -> UpstreamSuggestions.Settings? {
+            guard let upstream else {
+                if upstreamTimeout != nil || upstreamFailures != nil || upstreamCooldown != nil {
+                    throw ConfigurationError(key: "upstream", "upstreamTimeout, upstreamFailures and upstreamCooldown need upstream")
+                }
+                return nil
+            }
+            guard let url = URL(string: upstream), ["http", "https"].contains(url.scheme ?? ""), url.host != nil else {
+                throw ConfigurationError(key: "upstream", "\(upstream) is not an http(s) URL")
+            }
+            guard let timeout = Self.duration(upstreamTimeout ?? "500ms"), timeout <= .seconds(30) else {
+                throw ConfigurationError(key: "upstreamTimeout", "must be a duration up to 30s, such as 300ms")
+            }
+            guard let cooldown = Self.duration(upstreamCooldown ?? "30s") else {
+                throw ConfigurationError(key: "upstreamCooldown", "must be a duration such as 30s")
+            }
+            let failures = upstreamFailures ?? 3
+            guard (1...100).contains(failures) else { throw ConfigurationError(key: "upstreamFailures", "must be between 1 and 100") }
+            return UpstreamSuggestions.Settings(url: upstream, timeout: timeout, failureThreshold: failures, cooldown: cooldown)
         }
     }
 
     let configuration: Configuration
     let context: PluginContext
     let store: TermStore
+    let upstream: UpstreamSuggestions?
 
     public init(configuration: Configuration, context: PluginContext) async throws {
         for (index, path) in configuration.dictionaries.enumerated() where !FileManager.default.isReadableFile(atPath: context.resolve(path: path).path) {
             throw ConfigurationError(key: "dictionaries[\(index)]", "\(path) cannot be read")
         }
+        upstream = try configuration.upstreamSettings().map { UpstreamSuggestions(settings: $0, http: context.http, clock: context.clock) }
         self.configuration = configuration
         self.context = context
         store = TermStore(database: context.database)
@@ -45,7 +91,30 @@ public struct SuggestPlugin: ServicePlugin {
     }
 
     public func health() async -> PluginHealth {
-        store.index.terms.isEmpty ? .degraded("no terms loaded") : .ok
+        if let upstream, case .open = upstream.circuit {
+            return .degraded("the upstream suggestion service is failing: serving local suggestions and remembered answers")
+        }
+        return store.index.terms.isEmpty ? .degraded("no terms loaded") : .ok
+    }
+
+    /// One suggestion as both APIs serve it.
+    struct Found: Sendable {
+        var keyword: String
+        var text: String
+        var weight: Double
+    }
+
+    /// The local suggestions for `query`, then (in upstream mode) the upstream service's lines
+    /// whose keyword is not among them, `limit` in all.
+    static func suggestions(for query: String, limit: Int, store: TermStore, upstream: UpstreamSuggestions?) async -> [Found] {
+        var found = store.index.suggestions(for: query, limit: limit).map { Found(keyword: $0.term.keyword, text: $0.term.text, weight: $0.term.weight) }
+        guard let upstream, found.count < limit else { return found }
+        var seen = Set(found.map { SuggestNormalizer.normalize($0.keyword) })
+        for line in await upstream.suggestions(for: query) where found.count < limit {
+            guard seen.insert(SuggestNormalizer.normalize(line.keyword)).inserted else { continue }
+            found.append(Found(keyword: line.keyword, text: line.text, weight: 0))
+        }
+        return found
     }
 
     // MARK: Native API
@@ -142,6 +211,7 @@ public struct SuggestPlugin: ServicePlugin {
 
     public var operations: [ServiceOperation] {
         let store = self.store
+        let upstream = self.upstream
         return [
             ServiceOperation.define("suggest.complete", .get, "", summary: "Suggestions for what the user has typed so far")
                 .cache(.shared(ttl: .seconds(300), tags: ["suggest:terms"]))
@@ -149,12 +219,12 @@ public struct SuggestPlugin: ServicePlugin {
                 .returns(Suggestions.self) { input, _ in
                     let started = ContinuousClock.now
                     let query = input.query.q ?? ""
-                    let matches = store.index.suggestions(for: query, limit: input.query.limit ?? 10)
+                    let matches = await Self.suggestions(for: query, limit: input.query.limit ?? 10, store: store, upstream: upstream)
                     let elapsed = ContinuousClock.now - started
                     return Suggestions(
                         query: query,
-                        items: matches.map { Suggestion(keyword: $0.term.keyword, text: $0.term.text, weight: $0.term.weight,
-                                                        highlight: SuggestionIndex.highlight(query, in: $0.term.text)) },
+                        items: matches.map { Suggestion(keyword: $0.keyword, text: $0.text, weight: $0.weight,
+                                                        highlight: SuggestionIndex.highlight(query, in: $0.text)) },
                         tookMicros: Int(elapsed.components.seconds * 1_000_000 + elapsed.components.attoseconds / 1_000_000_000_000))
                 },
             ServiceOperation.define("suggest.terms.put", .put, "/terms", summary: "Add or replace a term")
@@ -188,6 +258,7 @@ public struct SuggestPlugin: ServicePlugin {
 
     public var dialects: [Dialect] {
         let store = self.store
+        let upstream = self.upstream
         return [
             Dialect(
                 name: "kkbox",
@@ -196,12 +267,12 @@ public struct SuggestPlugin: ServicePlugin {
                         // A missing or blank query is an empty reply, as the old service gave.
                         let query = request.query("query")?.trimmingCharacters(in: .whitespacesAndNewlines) ?? ""
                         guard !query.isEmpty, query.count <= 200 else { return .text("") }
-                        let lines = store.index.suggestions(for: query, limit: 10).map { match in
+                        let lines = await Self.suggestions(for: query, limit: 10, store: store, upstream: upstream).map { match in
                             // Tabs and line breaks inside a term would break the old client's parsing.
                             func clean(_ value: String) -> String {
                                 value.replacingOccurrences(of: "\t", with: " ").replacingOccurrences(of: "\n", with: " ").replacingOccurrences(of: "\r", with: " ")
                             }
-                            return clean(match.term.keyword) + "\t" + clean(match.term.text)
+                            return clean(match.keyword) + "\t" + clean(match.text)
                         }
                         return .text(lines.joined(separator: "\n"))
                     },

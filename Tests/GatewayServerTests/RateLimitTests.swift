@@ -82,7 +82,7 @@ struct RateLimitTests {
             #expect(allowed <= bound, "allowed \(allowed) in \(elapsed) s, bound \(bound)")
             // A floor that holds even when parallel tests starve the clients of CPU (GCRA keeps
             // at most one burst of credit through a stall): the limiter must not block nearly all.
-            #expect(allowed >= 40 + 30, "the limiter let too few through: \(allowed) in \(elapsed) s")
+            #expect(allowed >= 40, "the limiter let too few through: \(allowed) in \(elapsed) s")
         }
     }
 
@@ -101,7 +101,7 @@ struct RateLimitTests {
                 let (allowed, elapsed) = try await Self.hammer([first, second], seconds: 3)
                 let bound = 40 + Int((40 * elapsed).rounded(.down))
                 #expect(allowed <= bound, "allowed \(allowed) in \(elapsed) s, bound \(bound)")
-                #expect(allowed >= 40 + 30, "the limiter let too few through: \(allowed) in \(elapsed) s")
+                #expect(allowed >= 40, "the limiter let too few through: \(allowed) in \(elapsed) s")
             } catch {
                 await first.shutdown()
                 await second.shutdown()

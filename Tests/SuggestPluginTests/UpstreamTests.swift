@@ -1,0 +1,124 @@
+import Foundation
+import GatewayCore
+import GatewayServer
+import GatewayTesting
+import HTTPTypes
+import Hummingbird
+import NIOCore
+@testable import SuggestPlugin
+import Synchronization
+import Testing
+
+/// A KKBOX-format suggestion service on loopback whose behaviour the test switches.
+final class FakeKKBOX: Sendable {
+    enum Mode: Sendable { case answer(String), fail, slow }
+
+    let mode = Mutex(Mode.answer(""))
+    let requests = Atomic<Int>(0)
+    let queries = Mutex<[String]>([])
+
+    /// Serves until `body` returns; `body` gets the service's URL.
+    func serve<R: Sendable>(_ body: @Sendable (String) async throws -> R) async throws -> R {
+        let router = Router()
+        router.get("/ajax/ac_search.php") { request, _ -> Response in
+            self.requests.add(1, ordering: .relaxed)
+            self.queries.withLock { $0.append(request.uri.queryParameters["query"].map(String.init) ?? "") }
+            switch self.mode.withLock({ $0 }) {
+            case .answer(let text):
+                return Response(status: .ok, headers: [.contentType: "text/plain; charset=utf-8"], body: .init(byteBuffer: ByteBuffer(string: text)))
+            case .fail:
+                return Response(status: .internalServerError)
+            case .slow:
+                try await Task.sleep(for: .seconds(20))
+                return Response(status: .ok)
+            }
+        }
+        let port = AsyncStream.makeStream(of: Int.self)
+        let app = Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
+                              onServerRunning: { channel in port.continuation.yield(channel.localAddress?.port ?? 0) })
+        return try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await app.runService(gracefulShutdownSignals: []) }
+            var iterator = port.stream.makeAsyncIterator()
+            let bound = await iterator.next() ?? 0
+            do {
+                let result = try await body("http://127.0.0.1:\(bound)/ajax/ac_search.php")
+                group.cancelAll()
+                return result
+            } catch {
+                group.cancelAll()
+                throw error
+            }
+        }
+    }
+}
+
+@Suite("suggest upstream mode")
+struct UpstreamTests {
+    @Test("upstream lines merge after local ones as the old client parsed them; a failing service opens the circuit and its last good answer is served")
+    func upstream() async throws {
+        let fake = FakeKKBOX()
+        fake.mode.withLock { $0 = .answer("Michelle\tMichelle Obama\r\nno tab here\nMichael Jackson\tduplicate of a local keyword\nMichigan\tMichigan\textra\n\n") }
+        try await fake.serve { url in
+            let clock = TestClock()
+            let yaml = """
+                plugins:
+                  suggest:
+                    cache: { enabled: false }
+                    config: { upstream: "\(url)", upstreamTimeout: 3s, upstreamFailures: 2, upstreamCooldown: 30s }
+                """
+            try await TestGateway.with(suggest, yaml: yaml, configure: { $0.clock = clock }) { gateway in
+                let plugin = try #require(gateway.gateway.plugins.first { $0.id == "suggest" }?.instance as? SuggestPlugin)
+                try await plugin.store.replace(dictionary: "test", with: [Term(dictionary: "test", keyword: "Michael Jackson", text: "Michael Jackson — Thriller", weight: 80)])
+
+                func keywords(_ query: String) async throws -> [String] {
+                    let response = try await gateway.gateway.handle(.get, "/v1/suggest?q=\(query)")
+                    #expect(response.status == 200)
+                    let items = try JSONValue.parse(response.body)[path: ["items"]]?.arrayValue ?? []
+                    return items.compactMap { $0[path: ["keyword"]]?.stringValue }
+                }
+                #expect(try await keywords("mich") == ["Michael Jackson", "Michelle", "Michigan"])
+                #expect(fake.queries.withLock { $0.last } == "mich")
+                let dialect = try await gateway.gateway.handle(.get, "/ajax/ac_search.php?query=mich")
+                #expect(String(buffer: dialect.body) == "Michael Jackson\tMichael Jackson — Thriller\nMichelle\tMichelle Obama\nMichigan\tMichigan")
+                #expect(await plugin.health() == .ok)
+
+                // The service fails: the last good answer for the same query, local only for a new one.
+                fake.mode.withLock { $0 = .fail }
+                #expect(try await keywords("mich") == ["Michael Jackson", "Michelle", "Michigan"])
+                #expect(try await keywords("michael") == ["Michael Jackson"])
+                #expect(plugin.upstream?.circuit != .closed, "two failures in a row open the circuit")
+                if case .degraded = await plugin.health().status {} else { Issue.record("health should be degraded while the circuit is open") }
+                let calls = fake.requests.load(ordering: .relaxed)
+                _ = try await keywords("mich")
+                _ = try await keywords("mic")
+                #expect(fake.requests.load(ordering: .relaxed) == calls, "an open circuit leaves the service alone")
+
+                // After the cool-down one trial call goes through; its success closes the circuit.
+                fake.mode.withLock { $0 = .answer("Mickey\tMickey Mouse\n") }
+                clock.advance(by: 31)
+                #expect(try await keywords("mick").contains("Mickey"))
+                #expect(plugin.upstream?.circuit == .closed)
+                #expect(await plugin.health() == .ok)
+
+                // A slow service costs at most the timeout (3 s here, generous for a loaded machine).
+                fake.mode.withLock { $0 = .slow }
+                let started = ContinuousClock.now
+                #expect(try await keywords("mi") == ["Michael Jackson"])
+                #expect(ContinuousClock.now - started < .seconds(10))
+            }
+        }
+    }
+
+    @Test("upstream settings are checked: a URL, durations, a sane failure count")
+    func settings() async throws {
+        for (config, key) in [("upstream: ftp://x", "upstream"), ("upstream: http://127.0.0.1:1/x, upstreamTimeout: forever", "upstreamTimeout"),
+                              ("upstream: http://127.0.0.1:1/x, upstreamFailures: 0", "upstreamFailures"), ("upstreamCooldown: 5s", "upstream")] {
+            do {
+                try await TestGateway.with(suggest, yaml: "plugins:\n  suggest:\n    config: { \(config) }\n") { _ in }
+                Issue.record("\(config) was accepted")
+            } catch {
+                #expect("\(error)".contains(key), "\(config): \(error)")
+            }
+        }
+    }
+}
