@@ -94,7 +94,7 @@ public struct SuggestPlugin: ServicePlugin {
         if let upstream, case .open = upstream.circuit {
             return .degraded("the upstream suggestion service is failing: serving local suggestions and remembered answers")
         }
-        return store.index.terms.isEmpty ? .degraded("no terms loaded") : .ok
+        return store.index.isEmpty ? .degraded("no terms loaded") : .ok
     }
 
     /// One suggestion as both APIs serve it.

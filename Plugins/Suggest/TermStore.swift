@@ -4,10 +4,12 @@ import Synchronization
 import SQLKit
 
 /// The terms in the plugin's table, and the index built from them. Every change goes to the table
-/// first and then replaces the index, so readers always see a whole index, old or new.
+/// first and then to the index: one term through the index's overlay at once (no rebuild of
+/// hundreds of thousands of terms for each edit), a whole dictionary by a rebuild that replaces the
+/// index in one step, so readers see the old dictionary or the new one.
 final class TermStore: Sendable {
     let database: any SQLDatabase
-    private let current = Mutex(SuggestionIndex(terms: []))
+    let index = LayeredIndex(terms: [])
 
     init(database: any SQLDatabase) {
         self.database = database
@@ -25,8 +27,6 @@ final class TermStore: Sendable {
         },
     ]
 
-    var index: SuggestionIndex { current.withLock { $0 } }
-
     private struct Row: Codable {
         var dictionary: String
         var keyword: String
@@ -34,11 +34,27 @@ final class TermStore: Sendable {
         var weight: Double
     }
 
+    private func readIndex() async throws -> SuggestionIndex {
+        let rows = try await database.select().columns("dictionary", "keyword", "text", "weight").from("suggest_terms").all(decoding: Row.self)
+        return SuggestionIndex(terms: rows.map { Term(dictionary: $0.dictionary, keyword: $0.keyword, text: $0.text, weight: $0.weight) })
+    }
+
     /// Rebuilds the index from the table.
     func reload() async throws {
-        let rows = try await database.select().columns("dictionary", "keyword", "text", "weight").from("suggest_terms").all(decoding: Row.self)
-        let index = SuggestionIndex(terms: rows.map { Term(dictionary: $0.dictionary, keyword: $0.keyword, text: $0.text, weight: $0.weight) })
-        current.withLock { $0 = index }
+        index.reset(to: try await readIndex())
+    }
+
+    /// Puts one change into the index; when enough have gathered, rebuilds the base in the background.
+    private func apply(_ key: LayeredIndex.TermKey, term: Term?) {
+        guard index.apply(key, term: term) else { return }
+        let position = index.position
+        Task {
+            do {
+                index.rebuilt(try await readIndex(), through: position)
+            } catch {
+                index.rebuildFailed()
+            }
+        }
     }
 
     /// Adds or replaces one term.
@@ -46,7 +62,7 @@ final class TermStore: Sendable {
         try await database.insert(into: "suggest_terms").model(Row(dictionary: term.dictionary, keyword: term.keyword, text: term.text, weight: term.weight))
             .onConflict(with: ["dictionary", "keyword"]) { $0.set(excludedValueOf: "text").set(excludedValueOf: "weight") }
             .run()
-        try await reload()
+        apply(.init(dictionary: term.dictionary, keyword: term.keyword), term: term)
     }
 
     /// Removes one term; false when there was none.
@@ -55,7 +71,7 @@ final class TermStore: Sendable {
         guard try await database.select().column("keyword").from("suggest_terms").where("dictionary", .equal, dictionary)
             .where("keyword", .equal, keyword).first(decoding: Found.self) != nil else { return false }
         try await database.delete(from: "suggest_terms").where("dictionary", .equal, dictionary).where("keyword", .equal, keyword).run()
-        try await reload()
+        apply(.init(dictionary: dictionary, keyword: keyword), term: nil)
         return true
     }
 

@@ -62,7 +62,8 @@ struct RateLimitTests {
                     var count = 0
                     while ContinuousClock.now < deadline {
                         let response = try await gateway.handle(.get, "/v1/notes/echo?name=x")
-                        if response.status == 200 { count += 1 } else if response.status != 429 { throw TestGatewayError("status \(response.status)") }
+                        // 503: the cluster's store could not answer in time (a starved machine); never a 500.
+                        if response.status == 200 { count += 1 } else if response.status != 429 && response.status != 503 { throw TestGatewayError("status \(response.status)") }
                     }
                     return count
                 }

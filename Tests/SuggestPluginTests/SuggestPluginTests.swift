@@ -287,3 +287,54 @@ struct TypoToleranceTests {
         #expect(Self.index.suggestions(for: "北亰", limit: 10).isEmpty)
     }
 }
+
+@Suite("layered suggestion index")
+struct LayeredIndexTests {
+    static let base = [
+        Term(dictionary: "a", keyword: "Michael Jackson", text: "MJ", weight: 80),
+        Term(dictionary: "a", keyword: "Jack Johnson", text: "JJ", weight: 30),
+        Term(dictionary: "a", keyword: "北京", text: "北京", weight: 100),
+    ]
+
+    @Test("single changes show at once and answer exactly as a rebuilt index would")
+    func overlay() {
+        let index = LayeredIndex(terms: Self.base)
+        _ = index.apply(.init(dictionary: "a", keyword: "Jackal"), term: Term(dictionary: "a", keyword: "Jackal", text: "Jackal", weight: 90))
+        _ = index.apply(.init(dictionary: "a", keyword: "Jack Johnson"), term: Term(dictionary: "a", keyword: "Jack Johnson", text: "JJ", weight: 95))
+        _ = index.apply(.init(dictionary: "a", keyword: "Michael Jackson"), term: nil)
+        _ = index.apply(.init(dictionary: "a", keyword: "北京大學"), term: Term(dictionary: "a", keyword: "北京大學", text: "北大", weight: 50))
+        let final = [
+            Term(dictionary: "a", keyword: "Jack Johnson", text: "JJ", weight: 95), Term(dictionary: "a", keyword: "北京", text: "北京", weight: 100),
+            Term(dictionary: "a", keyword: "Jackal", text: "Jackal", weight: 90), Term(dictionary: "a", keyword: "北京大學", text: "北大", weight: 50),
+        ]
+        let rebuilt = SuggestionIndex(terms: final)
+        for query in ["jack", "j", "mich", "北", "北京大", "jakc", "zzz"] {
+            #expect(index.suggestions(for: query, limit: 10).map(\.term) == rebuilt.suggestions(for: query, limit: 10).map(\.term), "\(query)")
+        }
+        #expect(index.suggestions(for: "jack", limit: 10).map(\.term.keyword) == ["Jack Johnson", "Jackal"])
+        #expect(index.pendingChanges == 4)
+    }
+
+    @Test("past the threshold one background rebuild is asked for; its base absorbs the changes it saw, unless a reset came first")
+    func rebuild() {
+        let index = LayeredIndex(terms: Self.base)
+        var asked = 0
+        for number in 0...LayeredIndex.rebuildThreshold {
+            let term = Term(dictionary: "b", keyword: "term \(number)", text: "t", weight: Double(number))
+            if index.apply(.init(dictionary: "b", keyword: term.keyword), term: term) { asked += 1 }
+        }
+        #expect(asked == 1)
+        let position = index.position
+        _ = index.apply(.init(dictionary: "b", keyword: "late"), term: Term(dictionary: "b", keyword: "late", text: "t", weight: 1_000))
+        let all = Self.base + (0...LayeredIndex.rebuildThreshold).map { Term(dictionary: "b", keyword: "term \($0)", text: "t", weight: Double($0)) }
+        index.rebuilt(SuggestionIndex(terms: all), through: position)
+        #expect(index.pendingChanges == 1, "only the change after the rebuild began stays in the overlay")
+        #expect(index.suggestions(for: "late", limit: 1).first?.term.weight == 1_000)
+        #expect(index.suggestions(for: "term 25", limit: 1).first?.term.keyword == "term 256")
+
+        let stale = index.position
+        index.reset(to: SuggestionIndex(terms: Self.base))
+        index.rebuilt(SuggestionIndex(terms: all), through: stale)
+        #expect(index.suggestions(for: "term", limit: 1).isEmpty, "a rebuild begun before a reset is discarded")
+    }
+}

@@ -135,6 +135,18 @@ public struct ClusterRateLimiter: RateLimiter {
     ]
 
     public func acquire(principal: Principal, plugin: String, cost: Int) async throws -> RateLimitDecision {
+        do {
+            return try await decide(principal: principal, plugin: plugin, cost: cost)
+        } catch let error as GatewayError {
+            throw error
+        } catch {
+            // The shared buckets cannot be read: refuse for now (503), rather than fail (500) or
+            // let the caller through unmetered.
+            throw GatewayError.unavailable("The rate-limit store is not answering; try again shortly.", retryAfter: 1)
+        }
+    }
+
+    private func decide(principal: Principal, plugin: String, cost: Int) async throws -> RateLimitDecision {
         let (policy, rate) = policies.policy(for: principal, plugin: plugin)
         let key = plugin + "|" + principal.limitKey
         let now = clock.now().timeIntervalSince1970

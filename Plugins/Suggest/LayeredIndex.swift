@@ -1,0 +1,97 @@
+import Foundation
+import Synchronization
+
+/// The suggestion index kept current without rebuilding it for every change: a large immutable
+/// base index plus a small overlay of the terms changed since the base was built (added or
+/// replaced terms, and deletions). A lookup asks both and merges; when the overlay grows past
+/// ``rebuildThreshold`` changes, the base is rebuilt in the background and the changes it now
+/// holds leave the overlay. Readers always see every change made so far.
+final class LayeredIndex: Sendable {
+    /// Changes held in the overlay before the base is rebuilt.
+    static let rebuildThreshold = 256
+
+    struct TermKey: Hashable, Sendable {
+        var dictionary: String
+        var keyword: String
+    }
+
+    private struct State {
+        var base: SuggestionIndex
+        /// The overlay: per changed term, the term now (nil when deleted) and the change's number.
+        var changes: [TermKey: (term: Term?, sequence: Int)] = [:]
+        var overlay = SuggestionIndex(terms: [])
+        var sequence = 0
+        var rebuilding = false
+        /// Bumped by every full reset, so that a background rebuild begun before it is discarded.
+        var generation = 0
+    }
+
+    private let state: Mutex<State>
+
+    init(terms: [Term]) {
+        state = Mutex(State(base: SuggestionIndex(terms: terms)))
+    }
+
+    /// Replaces everything (a full reload).
+    func reset(to index: SuggestionIndex) {
+        state.withLock { state in
+            state.base = index
+            state.changes = [:]
+            state.overlay = SuggestionIndex(terms: [])
+            state.generation += 1
+        }
+    }
+
+    /// Records a change; returns true when the overlay is due for a rebuild of the base.
+    func apply(_ key: TermKey, term: Term?) -> Bool {
+        state.withLock { state in
+            state.sequence += 1
+            state.changes[key] = (term, state.sequence)
+            state.overlay = SuggestionIndex(terms: state.changes.values.compactMap(\.term))
+            guard state.changes.count > Self.rebuildThreshold, !state.rebuilding else { return false }
+            state.rebuilding = true
+            return true
+        }
+    }
+
+    /// The number of the last change and the generation (a rebuild records them before reading the table).
+    var position: (sequence: Int, generation: Int) { state.withLock { ($0.sequence, $0.generation) } }
+
+    /// Installs a base built from the table as it was after change `sequence`: the changes up to
+    /// it are in the base now and leave the overlay. Ignored when a reset came in between.
+    func rebuilt(_ base: SuggestionIndex, through position: (sequence: Int, generation: Int)) {
+        let sequence = position.sequence
+        state.withLock { state in
+            state.rebuilding = false
+            guard state.generation == position.generation else { return }
+            state.base = base
+            state.changes = state.changes.filter { $0.value.sequence > sequence }
+            state.overlay = SuggestionIndex(terms: state.changes.values.compactMap(\.term))
+        }
+    }
+
+    func rebuildFailed() {
+        state.withLock { $0.rebuilding = false }
+    }
+
+    var isEmpty: Bool {
+        state.withLock { state in
+            state.base.terms.count - state.changes.values.filter { $0.term == nil }.count <= 0 && state.overlay.terms.isEmpty
+        }
+    }
+
+    /// Changes waiting in the overlay.
+    var pendingChanges: Int { state.withLock { $0.changes.count } }
+
+    /// The best `limit` matches over the base (without the terms the overlay changed) and the overlay.
+    func suggestions(for query: String, limit: Int) -> [SuggestionIndex.Match] {
+        let (base, overlay, changes) = state.withLock { ($0.base, $0.overlay, $0.changes) }
+        guard !changes.isEmpty else { return base.suggestions(for: query, limit: limit) }
+        let wanted = min(SuggestionIndex.maxLimit, limit + changes.count)
+        var merged = base.suggestions(for: query, limit: wanted).filter { changes[TermKey(dictionary: $0.term.dictionary, keyword: $0.term.keyword)] == nil }
+        merged += overlay.suggestions(for: query, limit: limit)
+        merged.sort { a, b in a.edits != b.edits ? a.edits < b.edits : SuggestionIndex.ranks(a, before: b) }
+        var seen = Set<String>()
+        return Array(merged.filter { seen.insert($0.term.keyword).inserted }.prefix(limit))
+    }
+}
