@@ -91,7 +91,7 @@ final class LayeredIndex: Sendable {
         var merged = base.suggestions(for: query, limit: wanted).filter { changes[TermKey(dictionary: $0.term.dictionary, keyword: $0.term.keyword)] == nil }
         merged += overlay.suggestions(for: query, limit: limit)
         merged.sort { a, b in a.edits != b.edits ? a.edits < b.edits : SuggestionIndex.ranks(a, before: b) }
-        var seen = Set<String>()
-        return Array(merged.filter { seen.insert($0.term.keyword).inserted }.prefix(limit))
+        var seen = Set<SuggestionIndex.ExactText>()
+        return Array(merged.filter { seen.insert(SuggestionIndex.ExactText($0.term.keyword)).inserted }.prefix(limit))
     }
 }

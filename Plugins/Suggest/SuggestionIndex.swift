@@ -134,11 +134,12 @@ public final class SuggestionIndex: Sendable {
 
     /// The best `limit` distinct keywords among `candidates`.
     private static func best(_ candidates: ArraySlice<Key>, terms: [Term], limit: Int) -> [Match] {
-        var bestByKeyword: [String: Match] = [:]
+        var bestByKeyword: [ExactText: Match] = [:]
         for key in candidates {
             let candidate = Match(term: terms[Int(key.term)], wholePrefix: key.wholePrefix)
-            if let existing = bestByKeyword[candidate.term.keyword], !ranks(candidate, before: existing) { continue }
-            bestByKeyword[candidate.term.keyword] = candidate
+            let keyword = ExactText(candidate.term.keyword)
+            if let existing = bestByKeyword[keyword], !ranks(candidate, before: existing) { continue }
+            bestByKeyword[keyword] = candidate
         }
         return Array(bestByKeyword.values.sorted(by: ranks).prefix(limit))
     }
@@ -154,9 +155,9 @@ public final class SuggestionIndex: Sendable {
         let allowed = needle.count >= 8 ? 2 : (needle.count >= 4 ? 1 : 0)
         guard exact.count < limit, allowed > 0, needle.allSatisfy({ $0 < 0x80 }) else { return exact }
         var result = exact
-        var seen = Set(exact.map(\.term.keyword))
-        for fuzzy in fuzzyMatches(needle, allowed: allowed, limit: limit) where !seen.contains(fuzzy.term.keyword) {
-            seen.insert(fuzzy.term.keyword)
+        var seen = Set(exact.map { ExactText($0.term.keyword) })
+        for fuzzy in fuzzyMatches(needle, allowed: allowed, limit: limit) where !seen.contains(ExactText(fuzzy.term.keyword)) {
+            seen.insert(ExactText(fuzzy.term.keyword))
             result.append(fuzzy)
             if result.count == limit { break }
         }
@@ -181,27 +182,52 @@ public final class SuggestionIndex: Sendable {
     private func fuzzyMatches(_ needle: [UInt8], allowed: Int, limit: Int) -> [Match] {
         var found: [(prefix: [UInt8], edits: Int)] = []
         let width = needle.count + 1
-        func walk(range: Range<Int>, depth: Int, prefix: [UInt8], previous: [Int], row: [Int]) {
-            if row[needle.count] <= allowed {
-                found.append((prefix, row[needle.count]))
+        // A key deeper than the needle plus the allowed edits can only add edits: that bounds the walk.
+        let maxDepth = needle.count + allowed
+        // Row d of the edit-distance table lives at rows[d * width ..< (d + 1) * width]; the prefix
+        // walked so far in `prefix[0..<depth]`. Nothing is allocated per trie node.
+        var rows = [Int](repeating: 0, count: (maxDepth + 2) * width)
+        var prefix = [UInt8](repeating: 0, count: maxDepth + 1)
+        for column in 0..<width { rows[column] = column }
+        let keys = self.keys
+        func walk(range: Range<Int>, depth: Int) {
+            let row = depth * width
+            if rows[row + needle.count] <= allowed {
+                found.append((Array(prefix[0..<depth]), rows[row + needle.count]))
                 return
             }
-            guard row.min()! <= allowed, found.count < 4 * limit else { return }
-            for (byte, child) in Self.children(of: range, depth: depth, in: keys) {
-                var next = [Int](repeating: 0, count: width)
-                next[0] = depth + 1
+            guard depth < maxDepth, found.count < 4 * limit else { return }
+            var smallest = Int.max
+            for column in 0..<width { smallest = min(smallest, rows[row + column]) }
+            guard smallest <= allowed else { return }
+            let next = row + width
+            let previousRow = row - width
+            // The children: runs of keys sharing the next byte (keys ending here sort first).
+            var start = range.lowerBound
+            while start < range.upperBound, keys[start].bytes.count <= depth { start += 1 }
+            while start < range.upperBound, found.count < 4 * limit {
+                let byte = keys[start].bytes[depth]
+                var low = start + 1
+                var high = range.upperBound
+                while low < high {
+                    let middle = (low + high) / 2
+                    if keys[middle].bytes[depth] == byte { low = middle + 1 } else { high = middle }
+                }
+                rows[next] = depth + 1
                 for column in 1..<width {
                     let cost = needle[column - 1] == byte ? 0 : 1
-                    next[column] = min(row[column] + 1, next[column - 1] + 1, row[column - 1] + cost)
+                    var value = min(rows[row + column] + 1, rows[next + column - 1] + 1, rows[row + column - 1] + cost)
                     if depth > 0, column > 1, needle[column - 1] == prefix[depth - 1], needle[column - 2] == byte {
-                        next[column] = min(next[column], previous[column - 2] + 1)
+                        value = min(value, rows[previousRow + column - 2] + 1)
                     }
+                    rows[next + column] = value
                 }
-                walk(range: child, depth: depth + 1, prefix: prefix + [byte], previous: row, row: next)
+                prefix[depth] = byte
+                walk(range: start..<low, depth: depth + 1)
+                start = low
             }
         }
-        let first = Array(0..<width)
-        walk(range: 0..<keys.count, depth: 0, prefix: [], previous: first, row: first)
+        walk(range: 0..<keys.count, depth: 0)
         var results: [Match] = []
         for (prefix, edits) in found.sorted(by: { $0.edits < $1.edits }) {
             for var match in matches(prefix: prefix, limit: limit) {
@@ -222,11 +248,27 @@ public final class SuggestionIndex: Sendable {
         return low
     }
 
+    /// A string compared and hashed by its UTF-8 bytes: `String`'s own hashing and equality
+    /// normalize non-ASCII text first, which costs more than the whole lookup of a CJK prefix.
+    struct ExactText: Hashable {
+        let text: String
+        init(_ text: String) { self.text = text }
+        static func == (lhs: ExactText, rhs: ExactText) -> Bool { lhs.text.utf8.elementsEqual(rhs.text.utf8) }
+        func hash(into hasher: inout Hasher) {
+            var copy = text
+            copy.withUTF8 { hasher.combine(bytes: UnsafeRawBufferPointer($0)) }
+        }
+    }
+
     static func ranks(_ a: Match, before b: Match) -> Bool {
         if a.term.weight != b.term.weight { return a.term.weight > b.term.weight }
         if a.wholePrefix != b.wholePrefix { return a.wholePrefix }
-        if a.term.keyword.count != b.term.keyword.count { return a.term.keyword.count < b.term.keyword.count }
-        return a.term.keyword < b.term.keyword
+        // Lengths in Unicode scalars and order by code points: as good a tie-break as characters and
+        // Unicode collation, and far cheaper for CJK text (this runs for every comparison of a sort).
+        let lengthA = a.term.keyword.unicodeScalars.count
+        let lengthB = b.term.keyword.unicodeScalars.count
+        if lengthA != lengthB { return lengthA < lengthB }
+        return a.term.keyword.utf8.lexicographicallyPrecedes(b.term.keyword.utf8)
     }
 
     /// Where `query` matches in `text`, as [start, end) character offsets, for highlighting.

@@ -44,6 +44,14 @@ for _ in 0..<2000 {
         samples.append(Double(elapsed.components.attoseconds) / 1e12 + Double(elapsed.components.seconds) * 1e6)
     }
 }
+if CommandLine.arguments.contains("--per-prefix") {
+    // The median and worst time of each prefix, to see where the tail comes from.
+    for (offset, prefix) in prefixes.enumerated() {
+        let own = stride(from: offset, to: samples.count, by: prefixes.count).map { samples[$0] }.sorted()
+        print(String(format: "  %@: median %.1f µs, max %.1f µs, %d results", prefix, own[own.count / 2], own.last ?? 0,
+                     index.suggestions(for: prefix, limit: 10).count))
+    }
+}
 samples.sort()
 let sorted = samples
 func percentile(_ p: Double) -> Double { sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))] }
