@@ -52,38 +52,40 @@ struct RateLimitTests {
     }
 
     /// Hammers one quota with 64 concurrent clients and returns (allowed, elapsed seconds).
-    static func hammer(_ handlers: [Gateway], seconds: Double) async throws -> (allowed: Int, elapsed: Double) {
+    static func hammer(_ handlers: [Gateway], seconds: Double) async throws -> (allowed: Int, answered: Int, elapsed: Double) {
         let start = ContinuousClock.now
         let deadline = start + .milliseconds(Int(seconds * 1000))
-        let allowed = try await withThrowingTaskGroup(of: Int.self) { group in
+        let counts = try await withThrowingTaskGroup(of: (Int, Int).self) { group in
             for client in 0..<64 {
                 let gateway = handlers[client % handlers.count]
                 group.addTask {
                     var count = 0
+                    var answered = 0
                     while ContinuousClock.now < deadline {
                         let response = try await gateway.handle(.get, "/v1/notes/echo?name=x")
+                        if response.status == 200 || response.status == 429 { answered += 1 }
                         // 503: the cluster's store could not answer in time (a starved machine); never a 500.
                         if response.status == 200 { count += 1 } else if response.status != 429 && response.status != 503 { throw TestGatewayError("status \(response.status)") }
                     }
-                    return count
+                    return (count, answered)
                 }
             }
-            return try await group.reduce(0, +)
+            return try await group.reduce((0, 0)) { ($0.0 + $1.0, $0.1 + $1.1) }
         }
         let elapsed = ContinuousClock.now - start
-        return (allowed, Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
+        return (counts.0, counts.1, Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
     }
 
     @Test("64 concurrent clients over several windows never get one request more than the quota allows (local)")
     func accuracyLocal() async throws {
         try await TestGateway.with(notes, yaml: "limits: { anonymous: 40/s }\n" + notesYAML, limits: true) { gateway in
-            let (allowed, elapsed) = try await Self.hammer([gateway.gateway], seconds: 3)
+            let (allowed, answered, elapsed) = try await Self.hammer([gateway.gateway], seconds: 3)
             // GCRA: a full burst of q, then q per second: never more than q + q × elapsed.
             let bound = 40 + Int((40 * elapsed).rounded(.down))
             #expect(allowed <= bound, "allowed \(allowed) in \(elapsed) s, bound \(bound)")
-            // A floor that holds even when parallel tests starve the clients of CPU (GCRA keeps
-            // at most one burst of credit through a stall): the limiter must not block nearly all.
-            #expect(allowed >= 40, "the limiter let too few through: \(allowed) in \(elapsed) s")
+            // A floor that holds however much parallel tests starve the clients of CPU: a fresh
+            // bucket lets its whole burst through, so the first 40 answers are all allowed.
+            #expect(allowed >= min(40, answered), "the limiter let too few through: \(allowed) of \(answered) in \(elapsed) s")
         }
     }
 
@@ -99,10 +101,10 @@ struct RateLimitTests {
             let first = try await Gateway.start(configuration: configuration, registrations: notes, options: options)
             let second = try await Gateway.start(configuration: configuration, registrations: notes, options: options)
             do {
-                let (allowed, elapsed) = try await Self.hammer([first, second], seconds: 3)
+                let (allowed, answered, elapsed) = try await Self.hammer([first, second], seconds: 3)
                 let bound = 40 + Int((40 * elapsed).rounded(.down))
                 #expect(allowed <= bound, "allowed \(allowed) in \(elapsed) s, bound \(bound)")
-                #expect(allowed >= 40, "the limiter let too few through: \(allowed) in \(elapsed) s")
+                #expect(allowed >= min(40, answered), "the limiter let too few through: \(allowed) of \(answered) in \(elapsed) s")
             } catch {
                 await first.shutdown()
                 await second.shutdown()
