@@ -19,6 +19,7 @@ public struct Term: Sendable, Equatable, Codable {
 /// digits become ASCII), case-folded, trimmed, inner runs of white space collapsed to one space.
 public enum SuggestNormalizer {
     public static func normalize(_ text: String) -> String {
+        if let ascii = normalizeASCII(text) { return ascii }
         let folded = text.precomposedStringWithCompatibilityMapping.folding(options: [.caseInsensitive], locale: nil)
         var result = ""
         result.reserveCapacity(folded.utf8.count)
@@ -35,6 +36,30 @@ public enum SuggestNormalizer {
             result.unicodeScalars.append(scalar)
         }
         return result
+    }
+
+    /// The same for ASCII text, without Foundation: NFKC leaves ASCII alone and case folding is
+    /// lowercasing; spaces and controls (0x00–0x20, 0x7F) separate words. Nil for other text.
+    static func normalizeASCII(_ text: String) -> String? {
+        var copy = text
+        return copy.withUTF8 { bytes -> String? in
+            var result: [UInt8] = []
+            result.reserveCapacity(bytes.count)
+            var pendingSpace = false
+            for byte in bytes {
+                guard byte < 0x80 else { return nil }
+                if byte <= 0x20 || byte == 0x7F {
+                    pendingSpace = !result.isEmpty
+                    continue
+                }
+                if pendingSpace {
+                    result.append(0x20)
+                    pendingSpace = false
+                }
+                result.append(byte >= 0x41 && byte <= 0x5A ? byte | 0x20 : byte)
+            }
+            return String(decoding: result, as: UTF8.self)
+        }
     }
 }
 

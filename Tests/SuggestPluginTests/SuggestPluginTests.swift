@@ -40,6 +40,10 @@ struct SuggestionIndexTests {
     func normalization() {
         #expect(SuggestNormalizer.normalize("  Ｍｉｃｈａｅｌ \t  JACKSON ") == "michael jackson")
         #expect(SuggestNormalizer.normalize("\u{0007}a\u{0000}b") == "a b")
+        // The ASCII fast path agrees with the general one on every ASCII character.
+        let ascii = String(decoding: (0..<128).map { UInt8($0) } + Array(" Mixed  CASE\tTabs ".utf8), as: UTF8.self)
+        #expect(SuggestNormalizer.normalizeASCII(ascii).map { $0 + " é" } == SuggestNormalizer.normalize(ascii + "é"), "the general path, forced by one non-ASCII letter")
+        #expect(SuggestNormalizer.normalizeASCII("北京") == nil)
     }
 
     @Test("one Chinese character suggests the words that start with it")
