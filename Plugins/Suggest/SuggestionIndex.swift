@@ -273,6 +273,28 @@ public final class SuggestionIndex: Sendable {
         return low
     }
 
+    /// ``highlight(_:in:)`` for ASCII query and text (no `\r`, so that characters are bytes), without
+    /// Foundation; nil when it does not apply.
+    static func highlightASCII(_ query: String, in text: String) -> [[Int]]? {
+        let needle = Array(query.utf8)
+        let haystack = Array(text.utf8)
+        guard needle.allSatisfy({ $0 < 0x80 }), haystack.allSatisfy({ $0 < 0x80 && $0 != 0x0D }) else { return nil }
+        func isSpace(_ byte: UInt8) -> Bool { byte == 0x20 || (0x09...0x0D).contains(byte) }
+        func lower(_ byte: UInt8) -> UInt8 { byte >= 0x41 && byte <= 0x5A ? byte | 0x20 : byte }
+        var from = 0
+        var to = needle.count
+        while from < to, isSpace(needle[from]) { from += 1 }
+        while to > from, isSpace(needle[to - 1]) { to -= 1 }
+        let pattern = needle[from..<to].map(lower)
+        guard !pattern.isEmpty, pattern.count <= haystack.count else { return [] }
+        for start in 0...(haystack.count - pattern.count) {
+            var index = 0
+            while index < pattern.count, lower(haystack[start + index]) == pattern[index] { index += 1 }
+            if index == pattern.count { return [[start, start + pattern.count]] }
+        }
+        return []
+    }
+
     /// A string compared and hashed by its UTF-8 bytes: `String`'s own hashing and equality
     /// normalize non-ASCII text first, which costs more than the whole lookup of a CJK prefix.
     struct ExactText: Hashable {
@@ -298,6 +320,7 @@ public final class SuggestionIndex: Sendable {
 
     /// Where `query` matches in `text`, as [start, end) character offsets, for highlighting.
     public static func highlight(_ query: String, in text: String) -> [[Int]] {
+        if let span = highlightASCII(query, in: text) { return span }
         let trimmed = query.trimmingCharacters(in: .whitespacesAndNewlines)
         guard !trimmed.isEmpty, let range = text.range(of: trimmed, options: [.caseInsensitive, .widthInsensitive, .diacriticInsensitive]) else {
             return []

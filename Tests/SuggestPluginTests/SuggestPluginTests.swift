@@ -68,6 +68,19 @@ struct SuggestionIndexTests {
         #expect(SuggestionIndex.highlight("jack", in: "Michael Jackson") == [[8, 12]])
         #expect(SuggestionIndex.highlight("北京", in: "在北京") == [[1, 3]])
         #expect(SuggestionIndex.highlight("x", in: "abc").isEmpty)
+        // The ASCII fast path agrees with Foundation's search.
+        for (query, text) in [("jack", "Michael Jackson"), (" STAR ", "Star Wars: star"), ("wars:", "Star Wars: x"), ("zz", "abc"), ("", "abc"),
+                              ("abcd", "abc"), ("a b", "x A B a b")] {
+            let fast = SuggestionIndex.highlightASCII(query, in: text)
+            let trimmed = query.trimmingCharacters(in: .whitespacesAndNewlines)
+            var slow: [[Int]] = []
+            if !trimmed.isEmpty, let range = text.range(of: trimmed, options: [.caseInsensitive, .widthInsensitive, .diacriticInsensitive]) {
+                let start = text.distance(from: text.startIndex, to: range.lowerBound)
+                slow = [[start, start + text.distance(from: range.lowerBound, to: range.upperBound)]]
+            }
+            #expect(fast == slow, "\(query) in \(text)")
+        }
+        #expect(SuggestionIndex.highlightASCII("北", in: "北京") == nil)
     }
 
     @Test("the importer reads both formats and reports every bad line with its number")
