@@ -38,7 +38,7 @@ struct Bucket: Sendable {
     /// Bucket names: a letter, then letters, digits, `_` or `-`, 40 at most.
     static func nameProblem(_ name: String) -> String? {
         guard let first = name.unicodeScalars.first, first.isASCII, first.properties.isAlphabetic, name.utf8.count <= 40,
-              name.unicodeScalars.allSatisfy({ $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0) || $0 == "_" || $0 == "-") }) else {
+              name.unicodeScalars.allSatisfy(\.isNameCharacter) else {
             return "must start with a letter and hold 1 to 40 letters, digits, '_' or '-'"
         }
         return nil

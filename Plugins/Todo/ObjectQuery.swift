@@ -27,7 +27,7 @@ enum QueryField: Hashable, Sendable {
             guard segments.count <= Self.maximumSegments else { throw QueryProblem("field '\(name)' is nested deeper than \(Self.maximumSegments) levels") }
             for segment in segments {
                 guard let first = segment.unicodeScalars.first, first == "_" || (first.isASCII && first.properties.isAlphabetic),
-                      segment.unicodeScalars.allSatisfy({ $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0) || $0 == "_" || $0 == "-") }) else {
+                      segment.unicodeScalars.allSatisfy(\.isNameCharacter) else {
                     throw QueryProblem("field '\(name)' is not a field path (letters, digits, '_' and '-', segments joined by '.')")
                 }
             }
@@ -432,5 +432,12 @@ enum Timestamps {
         }
         guard let date = components.date, Calendar(identifier: .gregorian).dateComponents(in: TimeZone(identifier: "UTC")!, from: date).day == day else { return nil }
         return date.addingTimeInterval(fraction - Double(offset))
+    }
+}
+
+extension Unicode.Scalar {
+    /// ASCII letters, digits, `_` and `-`: what bucket names, field path segments and ACL entries are made of.
+    var isNameCharacter: Bool {
+        isASCII && (properties.isAlphabetic || ("0"..."9").contains(self) || self == "_" || self == "-")
     }
 }

@@ -33,7 +33,7 @@ struct ObjectACL: Sendable, Equatable {
 
     static func entryProblem(_ entry: String) -> String? {
         guard !entry.isEmpty, entry.utf8.count <= 64,
-              entry.unicodeScalars.allSatisfy({ $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0) || $0 == "_" || $0 == "-") }) else {
+              entry.unicodeScalars.allSatisfy(\.isNameCharacter) else {
             return "must be a user id, \"anonymous\" or \"authenticated\""
         }
         return nil

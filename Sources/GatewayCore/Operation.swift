@@ -95,6 +95,7 @@ public struct ServiceOperation: Sendable {
         let validatesPath = Path.self is any ValidatableInput.Type
         let validatesQuery = Query.self is any ValidatableInput.Type
         let validatesBody = Body.self is any ValidatableInput.Type
+        let writesItself = Output.self is any JSONWritable.Type
         self.run = { request, context in
             let path: Path = takesPath
                 ? try InputDecoder.decodeParameters(Path.self, from: request.pathParameters, location: "path") : NoInput() as! Path
@@ -105,7 +106,7 @@ public struct ServiceOperation: Sendable {
             if validatesQuery { try InputDecoder.validate(input.query, location: "query") }
             if validatesBody { try InputDecoder.validate(input.body, location: "") }
             let reply = try await handler(input, context)
-            return reply.erased(defaultStatus: defaultStatus)
+            return reply.erased(defaultStatus: defaultStatus, writesItself: writesItself)
         }
     }
 
@@ -219,7 +220,7 @@ public struct Reply<Output: Encodable & Sendable>: Sendable {
     }
 
     @inline(__always)
-    func erased(defaultStatus: Int) -> OperationReply {
+    func erased(defaultStatus: Int, writesItself: Bool) -> OperationReply {
         if Output.self == NoContent.self {
             return OperationReply(status: status ?? 204, headers: headers, body: .empty)
         }
@@ -229,7 +230,7 @@ public struct Reply<Output: Encodable & Sendable>: Sendable {
         if Output.self == JSONValue.self, let value = output as? JSONValue {
             return OperationReply(status: status ?? defaultStatus, headers: headers, body: .bytes(value.serialized(), contentType: "application/json"))
         }
-        if let writable = output as? any JSONWritable {
+        if writesItself, let writable = output as? any JSONWritable {
             var bytes: [UInt8] = []
             bytes.reserveCapacity(512)
             writable.writeJSON(into: &bytes)
