@@ -141,20 +141,33 @@ public final class SuggestionIndex: Sendable {
     /// belong to no child. Each run's end is found by binary search, not a scan.
     private static func children(of range: Range<Int>, depth: Int, in keys: [Key]) -> [(byte: UInt8, range: Range<Int>)] {
         var result: [(byte: UInt8, range: Range<Int>)] = []
-        var start = range.lowerBound
-        while start < range.upperBound, keys[start].bytes.count <= depth { start += 1 }
+        var start = firstChild(of: range, depth: depth, in: keys)
         while start < range.upperBound {
-            let byte = keys[start].bytes[depth]
-            var low = start + 1
-            var high = range.upperBound
-            while low < high {
-                let middle = (low + high) / 2
-                if keys[middle].bytes[depth] == byte { low = middle + 1 } else { high = middle }
-            }
-            result.append((byte, start..<low))
-            start = low
+            let end = childEnd(from: start, in: range, depth: depth, keys: keys)
+            result.append((keys[start].bytes[depth], start..<end))
+            start = end
         }
         return result
+    }
+
+    /// Where the first child of a trie node begins: keys ending at `depth` sort first and belong to none.
+    static func firstChild(of range: Range<Int>, depth: Int, in keys: [Key]) -> Int {
+        var start = range.lowerBound
+        while start < range.upperBound, keys[start].bytes.count <= depth { start += 1 }
+        return start
+    }
+
+    /// Where the child starting at `start` ends: the run of keys sharing its byte at `depth`, found
+    /// by binary search.
+    static func childEnd(from start: Int, in range: Range<Int>, depth: Int, keys: [Key]) -> Int {
+        let byte = keys[start].bytes[depth]
+        var low = start + 1
+        var high = range.upperBound
+        while low < high {
+            let middle = (low + high) / 2
+            if keys[middle].bytes[depth] == byte { low = middle + 1 } else { high = middle }
+        }
+        return low
     }
 
     /// The best `limit` distinct keywords among `candidates`.
@@ -228,16 +241,10 @@ public final class SuggestionIndex: Sendable {
             let next = row + width
             let previousRow = row - width
             // The children: runs of keys sharing the next byte (keys ending here sort first).
-            var start = range.lowerBound
-            while start < range.upperBound, keys[start].bytes.count <= depth { start += 1 }
+            var start = Self.firstChild(of: range, depth: depth, in: keys)
             while start < range.upperBound, found.count < 4 * limit {
                 let byte = keys[start].bytes[depth]
-                var low = start + 1
-                var high = range.upperBound
-                while low < high {
-                    let middle = (low + high) / 2
-                    if keys[middle].bytes[depth] == byte { low = middle + 1 } else { high = middle }
-                }
+                let low = Self.childEnd(from: start, in: range, depth: depth, keys: keys)
                 rows[next] = depth + 1
                 for column in 1..<width {
                     let cost = needle[column - 1] == byte ? 0 : 1

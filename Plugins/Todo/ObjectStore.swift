@@ -215,14 +215,9 @@ struct ObjectStore: Sendable {
         return String(decoding: text, as: UTF8.self)
     }
 
-    private func jsonBind(_ text: String, to query: inout SQLQueryString) {
-        if sql.sqlite {
-            query.appendInterpolation(bind: text)
-        } else {
-            query.appendLiteral("CAST(")
-            query.appendInterpolation(bind: text)
-            query.appendLiteral(" AS jsonb)")
-        }
+    /// A bound JSON value for the `data` column (text on SQLite, jsonb on PostgreSQL).
+    private func json(_ text: String) -> SQLQueryString {
+        sql.sqlite ? "\(bind: text)" : "CAST(\(bind: text) AS jsonb)"
     }
 
     private func encodedData(_ data: [String: JSONValue]) throws -> String {
@@ -282,25 +277,9 @@ struct ObjectStore: Sendable {
         let effectiveACL = acl ?? (owner == nil ? .everyone : .ownerOnly)
         let object = StoredObject(id: Self.newID(now: now), dataText: try encodedData(data), owner: owner, acl: effectiveACL, etag: Self.newETag(),
                                   createdAt: micros, updatedAt: micros)
-        var query = SQLQueryString("INSERT INTO todo_objects (bucket, id, data, owner, readers, acl, etag, created_at, updated_at) VALUES (")
-        query.appendInterpolation(bind: bucket.name)
-        query.appendLiteral(", ")
-        query.appendInterpolation(bind: object.id)
-        query.appendLiteral(", ")
-        jsonBind(object.dataText, to: &query)
-        query.appendLiteral(", ")
-        query.appendInterpolation(bind: owner)
-        query.appendLiteral(", ")
-        query.appendInterpolation(bind: effectiveACL.searchable)
-        query.appendLiteral(", ")
-        query.appendInterpolation(bind: aclText(effectiveACL))
-        query.appendLiteral(", ")
-        query.appendInterpolation(bind: object.etag)
-        query.appendLiteral(", ")
-        query.appendInterpolation(bind: micros)
-        query.appendLiteral(", ")
-        query.appendInterpolation(bind: micros)
-        query.appendLiteral(")")
+        let query: SQLQueryString = "INSERT INTO todo_objects (bucket, id, data, owner, readers, acl, etag, created_at, updated_at) VALUES ("
+            + "\(bind: bucket.name), \(bind: object.id), " + json(object.dataText) + ", \(bind: owner), \(bind: effectiveACL.searchable), "
+            + "\(bind: aclText(effectiveACL)), \(bind: object.etag), \(bind: micros), \(bind: micros))"
         try await database.raw(query).run()
         return object
     }
@@ -327,23 +306,9 @@ struct ObjectStore: Sendable {
             }
             object.etag = Self.newETag()
             object.updatedAt = max(Timestamps.micros(clock.now()), object.updatedAt + 1)
-            var query = SQLQueryString("UPDATE todo_objects SET data = ")
-            jsonBind(object.dataText, to: &query)
-            query.appendLiteral(", readers = ")
-            query.appendInterpolation(bind: object.acl.searchable)
-            query.appendLiteral(", acl = ")
-            query.appendInterpolation(bind: aclText(object.acl))
-            query.appendLiteral(", etag = ")
-            query.appendInterpolation(bind: object.etag)
-            query.appendLiteral(", updated_at = ")
-            query.appendInterpolation(bind: object.updatedAt)
-            query.appendLiteral(" WHERE bucket = ")
-            query.appendInterpolation(bind: bucket.name)
-            query.appendLiteral(" AND id = ")
-            query.appendInterpolation(bind: id)
-            query.appendLiteral(" AND etag = ")
-            query.appendInterpolation(bind: previousETag)
-            query.appendLiteral(" RETURNING id")
+            let query: SQLQueryString = "UPDATE todo_objects SET data = " + json(object.dataText)
+                + ", readers = \(bind: object.acl.searchable), acl = \(bind: aclText(object.acl)), etag = \(bind: object.etag), "
+                + "updated_at = \(bind: object.updatedAt) WHERE bucket = \(bind: bucket.name) AND id = \(bind: id) AND etag = \(bind: previousETag) RETURNING id"
             if try await database.raw(query).first() != nil { return object }
             if ifMatch != nil { throw GatewayError.preconditionFailed("The object changed while this update ran; read it again.") }
             try await Self.backOff(attempt)
