@@ -11,7 +11,7 @@ let strictSettings: [SwiftSetting] = [
 /// The bundled plugins by folder: each `Plugins/<Name>` is a target named `<Name>Plugin` that
 /// depends on GatewayCore only. SwiftPM looks for package plugins under Plugins/ by default, hence
 /// the explicit path.
-let bundledPluginFolders: [String] = ["Suggest", "Todo"]
+let bundledPluginFolders: [String] = ["Feeds", "Suggest", "Todo"]
 let bundledPluginTargets = bundledPluginFolders.map { $0 + "Plugin" }
 
 func plugin(_ folder: String) -> Target {
@@ -133,6 +133,14 @@ let package = Package(
                 .product(name: "NIOWebSocket", package: "swift-nio"),
                 .product(name: "NIOFoundationCompat", package: "swift-nio"),
             ],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "FeedsPluginTests",
+            dependencies: ["FeedsPlugin", "GatewayTesting", "GatewayServer",
+                           .product(name: "HummingbirdTesting", package: "hummingbird"),
+                           .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
+                           .product(name: "NIOFoundationCompat", package: "swift-nio")],
             swiftSettings: strictSettings
         ),
         .testTarget(

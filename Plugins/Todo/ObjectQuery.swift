@@ -337,102 +337,16 @@ enum RegexGuard {
 
 /// Timestamps as the store keeps them (microseconds since 1970) and as the APIs show them.
 enum Timestamps {
-    static func micros(_ date: Date) -> Int64 { Int64((date.timeIntervalSince1970 * 1_000_000).rounded()) }
+    static func micros(_ date: Date) -> Int64 { UTCTimestamp.micros(date) }
 
-    static func date(micros: Int64) -> Date { Date(timeIntervalSince1970: Double(micros) / 1_000_000) }
+    static func date(micros: Int64) -> Date { UTCTimestamp.date(micros: micros) }
 
     /// `2013-08-27T05:19:16.000Z`: UTC with milliseconds, as the legacy API wrote them.
-    static func format(micros: Int64) -> String {
-        let millis = micros >= 0 ? micros / 1_000 : (micros - 999) / 1_000
-        let seconds = millis >= 0 ? millis / 1_000 : (millis - 999) / 1_000
-        let fraction = millis - seconds * 1_000
-        let days = seconds >= 0 ? seconds / 86_400 : (seconds - 86_399) / 86_400
-        let secondOfDay = seconds - days * 86_400
-        // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-        let z = days + 719_468
-        let era = (z >= 0 ? z : z - 146_096) / 146_097
-        let doe = z - era * 146_097
-        let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365
-        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
-        let mp = (5 * doy + 2) / 153
-        let day = doy - (153 * mp + 2) / 5 + 1
-        let month = mp < 10 ? mp + 3 : mp - 9
-        let year = yoe + era * 400 + (month <= 2 ? 1 : 0)
-        var text = [UInt8](repeating: 0, count: 24)
-        func put(_ value: Int64, at offset: Int, width: Int) {
-            var rest = value
-            for position in stride(from: offset + width - 1, through: offset, by: -1) {
-                text[position] = UInt8(truncatingIfNeeded: 48 + rest % 10)
-                rest /= 10
-            }
-        }
-        put(year, at: 0, width: 4)
-        put(month, at: 5, width: 2)
-        put(day, at: 8, width: 2)
-        put(secondOfDay / 3_600, at: 11, width: 2)
-        put(secondOfDay % 3_600 / 60, at: 14, width: 2)
-        put(secondOfDay % 60, at: 17, width: 2)
-        put(fraction, at: 20, width: 3)
-        for (offset, character) in [(4, "-"), (7, "-"), (10, "T"), (13, ":"), (16, ":"), (19, "."), (23, "Z")] as [(Int, Unicode.Scalar)] {
-            text[offset] = UInt8(ascii: character)
-        }
-        return String(decoding: text, as: UTF8.self)
-    }
+    static func format(micros: Int64) -> String { UTCTimestamp.format(micros: micros, fractionDigits: 3) }
 
     /// Parses RFC 3339 (`2013-08-27T05:19:16Z`, with or without a fraction, `Z` or an offset) and
     /// plain dates (`2013-08-27`, midnight UTC).
-    static func parse(_ text: String) -> Date? {
-        let bytes = Array(text.utf8)
-        func number(_ from: Int, _ count: Int) -> Int? {
-            guard from + count <= bytes.count else { return nil }
-            var value = 0
-            for byte in bytes[from..<(from + count)] {
-                guard (48...57).contains(byte) else { return nil }
-                value = value * 10 + Int(byte - 48)
-            }
-            return value
-        }
-        guard let year = number(0, 4), bytes.count >= 10, bytes[4] == 45, let month = number(5, 2), bytes[7] == 45, let day = number(8, 2),
-              (1...12).contains(month), (1...31).contains(day) else { return nil }
-        var components = DateComponents(calendar: Calendar(identifier: .gregorian), timeZone: TimeZone(identifier: "UTC"), year: year, month: month, day: day)
-        var index = 10
-        var fraction = 0.0
-        var offset = 0
-        if bytes.count > 10 {
-            guard bytes[10] == UInt8(ascii: "T") || bytes[10] == UInt8(ascii: "t") || bytes[10] == 32,
-                  let hour = number(11, 2), bytes.count > 13, bytes[13] == 58, let minute = number(14, 2),
-                  bytes.count > 16, bytes[16] == 58, let second = number(17, 2),
-                  hour < 24, minute < 60, second < 61 else { return nil }
-            components.hour = hour
-            components.minute = minute
-            components.second = second
-            index = 19
-            if index < bytes.count, bytes[index] == 46 {
-                index += 1
-                var scale = 0.1
-                let start = index
-                while index < bytes.count, (48...57).contains(bytes[index]) {
-                    fraction += Double(bytes[index] - 48) * scale
-                    scale /= 10
-                    index += 1
-                }
-                guard index > start, index - start <= 9 else { return nil }
-            }
-            guard index < bytes.count else { return nil }
-            if bytes[index] == UInt8(ascii: "Z") || bytes[index] == UInt8(ascii: "z") {
-                index += 1
-            } else if bytes[index] == 43 || bytes[index] == 45, let hours = number(index + 1, 2), bytes.count > index + 3, bytes[index + 3] == 58,
-                      let minutes = number(index + 4, 2), hours < 24, minutes < 60 {
-                offset = (hours * 60 + minutes) * 60 * (bytes[index] == 45 ? -1 : 1)
-                index += 6
-            } else {
-                return nil
-            }
-            guard index == bytes.count else { return nil }
-        }
-        guard let date = components.date, Calendar(identifier: .gregorian).dateComponents(in: TimeZone(identifier: "UTC")!, from: date).day == day else { return nil }
-        return date.addingTimeInterval(fraction - Double(offset))
-    }
+    static func parse(_ text: String) -> Date? { UTCTimestamp.parse(text).map { UTCTimestamp.date(micros: $0) } }
 }
 
 extension Unicode.Scalar {

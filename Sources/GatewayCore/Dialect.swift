@@ -75,9 +75,13 @@ public struct DialectRequest: Sendable {
     public var queryParameters: [(name: String, value: String)]
     public var headers: HTTPFields
     public var body: ByteBuffer
+    /// The host (and port) the client addressed (HTTP/1 `Host`), for legacy replies that carry absolute URLs.
+    public var authority: String?
 
     public init(method: HTTPRequest.Method, path: String, pathParameters: [String: String] = [:],
-                queryParameters: [(name: String, value: String)] = [], headers: HTTPFields = [:], body: ByteBuffer = ByteBuffer()) {
+                queryParameters: [(name: String, value: String)] = [], headers: HTTPFields = [:], body: ByteBuffer = ByteBuffer(),
+                authority: String? = nil) {
+        self.authority = authority
         self.method = method
         self.path = path
         self.pathParameters = pathParameters

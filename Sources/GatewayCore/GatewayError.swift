@@ -131,6 +131,11 @@ public struct GatewayError: Error, Sendable, Equatable, CustomStringConvertible 
                      detail: "The request body exceeds the limit of \(limit) bytes.",
                      extensions: ["limit": .int(limit)])
     }
+    /// 413: the request holds more than an operation takes at once (too many items, not too many bytes).
+    public static func tooLarge(_ detail: String) -> GatewayError {
+        GatewayError(.contentTooLarge, status: 413, title: "Content too large", detail: detail)
+    }
+
     /// 415: the body's media type is not one the operation reads.
     public static func unsupportedMediaType(_ got: String, accepted: [String]) -> GatewayError {
         GatewayError(.unsupportedMediaType, status: 415, title: "Unsupported media type",

@@ -1,9 +1,11 @@
+import FeedsPlugin
 import GatewayServer
 import SuggestPlugin
 import TodoPlugin
 
 /// The plugins compiled into this gateway: one line per plugin. plugins.yaml switches them on.
 let bundledPlugins: [PluginRegistration] = [
+    PluginRegistration(FeedsPlugin.self),
     PluginRegistration(SuggestPlugin.self),
     PluginRegistration(TodoPlugin.self),
 ]

@@ -272,7 +272,7 @@ public struct GatewayResponder: HTTPResponder {
         let query = try PercentDecoding.queryParameters(Substring(request.uri.query ?? ""))
         let body = try await collectBody(request)
         let dialectRequest = DialectRequest(method: request.method, path: request.uri.path, pathParameters: parameters,
-                                            queryParameters: query, headers: request.headers, body: body)
+                                            queryParameters: query, headers: request.headers, body: body, authority: request.head.authority)
         let principal = try await authenticator.principal(for: mounted.dialect.credential(dialectRequest), address: context.remoteAddress)
         let limitHeaders = try await limit(principal, plugin: mounted.pluginID, cost: mounted.route.cost)
         let operationContext = OperationContext(principal: principal, requestID: requestID, logger: logger,

@@ -40,7 +40,7 @@ extension Gateway {
             return .dontUpgrade
         }
         let request = DialectRequest(method: .get, path: String(path), pathParameters: parameters, queryParameters: queryParameters,
-                                     headers: head.headerFields)
+                                     headers: head.headerFields, authority: head.authority)
         let address = channel.remoteAddress?.ipAddress ?? "local"
         guard let principal = try? await authenticator.principal(for: mounted.dialect.credential(request), address: address) else {
             return .dontUpgrade

@@ -1,0 +1,540 @@
+import Foundation
+import GatewayCore
+import NIOCore
+import ServiceLifecycle
+
+/// IoT feeds (seed 004): devices push datapoints into datastreams of feeds; apps list feeds, read
+/// current values and history, and watch values change live. Serves the native API under
+/// `/v1/feeds`, live updates on `/v1/feeds/live`, and the Xively (COSM) v2 dialect under `/v2`.
+public struct FeedsPlugin: ServicePlugin {
+    public static let id = "feeds"
+    public static let summary = "IoT feeds, datastreams and datapoints with history and live updates, with the Xively v2 dialect"
+    public static let migrations = FeedStore.migrations
+
+    public struct Configuration: Decodable, Sendable {
+        /// A feed with no update for this long is `frozen` (default 15m).
+        var frozenAfterSeconds = 900
+        /// Datapoints may be at most this far in the future (default 5m).
+        var maxFutureSkewSeconds = 300
+        /// The most datapoints one request may carry (more: 413).
+        var maxDatapointsPerRequest = 10_000
+        /// How often the retention service removes expired datapoints (default 1h).
+        var retentionEverySeconds = 3_600
+        /// The demo series loaded on a first start with `demo: true` (`at,value` or a CSV with a header).
+        var demo: String?
+
+        enum CodingKeys: String, CodingKey { case frozenAfter, maxFutureSkew, maxDatapointsPerRequest, retentionEvery, demo }
+
+        public init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            func seconds(_ key: CodingKeys, default value: Int) throws -> Int {
+                guard let text = try container.decodeIfPresent(String.self, forKey: key) else { return value }
+                guard let seconds = HistoryDuration.seconds(text) else {
+                    throw ConfigurationError(key: key.stringValue, "'\(text)' is not a duration (use 30s, 15m, 1h, 2days)")
+                }
+                return Int(seconds)
+            }
+            frozenAfterSeconds = try seconds(.frozenAfter, default: 900)
+            maxFutureSkewSeconds = try seconds(.maxFutureSkew, default: 300)
+            retentionEverySeconds = try seconds(.retentionEvery, default: 3_600)
+            maxDatapointsPerRequest = try container.decodeIfPresent(Int.self, forKey: .maxDatapointsPerRequest) ?? 10_000
+            demo = try container.decodeIfPresent(String.self, forKey: .demo)
+        }
+
+        init() {}
+    }
+
+    let configuration: Configuration
+    let context: PluginContext
+    let service: FeedService
+
+    public init(configuration: Configuration, context: PluginContext) async throws {
+        guard (1...100_000).contains(configuration.maxDatapointsPerRequest) else {
+            throw ConfigurationError(key: "maxDatapointsPerRequest", "must be between 1 and 100000")
+        }
+        self.configuration = configuration
+        self.context = context
+        service = FeedService(store: FeedStore(database: context.database, clock: context.clock), settings: configuration, context: context)
+    }
+
+    public var importers: [any Importer] { [DatapointImporter(service: service)] }
+
+    public var services: [any Service] { [RetentionService(store: service.store, every: .seconds(configuration.retentionEverySeconds), logger: context.logger)] }
+
+    public var dialects: [Dialect] { [XivelyDialect(service: service).dialect] }
+
+    public func loadDemoData() async throws {
+        guard let demo = configuration.demo else { return }
+        let file = context.resolve(path: demo)
+        guard FileManager.default.fileExists(atPath: file.path) else {
+            context.logger.warning("feeds demo data is missing", metadata: ["file": "\(file.path)"])
+            return
+        }
+        var draft = FeedDraft()
+        draft.title = "Continuous glucose monitor (demo)"
+        draft.description = "Readings of a continuous glucose sensor every five minutes (bokeh sample data, public domain)."
+        draft.tags = ["demo", "health"]
+        draft.datastreams = [DatastreamDraft(id: "glucose", tags: ["glucose"], unit: DatastreamUnit(label: "milligrams per decilitre", symbol: "mg/dL", type: "derivedUnits"))]
+        var principal = Principal(kind: .apiKey(keyID: "demo"), isAdmin: true, address: "local")
+        principal.displayName = "demo"
+        let feed = try await service.createFeed(draft, principal)
+        _ = try await DatapointImporter(service: service).importFile(file, options: ["feed": String(feed.id), "datastream": "glucose"], progress: SilentProgress())
+    }
+
+    // MARK: Native shapes
+
+    struct FeedPath: Codable, Sendable { var feed: String }
+    struct StreamPath: Codable, Sendable {
+        var feed: String
+        var stream: String
+    }
+
+    struct PointPath: Codable, Sendable {
+        var feed: String
+        var stream: String
+        var at: String
+    }
+
+    struct ListParameters: Codable, Sendable {
+        var q: String?
+        var tag: String?
+        var user: String?
+        var status: String?
+        var units: String?
+        var lat: Double?
+        var lon: Double?
+        var distance: Double?
+        var distanceUnits: String?
+        var order: String?
+        var page: Int?
+        var perPage: Int?
+        var content: String?
+    }
+
+    struct FeedParameters: Codable, Sendable {
+        var datastreams: String?
+    }
+
+    /// The history parameters, read by ``HistoryQuery`` (so that each problem names its parameter).
+    struct HistoryParameters: Codable, Sendable {
+        var start: String?
+        var end: String?
+        var duration: String?
+        var limit: String?
+        var interval: String?
+        var function: String?
+        var find_previous: String?
+        var interval_type: String?
+
+        var dictionary: [String: String] {
+            var result: [String: String] = [:]
+            for (key, value) in [("start", start), ("end", end), ("duration", duration), ("limit", limit), ("interval", interval),
+                                 ("function", function), ("find_previous", find_previous), ("interval_type", interval_type)] {
+                if let value { result[key] = value }
+            }
+            return result
+        }
+    }
+
+    struct RangeParameters: Codable, Sendable {
+        var start: String?
+        var end: String?
+        var duration: String?
+    }
+
+    /// A datapoints body: JSON or CSV.
+    struct DatapointsBody: RawBodyInput {
+        static let acceptedMediaTypes = ["application/json", "text/csv", "text/plain"]
+        var bytes: ByteBuffer
+        var contentType: String
+
+        init(bytes: ByteBuffer, contentType: String) throws {
+            self.bytes = bytes
+            self.contentType = contentType
+        }
+    }
+
+    struct ValueBody: Codable, Sendable {
+        var value: JSONValue
+    }
+
+    struct Ingested: Codable, Sendable { var accepted: Int }
+    struct Removed: Codable, Sendable { var deleted: Int }
+
+    // MARK: Rendering
+
+    func render(_ feed: FeedRecord, streams: [DatastreamRecord]?) -> JSONValue {
+        var members: [String: JSONValue] = [
+            "id": .number(Double(feed.id)),
+            "title": .string(feed.title),
+            "tags": .array(feed.tags.map(JSONValue.string)),
+            "private": .bool(feed.isPrivate),
+            "status": .string(service.status(of: feed)),
+            "created": .string(UTCTimestamp.format(micros: feed.created)),
+            "updated": .string(UTCTimestamp.format(micros: feed.updated)),
+        ]
+        if let description = feed.description { members["description"] = .string(description) }
+        if let website = feed.website { members["website"] = .string(website) }
+        if let creator = feed.creatorName { members["creator"] = .string(creator) }
+        if let retention = feed.retentionSeconds { members["retention"] = .string("\(retention)s") }
+        if !feed.location.isEmpty { members["location"] = Self.render(feed.location) }
+        if let streams { members["datastreams"] = .array(streams.map { Self.render($0, points: nil) }) }
+        return .object(members)
+    }
+
+    static func render(_ location: FeedLocation) -> JSONValue {
+        var members: [String: JSONValue] = [:]
+        for (key, value) in [("name", location.name), ("domain", location.domain), ("exposure", location.exposure),
+                             ("disposition", location.disposition), ("ele", location.ele)] {
+            if let value { members[key] = .string(value) }
+        }
+        if let lat = location.lat { members["lat"] = .number(lat) }
+        if let lon = location.lon { members["lon"] = .number(lon) }
+        return .object(members)
+    }
+
+    static func render(_ stream: DatastreamRecord, points: [Datapoint]?) -> JSONValue {
+        var members: [String: JSONValue] = ["id": .string(stream.id), "tags": .array(stream.tags.map(JSONValue.string))]
+        if !stream.unit.isEmpty { members["unit"] = stream.unit.json }
+        if let value = stream.currentValue { members["currentValue"] = .number(value) }
+        if let at = stream.at { members["at"] = .string(UTCTimestamp.format(micros: at)) }
+        if let value = stream.minValue { members["minValue"] = .number(value) }
+        if let value = stream.maxValue { members["maxValue"] = .number(value) }
+        if let points { members["datapoints"] = .array(points.map(render)) }
+        return .object(members)
+    }
+
+    static func render(_ point: Datapoint) -> JSONValue {
+        .object(["at": .string(UTCTimestamp.format(micros: point.at)), "value": .number(point.value)])
+    }
+
+    /// `{"datapoints": [...]}` written straight to bytes (history replies hold up to 1,000).
+    static func history(_ points: [Datapoint]) -> JSONDocument {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(16 + points.count * 56)
+        bytes.append(contentsOf: #"{"datapoints":["#.utf8)
+        for (index, point) in points.enumerated() {
+            if index > 0 { bytes.append(UInt8(ascii: ",")) }
+            bytes.append(contentsOf: #"{"at":""#.utf8)
+            UTCTimestamp.write(micros: point.at, into: &bytes)
+            bytes.append(contentsOf: #"","value":"#.utf8)
+            JSONValue.write(number: point.value, into: &bytes)
+            bytes.append(UInt8(ascii: "}"))
+        }
+        bytes.append(contentsOf: "]}".utf8)
+        return JSONDocument(bytes: ByteBuffer(bytes: bytes))
+    }
+
+    /// The feed list filter from the native or the legacy parameters.
+    static func filter(q: String?, tag: String?, user: String?, status: String?, units: String?, lat: Double?, lon: Double?, distance: Double?,
+                       distanceUnits: String?, order: String?, page: Int?, perPage: Int?, principal: Principal,
+                       seesPrivate: Bool) throws -> FeedStore.FeedFilter {
+        func fail(_ name: String, _ detail: String) -> GatewayError {
+            GatewayError.badRequest("\(name): \(detail)", errors: [.init(pointer: "query.\(name)", detail: detail)])
+        }
+        var filter = FeedStore.FeedFilter()
+        filter.query = q.flatMap { $0.trimmingCharacters(in: .whitespaces).isEmpty ? nil : String($0.prefix(200)) }
+        filter.tag = tag.flatMap { $0.isEmpty ? nil : $0 }
+        filter.user = user.flatMap { $0.isEmpty ? nil : $0 }
+        switch status ?? "all" {
+        case "all": break
+        case "live", "frozen": filter.status = status
+        default: throw fail("status", "must be live, frozen or all")
+        }
+        filter.units = (units ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        switch (lat, lon) {
+        case (nil, nil): break
+        case (let lat?, let lon?):
+            guard (-90...90).contains(lat) else { throw fail("lat", "must be from -90 to 90") }
+            guard (-180...180).contains(lon) else { throw fail("lon", "must be from -180 to 180") }
+            let factor: Double
+            switch distanceUnits ?? "kms" {
+            case "kms", "km": factor = 1
+            case "miles": factor = 1.609_344
+            default: throw fail("distance_units", "must be kms or miles")
+            }
+            let radius = distance ?? 5
+            guard radius > 0, radius <= 20_000 else { throw fail("distance", "must be more than 0 and at most 20000") }
+            filter.near = (lat, lon, radius * factor)
+        default:
+            throw fail(lat == nil ? "lat" : "lon", "lat and lon go together")
+        }
+        switch order ?? "id" {
+        case "id", "relevance": filter.order = .id
+        case "created_at", "created": filter.order = .created
+        case "retrieved_at", "updated": filter.order = .updated
+        default: throw fail("order", "must be created_at, retrieved_at or relevance")
+        }
+        let page = page ?? 1
+        let perPage = perPage ?? 50
+        guard page >= 1, page <= 1_000_000 else { throw fail("page", "must be at least 1") }
+        guard (1...1_000).contains(perPage) else { throw fail("per_page", "must be from 1 to 1000") }
+        filter.offset = (page - 1) * perPage
+        filter.limit = perPage
+        filter.viewer = principal.userID
+        filter.seesPrivate = seesPrivate
+        return filter
+    }
+
+    /// The range of a range delete: start and end, or one of them with a duration.
+    static func range(_ parameters: RangeParameters, now: Int64) throws -> (Int64, Int64) {
+        var dictionary: [String: String] = [:]
+        if let start = parameters.start { dictionary["start"] = start }
+        if let end = parameters.end { dictionary["end"] = end }
+        if let duration = parameters.duration { dictionary["duration"] = duration }
+        guard !dictionary.isEmpty else {
+            throw GatewayError.badRequest("Give start and end, or a duration, of the datapoints to delete.", errors: [.init(pointer: "query.start", detail: "is required")])
+        }
+        let query = try HistoryQuery(parameters: dictionary, now: now, legacy: false)
+        return (query.newest ? Int64.min / 2 : query.start, query.end)
+    }
+
+    // MARK: Operations
+
+    public var operations: [ServiceOperation] {
+        let service = self.service
+        let plugin = self
+        let feedTag = "feeds:{feed}"
+        return [
+            ServiceOperation.define("feeds.list", .get, "", summary: "Find feeds")
+                .details("Filters: `q` (words in title, description or tags), `tag`, `user`, `status` (live, frozen, all), `units`, and `lat`/`lon`/`distance` (`distanceUnits` kms or miles). Pages with `page` (from 1) and `perPage` (1–1000, default 50); `content=summary` leaves out datastreams.")
+                .query(ListParameters.self)
+                .returns(JSONValue.self) { input, context in
+                    let p = input.query
+                    let filter = try Self.filter(q: p.q, tag: p.tag, user: p.user, status: p.status, units: p.units, lat: p.lat, lon: p.lon, distance: p.distance,
+                                                 distanceUnits: p.distanceUnits, order: p.order, page: p.page, perPage: p.perPage, principal: context.principal,
+                                                 seesPrivate: context.principal.isAdmin)
+                    let (total, feeds) = try await service.store.listFeeds(filter, frozenAfter: service.frozenAfterMicros)
+                    let visible = feeds.filter { service.canSee($0, context.principal) }
+                    let streams = p.content == "summary" ? [:] : try await service.store.datastreams(of: visible.map(\.id))
+                    return .object([
+                        "total": .number(Double(total)), "page": .number(Double(p.page ?? 1)), "perPage": .number(Double(filter.limit)),
+                        "items": .array(visible.map { feed in
+                            plugin.render(feed, streams: p.content == "summary" ? nil : (streams[feed.id] ?? []).filter { service.mayReach(stream: $0.id, of: feed.id, context.principal) })
+                        }),
+                    ])
+                },
+            ServiceOperation.define("feeds.create", .post, "", summary: "Create a feed (and its datastreams)")
+                .details("The body is {title, description, website, tags, private, location {name, domain, exposure, disposition, lat, lon, ele}, retention, datastreams: [{id, tags, unit, currentValue}]}.")
+                .access(.scope("feeds:write"))
+                .body(JSONValue.self)
+                .replies(JSONValue.self) { input, context in
+                    let draft = try service.feedDraft(input.body, creating: true, naming: .native)
+                    let feed = try await service.createFeed(draft, context.principal)
+                    let streams = try await service.store.datastreams(of: feed.id)
+                    return Reply(plugin.render(feed, streams: streams), status: 201, headers: ["Location": "/v1/feeds/\(feed.id)"])
+                },
+            ServiceOperation.define("feeds.get", .get, "/{feed}", summary: "Read a feed with its datastreams")
+                .details("`datastreams=a,b` keeps only those datastreams.")
+                .path(FeedPath.self)
+                .query(FeedParameters.self)
+                .resource("feed")
+                .cache(.perPrincipal(ttl: .seconds(5), tags: [feedTag]))
+                .returns(JSONValue.self) { input, context in
+                    let feed = try await service.visibleFeed(input.path.feed, context.principal)
+                    let names = input.query.datastreams.map { $0.split(separator: ",").map(String.init) }
+                    return plugin.render(feed, streams: try await service.streams(of: feed, only: names, context.principal))
+                },
+            ServiceOperation.define("feeds.update", .put, "/{feed}", summary: "Change a feed's metadata and create or change datastreams")
+                .details("Members left out stay as they are; read-only members (id, status, creator, created, updated) are ignored.")
+                .access(.scope("feeds:write"))
+                .path(FeedPath.self)
+                .resource("feed")
+                .body(JSONValue.self)
+                .cache(.invalidating([feedTag]))
+                .returns(JSONValue.self) { input, context in
+                    let feed = try await service.changeableFeed(input.path.feed, context.principal)
+                    let draft = try service.feedDraft(input.body, creating: false, naming: .native)
+                    let updated = try await service.updateFeed(feed, draft, context.principal)
+                    return plugin.render(updated, streams: try await service.streams(of: updated, only: nil, context.principal))
+                },
+            ServiceOperation.define("feeds.delete", .delete, "/{feed}", summary: "Delete a feed with its datastreams and datapoints")
+                .access(.scope("feeds:write"))
+                .path(FeedPath.self)
+                .resource("feed")
+                .cache(.invalidating([feedTag]))
+                .returns(NoContent.self) { input, context in
+                    try await service.deleteFeed(try await service.changeableFeed(input.path.feed, context.principal))
+                    return NoContent()
+                },
+            ServiceOperation.define("feeds.datastreams.list", .get, "/{feed}/datastreams", summary: "A feed's datastreams")
+                .path(FeedPath.self)
+                .resource("feed")
+                .cache(.perPrincipal(ttl: .seconds(5), tags: [feedTag]))
+                .returns(JSONValue.self) { input, context in
+                    let feed = try await service.visibleFeed(input.path.feed, context.principal)
+                    let streams = try await service.streams(of: feed, only: nil, context.principal)
+                    return .object(["items": .array(streams.map { Self.render($0, points: nil) })])
+                },
+            ServiceOperation.define("feeds.datastreams.create", .post, "/{feed}/datastreams", summary: "Create datastreams")
+                .details("The body is one datastream {id, tags, unit, currentValue} or {\"datastreams\": [...]}; 409 when one exists.")
+                .access(.scope("feeds:write"))
+                .path(FeedPath.self)
+                .resource("feed")
+                .body(JSONValue.self)
+                .cache(.invalidating([feedTag]))
+                .replies(JSONValue.self) { input, context in
+                    let feed = try await service.changeableFeed(input.path.feed, context.principal)
+                    var problems: [GatewayError.FieldError] = []
+                    let drafts: [DatastreamDraft]
+                    if case .object(let members) = input.body, let list = members["datastreams"] {
+                        drafts = service.datastreamDrafts(list, pointer: "/datastreams", naming: .native, problems: &problems)
+                    } else {
+                        drafts = service.datastreamDraft(input.body, id: nil, pointer: "", naming: .native, problems: &problems).map { [$0] } ?? []
+                    }
+                    guard problems.isEmpty else { throw FeedService.invalid(problems) }
+                    guard !drafts.isEmpty else { throw GatewayError.invalid(field: "/datastreams", "must hold at least one datastream") }
+                    try await service.createDatastreams(feed, drafts, context.principal)
+                    let created = try await service.store.datastreams(of: feed.id).filter { stream in drafts.contains { $0.id == stream.id } }
+                    return Reply(.object(["items": .array(created.map { Self.render($0, points: nil) })]), status: 201,
+                                 headers: drafts.count == 1 ? ["Location": "/v1/feeds/\(feed.id)/datastreams/\(drafts[0].id)"] : [:])
+                },
+            ServiceOperation.define("feeds.datastreams.get", .get, "/{feed}/datastreams/{stream}", summary: "Read a datastream")
+                .path(StreamPath.self)
+                .resource("feed")
+                .cache(.perPrincipal(ttl: .seconds(5), tags: [feedTag]))
+                .returns(JSONValue.self) { input, context in
+                    let feed = try await service.visibleFeed(input.path.feed, context.principal)
+                    return Self.render(try await service.stream(feed, input.path.stream, context.principal), points: nil)
+                },
+            ServiceOperation.define("feeds.datastreams.update", .put, "/{feed}/datastreams/{stream}", summary: "Change a datastream (a currentValue records a datapoint)")
+                .access(.scope("feeds:write"))
+                .path(StreamPath.self)
+                .resource("feed")
+                .body(JSONValue.self)
+                .cache(.invalidating([feedTag]))
+                .returns(JSONValue.self) { input, context in
+                    let feed = try await service.changeableFeed(input.path.feed, context.principal)
+                    let stream = try await service.stream(feed, input.path.stream, context.principal)
+                    var problems: [GatewayError.FieldError] = []
+                    guard let draft = service.datastreamDraft(input.body, id: stream.id, pointer: "", naming: .native, problems: &problems), problems.isEmpty else {
+                        throw FeedService.invalid(problems)
+                    }
+                    try await service.updateDatastream(feed, draft)
+                    return Self.render(try await service.stream(feed, stream.id, context.principal), points: nil)
+                },
+            ServiceOperation.define("feeds.datastreams.delete", .delete, "/{feed}/datastreams/{stream}", summary: "Delete a datastream and its datapoints")
+                .access(.scope("feeds:write"))
+                .path(StreamPath.self)
+                .resource("feed")
+                .cache(.invalidating([feedTag]))
+                .returns(NoContent.self) { input, context in
+                    let feed = try await service.changeableFeed(input.path.feed, context.principal)
+                    try await service.deleteDatastream(try await service.stream(feed, input.path.stream, context.principal))
+                    return NoContent()
+                },
+            ServiceOperation.define("feeds.datapoints.ingest", .post, "/{feed}/datastreams/{stream}/datapoints", summary: "Record datapoints (JSON or CSV)")
+                .details("JSON {\"datapoints\": [{\"at\", \"value\"}]} (or a bare array), or text/csv lines `at,value` (or `value`, at now). All or nothing; re-sending a datapoint at the same `at` replaces its value. At most `maxDatapointsPerRequest` (default 10,000) per request: more is a 413.")
+                .access(.scope("feeds:write"))
+                .path(StreamPath.self)
+                .resource("feed")
+                .body(DatapointsBody.self)
+                .cache(.invalidating([feedTag]))
+                .status(200)
+                .returns(Ingested.self) { input, context in
+                    let feed = try await service.changeableFeed(input.path.feed, context.principal)
+                    let stream = try await service.stream(feed, input.path.stream, context.principal)
+                    let points = try service.datapoints(input.body.bytes, contentType: input.body.contentType)
+                    try await service.ingest(points, into: stream)
+                    return Ingested(accepted: points.count)
+                },
+            ServiceOperation.define("feeds.datapoints.history", .get, "/{feed}/datastreams/{stream}/datapoints", summary: "A datastream's history")
+                .details("`start`, `end`, `duration` (6hours, 2days, 1week), `limit` (1–1000, default 100), `find_previous`; `interval` (seconds) samples the value in force at each interval point (`interval_type=discrete` reports every point at its time); `function` = avg, min, max, sum, count, first or last aggregates each interval instead.")
+                .path(StreamPath.self)
+                .query(HistoryParameters.self)
+                .resource("feed")
+                .cache(.perPrincipal(ttl: .seconds(5), tags: [feedTag]))
+                .returns(JSONDocument.self) { input, context in
+                    let feed = try await service.visibleFeed(input.path.feed, context.principal)
+                    let stream = try await service.stream(feed, input.path.stream, context.principal)
+                    let query = try HistoryQuery(parameters: input.query.dictionary, now: service.store.now(), legacy: false)
+                    return Self.history(try await service.store.history(stream, query))
+                },
+            ServiceOperation.define("feeds.datapoints.deleteRange", .delete, "/{feed}/datastreams/{stream}/datapoints", summary: "Delete the datapoints of a time range")
+                .access(.scope("feeds:write"))
+                .path(StreamPath.self)
+                .query(RangeParameters.self)
+                .resource("feed")
+                .cache(.invalidating([feedTag]))
+                .returns(Removed.self) { input, context in
+                    let feed = try await service.changeableFeed(input.path.feed, context.principal)
+                    let stream = try await service.stream(feed, input.path.stream, context.principal)
+                    let (start, end) = try Self.range(input.query, now: service.store.now())
+                    return Removed(deleted: try await service.deleteDatapoints(stream, from: start, through: end))
+                },
+            ServiceOperation.define("feeds.datapoints.get", .get, "/{feed}/datastreams/{stream}/datapoints/{at}", summary: "Read one datapoint")
+                .path(PointPath.self)
+                .resource("feed")
+                .returns(JSONValue.self) { input, context in
+                    let feed = try await service.visibleFeed(input.path.feed, context.principal)
+                    let stream = try await service.stream(feed, input.path.stream, context.principal)
+                    let at = try Self.time(input.path.at)
+                    guard let point = try await service.store.datapoint(stream, at: at) else {
+                        throw GatewayError.notFound("No datapoint at \(UTCTimestamp.format(micros: at)).")
+                    }
+                    return Self.render(point)
+                },
+            ServiceOperation.define("feeds.datapoints.update", .put, "/{feed}/datastreams/{stream}/datapoints/{at}", summary: "Change one datapoint's value")
+                .access(.scope("feeds:write"))
+                .path(PointPath.self)
+                .resource("feed")
+                .body(ValueBody.self)
+                .cache(.invalidating([feedTag]))
+                .returns(JSONValue.self) { input, context in
+                    let feed = try await service.changeableFeed(input.path.feed, context.principal)
+                    let stream = try await service.stream(feed, input.path.stream, context.principal)
+                    let at = try Self.time(input.path.at)
+                    guard let value = FeedRules.value(input.body.value) else { throw GatewayError.invalid(field: "/value", "must be a number") }
+                    try await service.updateDatapoint(stream, at: at, value: value)
+                    return Self.render(Datapoint(at: at, value: value))
+                },
+            ServiceOperation.define("feeds.datapoints.delete", .delete, "/{feed}/datastreams/{stream}/datapoints/{at}", summary: "Delete one datapoint")
+                .access(.scope("feeds:write"))
+                .path(PointPath.self)
+                .resource("feed")
+                .cache(.invalidating([feedTag]))
+                .returns(NoContent.self) { input, context in
+                    let feed = try await service.changeableFeed(input.path.feed, context.principal)
+                    let stream = try await service.stream(feed, input.path.stream, context.principal)
+                    let at = try Self.time(input.path.at)
+                    guard try await service.deleteDatapoints(stream, from: at, through: at) == 1 else {
+                        throw GatewayError.notFound("No datapoint at \(UTCTimestamp.format(micros: at)).")
+                    }
+                    return NoContent()
+                },
+        ]
+    }
+
+    /// A datapoint time from a path segment.
+    static func time(_ text: String) throws -> Int64 {
+        guard let micros = UTCTimestamp.parse(text) else {
+            throw GatewayError.badRequest("'\(text.prefix(40))' is not an ISO 8601 time such as 2013-01-01T14:14:55.118845Z.",
+                                          errors: [.init(pointer: "path.at", detail: "is not an ISO 8601 time")])
+        }
+        return micros
+    }
+}
+
+/// Progress nobody watches (the demo load).
+struct SilentProgress: ImportProgress {
+    func update(done: Int, total: Int?) {}
+}
+
+/// Removes datapoints past each feed's retention, periodically.
+struct RetentionService: Service {
+    let store: FeedStore
+    let every: Duration
+    let logger: Logger
+
+    func run() async throws {
+        while !Task.isShuttingDownGracefully && !Task.isCancelled {
+            do {
+                let removed = try await store.applyRetention()
+                if removed > 0 { logger.info("feeds retention removed datapoints", metadata: ["count": "\(removed)"]) }
+            } catch {
+                logger.warning("feeds retention failed", metadata: ["error": "\(error)"])
+            }
+            try? await cancelWhenGracefulShutdown { try await Task.sleep(for: every) }
+        }
+    }
+}

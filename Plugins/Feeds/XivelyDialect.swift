@@ -1,0 +1,386 @@
+import Foundation
+import GatewayCore
+import NIOCore
+
+/// The Xively (COSM) API v2 under `/v2`, exact enough that an unmodified old client works:
+/// `.json` / `.csv` suffixes (the suffix wins over `Accept`), the key in `X-ApiKey` or `?key=`,
+/// 201 + `Location` on creates, values as strings, timestamps with microseconds and `Z`, only the
+/// legacy keys in feed, datastream, datapoint, location and unit objects, read-only members of a
+/// PUT ignored, and `{"title", "errors"}` error bodies with the v2 status codes.
+struct XivelyDialect: Sendable {
+    let service: FeedService
+
+    enum Format: Sendable { case json, csv }
+
+    var dialect: Dialect {
+        var routes: [DialectRoute] = []
+        func add(_ method: HTTPRequest.Method, _ path: String, _ summary: String,
+                 _ handler: @escaping @Sendable (DialectRequest, OperationContext, Format) async throws -> DialectResponse) {
+            routes.append(DialectRoute(method, path, summary: summary) { request, context in
+                try await handler(request, context, try Self.format(request))
+            })
+            // A literal last segment also takes the format suffixes (`/v2/feeds.json`).
+            if let last = path.split(separator: "/").last, !last.hasPrefix("{") {
+                for suffix in [".json", ".csv", ".xml"] {
+                    routes.append(DialectRoute(method, path + suffix, summary: summary) { request, context in
+                        try await handler(request, context, try Self.format(request))
+                    })
+                }
+            }
+        }
+        add(.get, "/v2/feeds", "List feeds (q, tag, user, units, status, lat/lon/distance, order, page, per_page, content)") { request, context, format in
+            try await listFeeds(request, context, format)
+        }
+        add(.post, "/v2/feeds", "Create a feed (201 + Location)") { request, context, format in
+            try requireWriter(context.principal)
+            let draft = try service.feedDraft(try Self.json(request), creating: true, naming: .legacy)
+            let feed = try await service.createFeed(draft, context.principal)
+            return DialectResponse(status: 201, headers: ["Location": "\(Self.base(request))/v2/feeds/\(feed.id)"])
+        }
+        add(.get, "/v2/feeds/{feed}", "Read a feed (datastreams=a,b and the history parameters)") { request, context, format in
+            let feed = try await service.visibleFeed(Self.strip(request.pathParameters["feed"]), context.principal)
+            let names = request.query("datastreams").map { $0.split(separator: ",").map(String.init) }
+            let streams = try await service.streams(of: feed, only: names, context.principal)
+            let parameters = Self.parameters(request)
+            var points: [String: [Datapoint]] = [:]
+            if HistoryQuery.isRequested(parameters) {
+                let query = try HistoryQuery(parameters: parameters, now: service.store.now(), legacy: true)
+                for stream in streams { points[stream.id] = try await service.store.history(stream, query) }
+            }
+            switch format {
+            case .json:
+                return Self.json(render(feed, streams: streams, points: HistoryQuery.isRequested(parameters) ? points : nil, base: Self.base(request)))
+            case .csv:
+                return Self.csv(streams.map { stream in
+                    "\(stream.id),\(stream.at.map { UTCTimestamp.format(micros: $0) } ?? ""),\(stream.currentValue.map(FeedRules.text) ?? "")"
+                })
+            }
+        }
+        add(.put, "/v2/feeds/{feed}", "Update a feed's metadata and datastreams (read-only members ignored)") { request, context, format in
+            try requireWriter(context.principal)
+            let feed = try await service.changeableFeed(Self.strip(request.pathParameters["feed"]), context.principal)
+            let draft: FeedDraft
+            switch format {
+            case .json: draft = try service.feedDraft(try Self.json(request), creating: false, naming: .legacy)
+            case .csv: draft = FeedDraft(datastreams: try csvStreams(request))
+            }
+            _ = try await service.updateFeed(feed, draft, context.principal)
+            return DialectResponse(status: 200)
+        }
+        add(.delete, "/v2/feeds/{feed}", "Delete a feed") { request, context, _ in
+            try requireWriter(context.principal)
+            try await service.deleteFeed(try await service.changeableFeed(Self.strip(request.pathParameters["feed"]), context.principal))
+            return DialectResponse(status: 200)
+        }
+        add(.post, "/v2/feeds/{feed}/datastreams", "Create datastreams ({\"version\", \"datastreams\": [...]})") { request, context, format in
+            try requireWriter(context.principal)
+            let feed = try await service.changeableFeed(Self.strip(request.pathParameters["feed"]), context.principal)
+            var problems: [GatewayError.FieldError] = []
+            let drafts: [DatastreamDraft]
+            switch format {
+            case .json:
+                let body = try Self.json(request)
+                drafts = service.datastreamDrafts(body[path: ["datastreams"]] ?? .null, pointer: "/datastreams", naming: .legacy, problems: &problems)
+            case .csv:
+                drafts = try csvStreams(request)
+            }
+            guard problems.isEmpty else { throw FeedService.invalid(problems) }
+            guard !drafts.isEmpty else { throw GatewayError.invalid(field: "/datastreams", "must hold at least one datastream") }
+            try await service.createDatastreams(feed, drafts, context.principal)
+            var headers: [String: String] = [:]
+            if drafts.count == 1 { headers["Location"] = "\(Self.base(request))/v2/feeds/\(feed.id)/datastreams/\(drafts[0].id)" }
+            return DialectResponse(status: 201, headers: headers)
+        }
+        add(.get, "/v2/feeds/{feed}/datastreams/{stream}", "Read a datastream (with the history parameters: its datapoints)") { request, context, format in
+            let (_, stream) = try await locate(request, context)
+            let parameters = Self.parameters(request)
+            var points: [Datapoint]?
+            if HistoryQuery.isRequested(parameters) {
+                points = try await service.store.history(stream, try HistoryQuery(parameters: parameters, now: service.store.now(), legacy: true))
+            }
+            switch format {
+            case .json:
+                return Self.json(Self.render(stream, points: points))
+            case .csv:
+                if let points { return Self.csv(points.map { "\(UTCTimestamp.format(micros: $0.at)),\(FeedRules.text($0.value))" }) }
+                return Self.csv(["\(stream.at.map { UTCTimestamp.format(micros: $0) } ?? ""),\(stream.currentValue.map(FeedRules.text) ?? "")"])
+            }
+        }
+        add(.put, "/v2/feeds/{feed}/datastreams/{stream}", "Update a datastream (current_value records a datapoint)") { request, context, format in
+            try requireWriter(context.principal)
+            let (feed, stream) = try await locate(request, context, writing: true)
+            var draft = DatastreamDraft(id: stream.id)
+            switch format {
+            case .json:
+                var problems: [GatewayError.FieldError] = []
+                var body = try Self.json(request)
+                if let first = body[path: ["datastreams"]]?.arrayValue?.first { body = first }
+                guard let parsed = service.datastreamDraft(body, id: stream.id, pointer: "", naming: .legacy, problems: &problems), problems.isEmpty else {
+                    throw FeedService.invalid(problems)
+                }
+                draft = parsed
+            case .csv:
+                let points = try service.datapoints(request.body, contentType: "text/csv")
+                guard let latest = points.max(by: { $0.at < $1.at }) else { throw GatewayError.invalid("The body holds no value.") }
+                draft.currentValue = latest.value
+                draft.at = latest.at
+            }
+            try await service.updateDatastream(feed, draft)
+            return DialectResponse(status: 200)
+        }
+        add(.delete, "/v2/feeds/{feed}/datastreams/{stream}", "Delete a datastream") { request, context, _ in
+            try requireWriter(context.principal)
+            let (_, stream) = try await locate(request, context, writing: true)
+            try await service.deleteDatastream(stream)
+            return DialectResponse(status: 200)
+        }
+        add(.post, "/v2/feeds/{feed}/datastreams/{stream}/datapoints", "Record datapoints ({\"datapoints\": [{at, value}]} or CSV at,value)") { request, context, format in
+            try requireWriter(context.principal)
+            let (_, stream) = try await locate(request, context, writing: true)
+            let points = try service.datapoints(request.body, contentType: format == .csv ? "text/csv" : "application/json")
+            try await service.ingest(points, into: stream)
+            return DialectResponse(status: 200)
+        }
+        add(.delete, "/v2/feeds/{feed}/datastreams/{stream}/datapoints", "Delete the datapoints of a range (start, end, duration)") { request, context, _ in
+            try requireWriter(context.principal)
+            let (_, stream) = try await locate(request, context, writing: true)
+            let range = FeedsPlugin.RangeParameters(start: request.query("start"), end: request.query("end"), duration: request.query("duration"))
+            let (start, end) = try FeedsPlugin.range(range, now: service.store.now())
+            _ = try await service.deleteDatapoints(stream, from: start, through: end)
+            return DialectResponse(status: 200)
+        }
+        add(.get, "/v2/feeds/{feed}/datastreams/{stream}/datapoints/{at}", "Read one datapoint") { request, context, format in
+            let (_, stream) = try await locate(request, context)
+            let at = try FeedsPlugin.time(Self.strip(request.pathParameters["at"]))
+            guard let point = try await service.store.datapoint(stream, at: at) else { throw GatewayError.notFound("There is no datapoint at this time.") }
+            switch format {
+            case .json: return Self.json(Self.render(point))
+            case .csv: return Self.csv(["\(UTCTimestamp.format(micros: point.at)),\(FeedRules.text(point.value))"])
+            }
+        }
+        add(.put, "/v2/feeds/{feed}/datastreams/{stream}/datapoints/{at}", "Change one datapoint's value") { request, context, format in
+            try requireWriter(context.principal)
+            let (_, stream) = try await locate(request, context, writing: true)
+            let at = try FeedsPlugin.time(Self.strip(request.pathParameters["at"]))
+            let value: Double?
+            switch format {
+            case .json: value = try Self.json(request)[path: ["value"]].flatMap(FeedRules.value)
+            case .csv: value = FeedRules.value(String(buffer: request.body).trimmingCharacters(in: .whitespacesAndNewlines))
+            }
+            guard let value else { throw GatewayError.invalid(field: "/value", "must be a number") }
+            try await service.updateDatapoint(stream, at: at, value: value)
+            return DialectResponse(status: 200)
+        }
+        add(.delete, "/v2/feeds/{feed}/datastreams/{stream}/datapoints/{at}", "Delete one datapoint") { request, context, _ in
+            try requireWriter(context.principal)
+            let (_, stream) = try await locate(request, context, writing: true)
+            let at = try FeedsPlugin.time(Self.strip(request.pathParameters["at"]))
+            guard try await service.deleteDatapoints(stream, from: at, through: at) == 1 else { throw GatewayError.notFound("There is no datapoint at this time.") }
+            return DialectResponse(status: 200)
+        }
+        return Dialect(name: "xively-v2", routes: routes, credential: Self.credential, renderError: Self.renderError)
+    }
+
+    // MARK: Requests
+
+    /// `X-ApiKey`, or `?key=` (the Objective-C library appends it to every URL).
+    static func credential(_ request: DialectRequest) -> Credential? {
+        if let key = request.headers[HTTPField.Name("X-ApiKey")!], !key.isEmpty { return .apiKey(key) }
+        if let key = request.query("key"), !key.isEmpty { return .apiKey(key) }
+        return nil
+    }
+
+    /// The reply format: the path's suffix, else `Accept`; `.xml` is refused.
+    static func format(_ request: DialectRequest) throws -> Format {
+        let last = request.path.split(separator: "?").first?.split(separator: "/").last ?? ""
+        if last.hasSuffix(".csv") { return .csv }
+        if last.hasSuffix(".json") { return .json }
+        if last.hasSuffix(".xml") { throw GatewayError.notAcceptable("XML is not served: use .json or .csv.") }
+        let accept = request.headers[.accept] ?? ""
+        if accept.contains("text/csv") { return .csv }
+        if accept.contains("xml"), !accept.contains("json"), !accept.contains("*/*") { throw GatewayError.notAcceptable("XML is not served: use .json or .csv.") }
+        return .json
+    }
+
+    /// A path parameter without its format suffix.
+    static func strip(_ value: String?) -> String {
+        guard let value else { return "" }
+        for suffix in [".json", ".csv", ".xml"] where value.hasSuffix(suffix) {
+            return String(value.dropLast(suffix.count))
+        }
+        return value
+    }
+
+    static func parameters(_ request: DialectRequest) -> [String: String] {
+        var result: [String: String] = [:]
+        for (name, value) in request.queryParameters { result[name] = value }
+        return result
+    }
+
+    static func json(_ request: DialectRequest) throws -> JSONValue {
+        guard request.body.readableBytes > 0 else { throw GatewayError.badRequest("The body is empty: send JSON.") }
+        return try JSONValue.parse(request.body, maximumDepth: 16)
+    }
+
+    /// Where the gateway is, for `feed`, `creator` and `Location` URLs.
+    static func base(_ request: DialectRequest) -> String {
+        if let host = request.headers[HTTPField.Name("X-Forwarded-Host")!] ?? request.authority, !host.isEmpty,
+           host.utf8.allSatisfy({ $0 > 32 && $0 < 127 && $0 != UInt8(ascii: "/") }) {
+            let scheme = request.headers[HTTPField.Name("X-Forwarded-Proto")!] == "https" ? "https" : "http"
+            return "\(scheme)://\(host)"
+        }
+        return "http://localhost"
+    }
+
+    func requireWriter(_ principal: Principal) throws {
+        if principal.isAnonymous { throw GatewayError.unauthorized("Send an API key in X-ApiKey.") }
+        if case .apiKey = principal.kind, !principal.isAdmin,
+           !(principal.scopes.contains("*") || principal.scopes.contains("feeds:write") || principal.scopes.contains("feeds:*")) {
+            throw GatewayError.forbidden("This key may only read.")
+        }
+    }
+
+    func locate(_ request: DialectRequest, _ context: OperationContext, writing: Bool = false) async throws -> (FeedRecord, DatastreamRecord) {
+        let feedID = request.pathParameters["feed"] ?? ""
+        let feed = writing ? try await service.changeableFeed(feedID, context.principal) : try await service.visibleFeed(feedID, context.principal)
+        let stream = try await service.stream(feed, Self.strip(request.pathParameters["stream"]), context.principal)
+        return (feed, stream)
+    }
+
+    /// CSV datastream updates: `id,value` or `id,at,value` lines.
+    func csvStreams(_ request: DialectRequest) throws -> [DatastreamDraft] {
+        var drafts: [DatastreamDraft] = []
+        var problems: [GatewayError.FieldError] = []
+        for (index, line) in String(buffer: request.body).split(omittingEmptySubsequences: false, whereSeparator: \.isNewline).enumerated() {
+            let fields = line.trimmingCharacters(in: CharacterSet(charactersIn: " \r\t")).split(separator: ",", omittingEmptySubsequences: false)
+                .map { $0.trimmingCharacters(in: .whitespaces) }
+            if fields == [""] { continue }
+            guard (2...3).contains(fields.count), FeedRules.isDatastreamID(fields[0]), let value = FeedRules.value(fields[fields.count - 1]) else {
+                problems.append(.init(pointer: "line \(index + 1)", detail: "must be `id,value` or `id,at,value`"))
+                continue
+            }
+            var draft = DatastreamDraft(id: fields[0], currentValue: value)
+            if fields.count == 3 {
+                guard let at = UTCTimestamp.parse(fields[1]) else {
+                    problems.append(.init(pointer: "line \(index + 1)", detail: "'\(fields[1].prefix(40))' is not an ISO 8601 time"))
+                    continue
+                }
+                if let problem = service.timeProblem(at) { problems.append(.init(pointer: "line \(index + 1)", detail: "the time \(problem)")) }
+                draft.at = at
+            }
+            drafts.append(draft)
+        }
+        guard problems.isEmpty else { throw FeedService.invalid(problems) }
+        return drafts
+    }
+
+    func listFeeds(_ request: DialectRequest, _ context: OperationContext, _ format: Format) async throws -> DialectResponse {
+        func number(_ name: String) throws -> Double? {
+            guard let text = request.query(name) else { return nil }
+            guard let value = FeedRules.value(text) else { throw GatewayError.badRequest("\(name) must be a number.") }
+            return value
+        }
+        func integer(_ name: String) throws -> Int? {
+            guard let text = request.query(name) else { return nil }
+            guard let value = Int(text) else { throw GatewayError.badRequest("\(name) must be an integer.") }
+            return value
+        }
+        let filter = try FeedsPlugin.filter(q: request.query("q"), tag: request.query("tag"), user: request.query("user"), status: request.query("status"),
+                                            units: request.query("units"), lat: try number("lat"), lon: try number("lon"), distance: try number("distance"),
+                                            distanceUnits: request.query("distance_units"), order: request.query("order"), page: try integer("page"),
+                                            perPage: try integer("per_page"), principal: context.principal, seesPrivate: context.principal.isAdmin)
+        let (total, feeds) = try await service.store.listFeeds(filter, frozenAfter: service.frozenAfterMicros)
+        let visible = feeds.filter { service.canSee($0, context.principal) }
+        let summary = request.query("content") == "summary"
+        let streams = summary ? [:] : try await service.store.datastreams(of: visible.map(\.id))
+        let base = Self.base(request)
+        switch format {
+        case .json:
+            return Self.json(.object([
+                "totalResults": .number(Double(total)), "itemsPerPage": .number(Double(filter.limit)), "startIndex": .number(Double(filter.offset)),
+                "results": .array(visible.map { feed in
+                    render(feed, streams: summary ? nil : (streams[feed.id] ?? []).filter { service.mayReach(stream: $0.id, of: feed.id, context.principal) },
+                           points: nil, base: base)
+                }),
+            ]))
+        case .csv:
+            var lines: [String] = []
+            for feed in visible {
+                for stream in streams[feed.id] ?? [] {
+                    lines.append("\(feed.id),\(stream.id),\(stream.at.map { UTCTimestamp.format(micros: $0) } ?? ""),\(stream.currentValue.map(FeedRules.text) ?? "")")
+                }
+            }
+            return Self.csv(lines)
+        }
+    }
+
+    // MARK: Replies
+
+    /// A feed with exactly the legacy members.
+    func render(_ feed: FeedRecord, streams: [DatastreamRecord]?, points: [String: [Datapoint]]?, base: String) -> JSONValue {
+        var members: [String: JSONValue] = [
+            "id": .number(Double(feed.id)),
+            "title": .string(feed.title),
+            "private": .string(feed.isPrivate ? "true" : "false"),
+            "feed": .string("\(base)/v2/feeds/\(feed.id).json"),
+            "status": .string(service.status(of: feed)),
+            "updated": .string(UTCTimestamp.format(micros: feed.updated)),
+            "created": .string(UTCTimestamp.format(micros: feed.created)),
+            "version": .string("1.0.0"),
+            "tags": .array(feed.tags.map(JSONValue.string)),
+        ]
+        if let creator = feed.creatorName { members["creator"] = .string("\(base)/users/\(creator)") }
+        if let description = feed.description { members["description"] = .string(description) }
+        if let website = feed.website { members["website"] = .string(website) }
+        if !feed.location.isEmpty { members["location"] = FeedsPlugin.render(feed.location) }
+        if let streams { members["datastreams"] = .array(streams.map { Self.render($0, points: points?[$0.id]) }) }
+        return .object(members)
+    }
+
+    /// A datastream with exactly the legacy members; values as strings.
+    static func render(_ stream: DatastreamRecord, points: [Datapoint]?) -> JSONValue {
+        var members: [String: JSONValue] = ["id": .string(stream.id)]
+        if let value = stream.currentValue { members["current_value"] = .string(FeedRules.text(value)) }
+        if let at = stream.at { members["at"] = .string(UTCTimestamp.format(micros: at)) }
+        if let value = stream.maxValue { members["max_value"] = .string(FeedRules.text(value)) }
+        if let value = stream.minValue { members["min_value"] = .string(FeedRules.text(value)) }
+        if !stream.tags.isEmpty { members["tags"] = .array(stream.tags.map(JSONValue.string)) }
+        if !stream.unit.isEmpty { members["unit"] = stream.unit.json }
+        if let points { members["datapoints"] = .array(points.map(render)) }
+        return .object(members)
+    }
+
+    static func render(_ point: Datapoint) -> JSONValue {
+        .object(["at": .string(UTCTimestamp.format(micros: point.at)), "value": .string(FeedRules.text(point.value))])
+    }
+
+    static func json(_ value: JSONValue, status: Int = 200) -> DialectResponse {
+        DialectResponse(status: status, headers: ["Content-Type": "application/json; charset=utf-8"], body: value.serialized())
+    }
+
+    static func csv(_ lines: [String]) -> DialectResponse {
+        DialectResponse.text(lines.joined(separator: "\n"), contentType: "text/csv; charset=utf-8")
+    }
+
+    /// `{"title", "errors"}` with the v2 codes: conflicts are 422 (v2 has no 409) and rate limits 403.
+    static func renderError(_ error: GatewayError) -> DialectResponse {
+        let status: Int
+        let title: String
+        switch error.status {
+        case 400:
+            status = 400
+            title = error.detail.contains("not valid JSON") || error.detail.contains("JSON") ? "JSON Parser Error" : "Bad Request"
+        case 401: (status, title) = (401, "You do not have permission to access this resource")
+        case 403: (status, title) = (403, "Forbidden")
+        case 404: (status, title) = (404, "Not found")
+        case 409, 422: (status, title) = (422, "Unprocessable Entity")
+        case 429: (status, title) = (403, "Forbidden")
+        case 503: (status, title) = (503, "Service Unavailable")
+        case 500...: (status, title) = (error.status, "Oops, something's broken")
+        default: (status, title) = (error.status, error.title)
+        }
+        var response = json(.object(["title": .string(title), "errors": .string(error.detail)]), status: status)
+        for (name, value) in error.headers { response.headers[name] = value }
+        return response
+    }
+}

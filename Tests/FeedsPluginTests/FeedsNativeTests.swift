@@ -1,0 +1,228 @@
+import Foundation
+import GatewayCore
+import GatewayServer
+import GatewayTesting
+import HTTPTypes
+import NIOCore
+@testable import FeedsPlugin
+import Testing
+
+@Suite("feeds native API")
+struct FeedsNativeTests {
+    @Test("feeds: create, read, update (read-only members ignored), list filters, private feeds, delete", arguments: TestStorage.available)
+    func feedLifecycle(storage: TestStorage) async throws {
+        let clock = TestClock(Date(timeIntervalSince1970: 1_700_000_000))
+        try await withFeeds(storage, clock: clock) { gateway in
+            let ann = try await gateway.register("ann")
+            let bob = try await gateway.register("bob")
+
+            #expect(try await gateway.call(.post, "/v1/feeds", body: #"{"title": "x"}"#).status == 401, "guests cannot create feeds")
+            let invalid = try await gateway.call(.post, "/v1/feeds", token: ann.token,
+                                                 body: #"{"description": 5, "tags": ["ok", 3], "location": {"lat": 100, "domain": "moon"}, "private": "maybe", "colour": "red"}"#)
+            #expect(invalid.status == 422)
+            let pointers = Set((invalid.json["errors"]?.arrayValue ?? []).compactMap { $0["pointer"]?.string })
+            #expect(pointers == ["/title", "/description", "/tags/1", "/location/lat", "/location/domain", "/private", "/colour"])
+
+            let created = try await gateway.call(.post, "/v1/feeds", token: ann.token, body: """
+                {"title": "Office", "description": "Sensors in the office", "website": "https://example.com/office", "tags": ["Temperature", "office"],
+                 "location": {"name": "desk", "domain": "physical", "exposure": "indoor", "disposition": "fixed", "lat": 51.52, "lon": -0.08, "ele": "23.0"},
+                 "datastreams": [{"id": "temp", "unit": {"label": "Celsius", "symbol": "C", "type": "derivedSI"}, "currentValue": 21.5, "tags": ["air"]},
+                                 {"id": "humidity"}]}
+                """)
+            #expect(created.status == 201)
+            let id = try #require(created.json["id"]?.numberValue.map { Int($0) })
+            #expect(created.headers[.location] == "/v1/feeds/\(id)")
+            #expect(created.json["creator"] == .string("ann"))
+            #expect(created.json["status"] == .string("live"))
+            #expect(created.json["location"]?["lat"] == .number(51.52))
+            let temp = try #require(created.json["datastreams"]?.arrayValue?.first { $0["id"] == .string("temp") })
+            #expect(temp["currentValue"] == .number(21.5))
+            #expect(temp["minValue"] == .number(21.5) && temp["maxValue"] == .number(21.5))
+            #expect(temp["at"] == .string("2023-11-14T22:13:20.000000Z"))
+
+            // Read-only members are ignored; members left out stay.
+            let updated = try await gateway.call(.put, "/v1/feeds/\(id)", token: ann.token,
+                                                 body: #"{"title": "Main office", "id": 999, "status": "frozen", "created": "2000-01-01T00:00:00Z"}"#)
+            #expect(updated.status == 200)
+            #expect(updated.json["id"] == .number(Double(id)))
+            #expect(updated.json["title"] == .string("Main office"))
+            #expect(updated.json["description"] == .string("Sensors in the office"))
+            #expect(updated.json["status"] == .string("live"))
+            #expect(try await gateway.call(.put, "/v1/feeds/\(id)", token: bob.token, body: #"{"title": "mine"}"#).status == 403)
+
+            let secret = try await gateway.call(.post, "/v1/feeds", token: bob.token, body: #"{"title": "Bob's secret", "private": true, "tags": ["office"]}"#)
+            let secretID = try #require(secret.json["id"]?.numberValue.map { Int($0) })
+            #expect(try await gateway.call(.get, "/v1/feeds/\(secretID)").status == 404, "a private feed does not exist for guests")
+            #expect(try await gateway.call(.get, "/v1/feeds/\(secretID)", token: ann.token).status == 404)
+            #expect(try await gateway.call(.get, "/v1/feeds/\(secretID)", token: bob.token).status == 200)
+            #expect(try await gateway.call(.get, "/v1/feeds/abc").status == 404)
+            #expect(try await gateway.call(.get, "/v1/feeds/99999").status == 404)
+
+            // Filters.
+            #expect(try await gateway.call(.get, "/v1/feeds?tag=office").json["total"] == .number(1), "bob's private feed is left out for guests")
+            #expect(try await gateway.call(.get, "/v1/feeds?tag=office", token: bob.token).json["total"] == .number(2))
+            #expect(try await gateway.call(.get, "/v1/feeds?tag=temperature").json["total"] == .number(1), "tags match without case")
+            #expect(try await gateway.call(.get, "/v1/feeds?q=sensors%20office").json["total"] == .number(1))
+            #expect(try await gateway.call(.get, "/v1/feeds?q=nothing-like-this").json["total"] == .number(0))
+            #expect(try await gateway.call(.get, "/v1/feeds?user=ann").json["total"] == .number(1))
+            #expect(try await gateway.call(.get, "/v1/feeds?units=C").json["total"] == .number(1))
+            #expect(try await gateway.call(.get, "/v1/feeds?lat=51.5&lon=-0.1&distance=10").json["total"] == .number(1))
+            #expect(try await gateway.call(.get, "/v1/feeds?lat=48.85&lon=2.35&distance=10").json["total"] == .number(0), "Paris is not near London")
+            #expect(try await gateway.call(.get, "/v1/feeds?lat=48.85&lon=2.35&distance=250&distanceUnits=miles").json["total"] == .number(1))
+            #expect(try await gateway.call(.get, "/v1/feeds?lat=91&lon=0").status == 400)
+            #expect(try await gateway.call(.get, "/v1/feeds?lat=10").status == 400)
+            #expect(try await gateway.call(.get, "/v1/feeds?perPage=0").status == 400)
+            #expect(try await gateway.call(.get, "/v1/feeds?status=sleeping").status == 400)
+            let summary = try await gateway.call(.get, "/v1/feeds?content=summary&perPage=1&page=1")
+            #expect(summary.json.items.count == 1 && summary.json.items[0]["datastreams"] == nil)
+
+            // Frozen after 15 minutes without an update.
+            clock.advance(by: 16 * 60)
+            #expect(try await gateway.call(.get, "/v1/feeds/\(id)").json["status"] == .string("frozen"))
+            #expect(try await gateway.call(.get, "/v1/feeds?status=frozen").json["total"] == .number(1))
+            #expect(try await gateway.call(.post, "/v1/feeds/\(id)/datastreams/temp/datapoints", token: ann.token,
+                                            body: #"{"datapoints": [{"value": "22"}]}"#).status == 200)
+            #expect(try await gateway.call(.get, "/v1/feeds/\(id)").json["status"] == .string("live"), "a datapoint brings the feed back to life")
+            #expect(try await gateway.call(.get, "/v1/feeds?status=live").json["total"] == .number(1))
+
+            #expect(try await gateway.call(.delete, "/v1/feeds/\(id)", token: bob.token).status == 403)
+            #expect(try await gateway.call(.delete, "/v1/feeds/\(id)", token: ann.token).status == 204)
+            #expect(try await gateway.call(.get, "/v1/feeds/\(id)").status == 404)
+            #expect(try await gateway.call(.get, "/v1/feeds/\(id)/datastreams/temp/datapoints").status == 404)
+        }
+    }
+
+    @Test("datapoints: JSON and CSV ingest, idempotent, all or nothing, current/min/max, single datapoint reads and changes", arguments: TestStorage.available)
+    func ingest(storage: TestStorage) async throws {
+        try await withFeeds(storage) { gateway in
+            let ann = try await gateway.register("ann")
+            let feed = try await gateway.call(.post, "/v1/feeds", token: ann.token, body: #"{"title": "Garden", "datastreams": [{"id": "soil"}]}"#)
+            let id = try #require(feed.json["id"]?.numberValue.map { Int($0) })
+            let points = "/v1/feeds/\(id)/datastreams/soil/datapoints"
+
+            let first = try await gateway.call(.post, points, token: ann.token,
+                                               body: #"{"datapoints": [{"at": "\#(at(-300))", "value": "10.5"}, {"at": "\#(at(-200))", "value": 12}, {"at": "\#(at(-100))", "value": "-3"}]}"#)
+            #expect(first.status == 200)
+            #expect(first.json["accepted"] == .number(3))
+            var stream = try await gateway.call(.get, "/v1/feeds/\(id)/datastreams/soil").json
+            #expect(stream["currentValue"] == .number(-3))
+            #expect(stream["at"] == .string(at(-100)))
+            #expect(stream["minValue"] == .number(-3) && stream["maxValue"] == .number(12))
+
+            // CSV, with an older datapoint (a backfill leaves the current value alone) and a replacement.
+            let csv = try await gateway.call(.post, points, token: ann.token, headers: [.contentType: "text/csv"],
+                                             body: "\(at(-400)),99\r\n\(at(-200)),13\r\n\n")
+            #expect(csv.status == 200, "\(csv.text)")
+            stream = try await gateway.call(.get, "/v1/feeds/\(id)/datastreams/soil").json
+            #expect(stream["currentValue"] == .number(-3))
+            #expect(stream["maxValue"] == .number(99))
+            let history = try await gateway.call(.get, "\(points)?start=\(at(-1000))").json
+            #expect(history["datapoints"]?.arrayValue?.map { $0["value"] } == [.number(99), .number(10.5), .number(13), .number(-3)],
+                    "re-sending the datapoint at -200 replaced its value")
+
+            // Bad input: nothing of a bad batch is stored.
+            let before = try await gateway.call(.get, "\(points)?start=\(at(-1000))").text
+            let bad = try await gateway.call(.post, points, token: ann.token, body: """
+                {"datapoints": [{"at": "\(at(-50))", "value": "1"}, {"at": "\(at(-40))", "value": "warm"}, {"at": "yesterday", "value": "1"},
+                 {"at": "\(at(3600))", "value": "1"}, {"at": "\(at(-50))", "value": "2"}, {"value": null}]}
+                """)
+            #expect(bad.status == 422)
+            let pointers = (bad.json["errors"]?.arrayValue ?? []).compactMap { $0["pointer"]?.string }
+            #expect(pointers == ["/datapoints/1/value", "/datapoints/2/at", "/datapoints/3/at", "/datapoints/4/at", "/datapoints/5/value"])
+            #expect(try await gateway.call(.get, "\(points)?start=\(at(-1000))").text == before, "all or nothing")
+            #expect(try await gateway.call(.post, points, token: ann.token, headers: [.contentType: "text/csv"], body: "\(at(-10)),1\nnot-a-time,2\n").json["errors"]?[0]?["pointer"]
+                    == .string("line 2"))
+            #expect(try await gateway.call(.post, points, token: ann.token, body: #"{"datapoints": [{"at": "2023-11-14T22:13:20Z", "value": "1"}"#).status == 400)
+            #expect(try await gateway.call(.post, points, token: ann.token, body: #"{"datapoints": []}"#).status == 422)
+            #expect(try await gateway.call(.post, points, token: ann.token, body: #"{"points": []}"#).status == 422)
+            #expect(try await gateway.call(.post, points, token: ann.token, headers: [.contentType: "application/xml"], body: "<x/>").status == 415)
+            let many = (0..<2_001).map { #"{"at": "\#(at(-3000 + $0))", "value": \#($0)}"# }.joined(separator: ",")
+            #expect(try await gateway.call(.post, points, token: ann.token, body: #"{"datapoints": [\#(many)]}"#).status == 413)
+            #expect(try await gateway.call(.post, "/v1/feeds/\(id)/datastreams/nope/datapoints", token: ann.token, body: #"{"datapoints": [{"value": 1}]}"#).status == 404)
+            #expect(try await gateway.call(.post, "/v1/feeds/999/datastreams/soil/datapoints", token: ann.token, body: #"{"datapoints": [{"value": 1}]}"#).status == 404)
+            #expect(try await gateway.call(.post, points, body: #"{"datapoints": [{"value": 1}]}"#).status == 401)
+            let bob = try await gateway.register("bob")
+            #expect(try await gateway.call(.post, points, token: bob.token, body: #"{"datapoints": [{"value": 1}]}"#).status == 403)
+
+            // One datapoint: read, change, delete; the current value falls back when the latest goes.
+            let single = "\(points)/\(at(-100))"
+            #expect(try await gateway.call(.get, single).json == .object(["at": .string(at(-100)), "value": .number(-3)]))
+            #expect(try await gateway.call(.put, single, token: ann.token, body: #"{"value": "4.25"}"#).status == 200)
+            #expect(try await gateway.call(.get, "/v1/feeds/\(id)/datastreams/soil").json["currentValue"] == .number(4.25))
+            #expect(try await gateway.call(.put, "\(points)/\(at(-150))", token: ann.token, body: #"{"value": 1}"#).status == 404)
+            #expect(try await gateway.call(.put, single, token: ann.token, body: #"{"value": "x"}"#).status == 422)
+            #expect(try await gateway.call(.get, "\(points)/not-a-time").status == 400)
+            #expect(try await gateway.call(.delete, single, token: ann.token).status == 204)
+            #expect(try await gateway.call(.get, single).status == 404)
+            stream = try await gateway.call(.get, "/v1/feeds/\(id)/datastreams/soil").json
+            #expect(stream["currentValue"] == .number(13))
+            #expect(stream["at"] == .string(at(-200)))
+
+            // Range delete.
+            #expect(try await gateway.call(.delete, points, token: ann.token).status == 400)
+            let removed = try await gateway.call(.delete, "\(points)?start=\(at(-450))&end=\(at(-250))", token: ann.token)
+            #expect(removed.json["deleted"] == .number(2))
+            #expect(try await gateway.call(.get, "\(points)?start=\(at(-1000))").json["datapoints"]?.arrayValue?.count == 1)
+        }
+    }
+
+    @Test("history: ranges, newest, find_previous, sampled intervals, discrete, and aggregates", arguments: TestStorage.available)
+    func history(storage: TestStorage) async throws {
+        try await withFeeds(storage) { gateway in
+            let ann = try await gateway.register("ann")
+            let feed = try await gateway.call(.post, "/v1/feeds", token: ann.token, body: #"{"title": "Meter", "datastreams": [{"id": "power"}]}"#)
+            let id = try #require(feed.json["id"]?.numberValue.map { Int($0) })
+            let points = "/v1/feeds/\(id)/datastreams/power/datapoints"
+            // One datapoint every 10 minutes for 10 hours before now: value = minutes / 10.
+            let body = (0..<60).map { #"{"at": "\#(at(-36_000 + $0 * 600))", "value": \#($0)}"# }.joined(separator: ",")
+            #expect(try await gateway.call(.post, points, token: ann.token, body: "[\(body)]").status == 200)
+            func values(_ query: String) async throws -> [Double] {
+                let reply = try await gateway.call(.get, "\(points)?\(query)")
+                #expect(reply.status == 200, "\(query): \(reply.text)")
+                return (reply.json["datapoints"]?.arrayValue ?? []).compactMap { $0["value"]?.numberValue }
+            }
+            func times(_ query: String) async throws -> [String] {
+                (try await gateway.call(.get, "\(points)?\(query)").json["datapoints"]?.arrayValue ?? []).compactMap { $0["at"]?.string }
+            }
+            #expect(try await values("limit=3") == [57, 58, 59], "without a start: the newest, oldest first")
+            #expect(try await values("") .count == 60)
+            #expect(try await values("start=\(at(-36_000))&limit=2") == [0, 1])
+            #expect(try await values("start=\(at(-35_700))&duration=20minutes") == [1, 2])
+            #expect(try await values("end=\(at(-34_800))&duration=10minutes") == [1, 2])
+            #expect(try await values("duration=35minutes") == [57, 58, 59])
+            #expect(try await values("start=\(at(-35_700))&duration=20minutes&find_previous=true") == [0, 1, 2])
+            #expect(try await values("start=\(at(-36_000))&end=\(at(-36_000))") == [0])
+
+            // Sampling: the value in force at each point.
+            #expect(try await values("start=\(at(-35_900))&duration=1hour&interval=1800") == [3, 6], "no datapoint of the range is in force at the first point")
+            #expect(try await times("start=\(at(-35_900))&duration=1hour&interval=1800") == [at(-34_200), at(-32_400)], "each datapoint at its own time")
+            #expect(try await values("start=\(at(-35_900))&duration=1hour&interval=1800&find_previous=true") == [0, 3, 6])
+            #expect(try await times("start=\(at(-35_900))&duration=1hour&interval=1800&interval_type=discrete&find_previous=true")
+                    == [at(-35_900), at(-34_100), at(-32_300)])
+            #expect(try await values("start=\(at(-35_900))&duration=1hour&interval=1800&interval_type=discrete") == [3, 6], "points before the first datapoint of the range are skipped")
+            #expect(try await values("start=\(at(-36_000))&duration=10hours&interval=3600&limit=3") == [0, 6, 12])
+            #expect(try await values("start=\(at(-36_000))&duration=3hours&interval=240&interval_type=discrete").count == 46, "several points may share a datapoint")
+
+            // Aggregates per interval.
+            #expect(try await values("start=\(at(-36_000))&duration=1hour&interval=1800&function=avg") == [1, 4, 6])
+            #expect(try await values("start=\(at(-36_000))&duration=1hour&interval=1800&function=sum") == [3, 12, 6])
+            #expect(try await values("start=\(at(-36_000))&duration=1hour&interval=1800&function=count") == [3, 3, 1])
+            #expect(try await values("start=\(at(-36_000))&duration=1hour&interval=1800&function=min") == [0, 3, 6])
+            #expect(try await values("start=\(at(-36_000))&duration=1hour&interval=1800&function=max") == [2, 5, 6])
+            #expect(try await values("start=\(at(-36_000))&duration=1hour&interval=1800&function=first") == [0, 3, 6])
+            #expect(try await values("start=\(at(-36_000))&duration=1hour&interval=1800&function=last") == [2, 5, 6])
+            #expect(try await times("start=\(at(-36_000))&duration=1hour&interval=1800&function=last") == [at(-36_000), at(-34_200), at(-32_400)])
+
+            // Bad parameters name themselves.
+            for (query, parameter) in [("start=yesterday", "start"), ("duration=5fortnights", "duration"), ("limit=0", "limit"), ("limit=1001", "limit"),
+                                       ("limit=abc", "limit"), ("interval=-5&duration=1hour", "interval"), ("interval=60", "interval"),
+                                       ("function=median&interval=60&duration=1hour", "function"), ("function=avg", "function"),
+                                       ("start=\(at(0))&end=\(at(-10))", "end"), ("start=\(at(-10))&end=\(at(0))&duration=1hour", "duration"),
+                                       ("interval_type=continuous", "interval_type"), ("find_previous=perhaps", "find_previous")] {
+                let reply = try await gateway.call(.get, "\(points)?\(query)")
+                #expect(reply.status == 400, "\(query)")
+                #expect(reply.json["errors"]?[0]?["pointer"] == .string("query.\(parameter)"), "\(query): \(reply.text)")
+            }
+        }
+    }
+}
