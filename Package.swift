@@ -140,6 +140,8 @@ let package = Package(
             dependencies: ["FeedsPlugin", "GatewayTesting", "GatewayServer",
                            .product(name: "HummingbirdTesting", package: "hummingbird"),
                            .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
+                           .product(name: "NIOWebSocket", package: "swift-nio"),
+                           .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                            .product(name: "NIOFoundationCompat", package: "swift-nio")],
             swiftSettings: strictSettings
         ),

@@ -364,7 +364,7 @@ struct FeedService: Sendable {
         var seen: Set<Int64> = []
         func add(_ at: Int64, _ value: Double, pointer: @autoclosure () -> String) {
             if let problem = timeProblem(at) {
-                problems.append(.init(pointer: pointer(), detail: "at \(problem)"))
+                problems.append(.init(pointer: pointer(), detail: problem))
             } else if !seen.insert(at).inserted {
                 problems.append(.init(pointer: pointer(), detail: "a second datapoint at \(UTCTimestamp.format(micros: at))"))
             } else {

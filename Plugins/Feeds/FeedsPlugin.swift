@@ -63,6 +63,8 @@ public struct FeedsPlugin: ServicePlugin {
 
     public var dialects: [Dialect] { [XivelyDialect(service: service).dialect] }
 
+    public var webSockets: [WebSocketRoute] { [NativeLiveProtocol(service: service, plugin: self).route] }
+
     public func loadDemoData() async throws {
         guard let demo = configuration.demo else { return }
         let file = context.resolve(path: demo)

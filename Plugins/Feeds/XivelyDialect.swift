@@ -178,7 +178,11 @@ struct XivelyDialect: Sendable {
             guard try await service.deleteDatapoints(stream, from: at, through: at) == 1 else { throw GatewayError.notFound("There is no datapoint at this time.") }
             return DialectResponse(status: 200)
         }
-        return Dialect(name: "xively-v2", routes: routes, credential: Self.credential, renderError: Self.renderError)
+        let socket = XivelySocketProtocol(service: service, dialect: self, routes: routes)
+        let sockets = [WebSocketRoute("/v2/socket", summary: "The v2 socket protocol: subscribe, unsubscribe, get, put, post, delete (also at / of a server.socketListeners entry)") { connection, context in
+            try await socket.serve(connection, context)
+        }]
+        return Dialect(name: "xively-v2", routes: routes, webSockets: sockets, credential: Self.credential, renderError: Self.renderError)
     }
 
     // MARK: Requests
@@ -224,9 +228,13 @@ struct XivelyDialect: Sendable {
 
     /// Where the gateway is, for `feed`, `creator` and `Location` URLs.
     static func base(_ request: DialectRequest) -> String {
-        if let host = request.headers[HTTPField.Name("X-Forwarded-Host")!] ?? request.authority, !host.isEmpty,
+        base(authority: request.authority, headers: request.headers)
+    }
+
+    static func base(authority: String?, headers: HTTPFields) -> String {
+        if let host = headers[HTTPField.Name("X-Forwarded-Host")!] ?? authority, !host.isEmpty,
            host.utf8.allSatisfy({ $0 > 32 && $0 < 127 && $0 != UInt8(ascii: "/") }) {
-            let scheme = request.headers[HTTPField.Name("X-Forwarded-Proto")!] == "https" ? "https" : "http"
+            let scheme = headers[HTTPField.Name("X-Forwarded-Proto")!] == "https" ? "https" : "http"
             return "\(scheme)://\(host)"
         }
         return "http://localhost"

@@ -15,6 +15,10 @@ public protocol AccountDirectory: Sendable {
     func signOut(token: String) async throws
     /// The account with `id`, or nil.
     func account(id: String) async throws -> AccountRecord?
+    /// The caller a credential identifies, for credentials that arrive inside a message rather than
+    /// in a request's headers (a WebSocket request carrying its own key). 401 when it is unknown,
+    /// expired or revoked; 403 when a key is used from an address it does not allow.
+    func principal(for credential: Credential, address: String) async throws -> Principal
 }
 
 /// An account as plugins see it.

@@ -31,6 +31,10 @@ public protocol ServicePlugin: Sendable {
 
     /// The native API.
     var operations: [ServiceOperation] { get }
+    /// The native API's WebSocket routes, under the plugin's mount (`/live` → `/v1/<id>/live`).
+    /// Callers identify themselves as in any native request (`Authorization`, `X-Api-Key`) or, since
+    /// browsers cannot set headers on a WebSocket, with `?access_token=` or `?api_key=`.
+    var webSockets: [WebSocketRoute] { get }
     /// The legacy APIs served beside the native one.
     var dialects: [Dialect] { get }
     /// Long-running work (pollers, evaluators), run in the gateway's service group and stopped gracefully.
@@ -48,6 +52,7 @@ extension ServicePlugin {
     public static var summary: String { id }
     public static var migrations: [Migration] { [] }
     public var dialects: [Dialect] { [] }
+    public var webSockets: [WebSocketRoute] { [] }
     public var services: [any Service] { [] }
     public var importers: [any Importer] { [] }
     public func health() async -> PluginHealth { .ok }

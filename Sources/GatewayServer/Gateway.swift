@@ -109,23 +109,46 @@ public final class Gateway: Sendable {
             try await MigrationRunner(database: db, logger: logger).migrate(migrations)
         }
         let metrics = GatewayMetrics()
-        let events = LocalEventBus()
-        // With PostgreSQL, invalidations travel to every instance on the database.
-        var invalidationChannel: PostgresInvalidationChannel?
+        // With PostgreSQL, cache invalidations and events travel to every instance on the database.
+        var channels: [PostgresChannel] = []
+        var invalidations: PostgresChannel?
+        var eventChannel: PostgresChannel?
         if case .postgres(let url) = configuration.storage {
-            invalidationChannel = PostgresInvalidationChannel(url: url, database: db, logger: logger)
+            invalidations = PostgresChannel(channel: "gateway_cache", url: url, database: db, logger: logger)
+            eventChannel = PostgresChannel(channel: "gateway_events", url: url, database: db, logger: logger)
+            channels = [invalidations!, eventChannel!]
         }
+        var eventBroadcast: (@Sendable (String) async -> Void)?
+        if let eventChannel { eventBroadcast = { message in await eventChannel.publish(message) } }
+        let events = LocalEventBus(broadcast: eventBroadcast)
+        eventChannel?.onMessage { message in events.deliverRemote(message) }
         let cache: any ResponseCacheStore
         if let given = options.cache {
             cache = given
         } else {
             var broadcast: (@Sendable ([String]) async -> Void)?
-            if let channel = invalidationChannel {
-                broadcast = { tags in await channel.publish(tags) }
+            if let channel = invalidations {
+                broadcast = { tags in
+                    // One message per batch of tags that fits a notification.
+                    var batch: [String] = []
+                    var size = 0
+                    for tag in tags where tag.utf8.count < 4000 {
+                        if size + tag.utf8.count > 7000 {
+                            await channel.publish(batch.joined(separator: "\n"))
+                            batch.removeAll()
+                            size = 0
+                        }
+                        batch.append(tag)
+                        size += tag.utf8.count + 1
+                    }
+                    if !batch.isEmpty { await channel.publish(batch.joined(separator: "\n")) }
+                }
             }
             let memory = MemoryResponseCache(maxEntries: configuration.cache.maxEntries, maxBytes: configuration.cache.maxBytes.bytes,
                                              broadcast: broadcast)
-            invalidationChannel?.attach(memory)
+            invalidations?.onMessage { message in
+                memory.purgeLocally(tags: message.split(separator: "\n", omittingEmptySubsequences: false).map(String.init))
+            }
             cache = memory
         }
         let inbox = UserInbox(database: db, clock: options.clock)
@@ -207,6 +230,21 @@ public final class Gateway: Sendable {
                 try add(operation.method, template, .operation(MountedOperation(
                     pluginID: plugin.id, operation: operation, plugin: plugin.context, template: template, cache: cachePolicy, metrics: metrics)))
             }
+            // Native WebSockets: under the mount, with the native credentials and problem details.
+            let native = Dialect(name: "native", routes: [], credential: NativeCredentials.extract(from:)) { error in
+                let problem = JSONValue.object(["type": .string(error.type), "title": .string(error.title), "status": .number(Double(error.status)),
+                                                "detail": .string(error.detail)])
+                return DialectResponse(status: error.status, headers: ["Content-Type": "application/problem+json"], body: problem.serialized())
+            }
+            for socket in plugin.instance.webSockets {
+                let template = joinPath(plugin.mount, socket.path)
+                do {
+                    try sockets.add(.get, template, MountedWebSocket(pluginID: plugin.id, dialect: native, route: socket, plugin: plugin.context))
+                } catch {
+                    throw GatewayStartupError("route conflict: \(error)")
+                }
+                routeList.append(RouteDescription(method: "WS", path: template, name: "\(plugin.id).live", summary: socket.summary))
+            }
             for dialect in plugin.instance.dialects {
                 for route in dialect.routes {
                     let template = joinPath(plugin.dialectMount, route.path)
@@ -233,6 +271,12 @@ public final class Gateway: Sendable {
             try add(.get, endpoint.path, .gateway(endpoint.endpoint))
         }
 
+        for (index, listener) in configuration.server.socketListeners.enumerated() {
+            guard case .found = try? sockets.resolve(.get, path: Substring(listener.route)) else {
+                throw GatewayStartupError("server.socketListeners[\(index)].route: no WebSocket route at \(listener.route) (`gateway routes` lists the WS routes)")
+            }
+        }
+
         let responder = GatewayResponder(
             routes: routes,
             settings: .init(maxBodySize: configuration.server.maxBodySize.bytes, cors: configuration.server.cors, accessLog: configuration.server.accessLog),
@@ -241,7 +285,7 @@ public final class Gateway: Sendable {
             cache: cache, metrics: metrics, logger: logger)
         return Gateway(configuration: configuration, database: database, plugins: plugins, accounts: accounts, responder: responder, metrics: metrics,
                        openAPIDocument: document, events: events, logger: logger, webSockets: sockets,
-                       hostServices: invalidationChannel.map { [$0] } ?? [],
+                       hostServices: channels,
                        routeList: routeList.sorted { ($0.path, $0.method) < ($1.path, $1.method) })
     }
 
@@ -275,9 +319,9 @@ public final class Gateway: Sendable {
         return result
     }
 
-    /// Whether cache invalidations from other instances are being received (always true without PostgreSQL).
+    /// Whether cache invalidations and events from other instances are being received (always true without PostgreSQL).
     public var isListeningForInvalidations: Bool {
-        hostServices.compactMap { $0 as? PostgresInvalidationChannel }.allSatisfy(\.isListening)
+        hostServices.compactMap { $0 as? PostgresChannel }.allSatisfy(\.isListening)
     }
 
     /// Forgets every remembered credential, so the next request of each asks the database again.
@@ -305,11 +349,43 @@ public final class Gateway: Sendable {
             logger: logger)
     }
 
+    /// A listener for old clients that connect to a bare host and port: every WebSocket upgrade,
+    /// at `/` or any path (its query kept), reaches the WebSocket route at `route`; a plain HTTP
+    /// request gets 426 Upgrade Required.
+    public func makeSocketListener(host: String, port: Int, route: String,
+                                   onStart: @escaping @Sendable (Int) async -> Void = { _ in }) -> some ApplicationProtocol {
+        let sockets = webSockets
+        let authenticator = responder.authenticator
+        let logger = self.logger
+        let refusal = CallbackResponder { (_: Request, _: GatewayRequestContext) in
+            let problem = JSONValue.object(["type": .string("https://gateway.dev/problems/upgrade-required"), "title": .string("Upgrade required"),
+                                            "status": .number(426), "detail": .string("This listener only serves WebSocket upgrades.")])
+            return Response(status: .upgradeRequired, headers: [.upgrade: "websocket", .contentType: "application/problem+json"],
+                            body: .init(byteBuffer: problem.serialized()))
+        }
+        return Application(
+            responder: refusal,
+            server: .http1WebSocketUpgrade(configuration: .init(ws: WebSocketServerConfiguration(maxFrameSize: 1 << 20))) { head, channel, _ in
+                var rewritten = head
+                let query = head.path?.split(separator: "?", maxSplits: 1).dropFirst().first.map { "?" + $0 } ?? ""
+                rewritten.path = route + query
+                return try await Gateway.upgrade(rewritten, channel: channel, sockets: sockets, authenticator: authenticator, logger: logger)
+            },
+            configuration: .init(address: .hostname(host, port: port), serverName: nil),
+            onServerRunning: { channel in await onStart(channel.localAddress?.port ?? port) },
+            logger: logger)
+    }
+
     /// Serves until SIGTERM or SIGINT, then stops accepting, lets in-flight requests finish, stops
     /// plugin services and closes the database.
     public func run(host: String? = nil, port: Int? = nil, onStart: @escaping @Sendable (Int) async -> Void = { _ in }) async throws {
         let app = makeApplication(host: host ?? configuration.server.host, port: port ?? configuration.server.port, onStart: onStart)
-        let services: [any Service] = [app] + hostServices + plugins.flatMap(\.instance.services)
+        let listeners: [any Service] = configuration.server.socketListeners.map { listener in
+            makeSocketListener(host: listener.host ?? host ?? configuration.server.host, port: listener.port, route: listener.route) { port in
+                self.logger.info("socket listener started", metadata: ["port": "\(port)", "route": .string(listener.route)])
+            }
+        }
+        let services: [any Service] = [app] + listeners + hostServices + plugins.flatMap(\.instance.services)
         let group = ServiceGroup(configuration: .init(services: services.map { .init(service: $0) },
                                                       gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         do {

@@ -14,6 +14,12 @@ public struct TestGateway: Sendable {
     public let gateway: Gateway
     public let storage: TestStorage
 
+    /// Wraps a gateway a test started itself (several instances on one database, say).
+    public init(gateway: Gateway, storage: TestStorage) {
+        self.gateway = gateway
+        self.storage = storage
+    }
+
     /// Starts a gateway from plugins.yaml text on a fresh database of `storage`, runs `body`, and
     /// tears everything down. The text's `storage:` is replaced by the test database. Unless
     /// `limits` is true, rate limits are off (tests send far more than a real client would); the

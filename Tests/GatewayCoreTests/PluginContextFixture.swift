@@ -18,6 +18,7 @@ enum PluginContextFixture {
         func signIn(identifier: String, password: String, address: String) async throws -> AccountSession { throw GatewayError.unavailable("no accounts in unit tests") }
         func signOut(token: String) async throws {}
         func account(id: String) async throws -> AccountRecord? { nil }
+        func principal(for credential: Credential, address: String) async throws -> Principal { throw GatewayError.unauthorized() }
     }
 
     struct NoDatabase: SQLDatabase {

@@ -39,4 +39,8 @@ struct GatewayAccountDirectory: AccountDirectory {
         AccountRecord(id: user.id, username: user.username, email: user.profile["email"], displayName: user.displayName,
                       createdAt: user.createdAt, updatedAt: user.createdAt)
     }
+
+    func principal(for credential: Credential, address: String) async throws -> Principal {
+        try await authenticator.principal(for: credential, address: address)
+    }
 }

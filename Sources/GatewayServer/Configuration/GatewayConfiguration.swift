@@ -81,10 +81,13 @@ public struct ServerSettings: Decodable, Sendable {
     public var accessLog: Bool = false
     /// The base URL the gateway is reached at, used in the OpenAPI document and `Location` headers.
     public var publicURL: String?
+    /// Extra listeners whose every WebSocket upgrade reaches one WebSocket route, for old clients
+    /// that connect to a bare host and port (`ws://host:8081/`).
+    public var socketListeners: [SocketListenerSettings] = []
 
     public init() {}
 
-    enum CodingKeys: String, CodingKey { case host, port, maxBodySize, cors, accessLog, publicURL }
+    enum CodingKeys: String, CodingKey { case host, port, maxBodySize, cors, accessLog, publicURL, socketListeners }
 
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
@@ -97,6 +100,37 @@ public struct ServerSettings: Decodable, Sendable {
         cors = try container.decodeIfPresent(CORSSettings.self, forKey: .cors)
         accessLog = try container.decodeIfPresent(Bool.self, forKey: .accessLog) ?? false
         publicURL = try container.decodeIfPresent(String.self, forKey: .publicURL)
+        socketListeners = try container.decodeIfPresent([SocketListenerSettings].self, forKey: .socketListeners) ?? []
+    }
+}
+
+/// `server.socketListeners[i]`: `{host, port, route}` — a listener on `host:port` (host defaults
+/// to `server.host`) whose WebSocket upgrades, at `/` or any path, reach the WebSocket route `route`
+/// (a full path such as `/v2/socket`; `gateway routes` lists them). Plain HTTP requests there get 426.
+public struct SocketListenerSettings: Decodable, Sendable, Equatable {
+    public var host: String?
+    public var port: Int
+    public var route: String
+
+    public init(host: String? = nil, port: Int, route: String) {
+        self.host = host
+        self.port = port
+        self.route = route
+    }
+
+    enum CodingKeys: String, CodingKey { case host, port, route }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        host = try container.decodeIfPresent(String.self, forKey: .host)
+        port = try container.decode(Int.self, forKey: .port)
+        guard (0...65535).contains(port) else {
+            throw DecodingError.dataCorruptedError(forKey: .port, in: container, debugDescription: "\(port) is not a port (0 to 65535)")
+        }
+        route = try container.decode(String.self, forKey: .route)
+        guard route.hasPrefix("/") else {
+            throw DecodingError.dataCorruptedError(forKey: .route, in: container, debugDescription: "'\(route)' is not a path: give the WebSocket route, such as /v2/socket")
+        }
     }
 }
 

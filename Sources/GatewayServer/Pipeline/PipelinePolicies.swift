@@ -21,6 +21,15 @@ public enum NativeCredentials {
         if let name = HTTPField.Name("X-Api-Key"), let key = headers[name] { return .apiKey(key) }
         return nil
     }
+
+    /// The credential of a native WebSocket upgrade: the headers, else `?access_token=` (a session)
+    /// or `?api_key=` (browsers cannot set headers on a WebSocket).
+    public static func extract(from request: DialectRequest) -> Credential? {
+        if let credential = extract(from: request.headers) { return credential }
+        if let token = request.query("access_token"), !token.isEmpty { return .sessionToken(token) }
+        if let key = request.query("api_key"), !key.isEmpty { return .apiKey(key) }
+        return nil
+    }
 }
 
 /// Until accounts are configured, every caller is a guest; a presented credential cannot be

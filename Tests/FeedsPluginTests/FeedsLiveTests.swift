@@ -1,0 +1,186 @@
+import Foundation
+import GatewayCore
+import GatewayServer
+import GatewayTesting
+import HTTPTypes
+import HummingbirdWSClient
+import Logging
+import NIOCore
+import NIOWebSocket
+@testable import FeedsPlugin
+import ServiceLifecycle
+import Testing
+
+/// Serves `gateway` on a free port, plus a socket listener whose `/` is the v2 socket, and runs `body` with both ports.
+func withServing(_ gateway: TestGateway, _ body: @escaping @Sendable (_ port: Int, _ socketPort: Int) async throws -> Void) async throws {
+    let (ports, continuation) = AsyncStream<(String, Int)>.makeStream()
+    let app = gateway.gateway.makeApplication(host: "127.0.0.1", port: 0) { port in continuation.yield(("http", port)) }
+    let listener = gateway.gateway.makeSocketListener(host: "127.0.0.1", port: 0, route: "/v2/socket") { port in continuation.yield(("socket", port)) }
+    let group = ServiceGroup(configuration: .init(services: [.init(service: app), .init(service: listener)], logger: Logger(label: "test")))
+    try await withThrowingTaskGroup(of: Void.self) { tasks in
+        tasks.addTask { try await group.run() }
+        var found: [String: Int] = [:]
+        for await (name, port) in ports {
+            found[name] = port
+            if found.count == 2 { break }
+        }
+        try await body(try #require(found["http"]), try #require(found["socket"]))
+        await group.triggerGracefulShutdown()
+        try await tasks.waitForAll()
+    }
+}
+
+/// A WebSocket conversation: send text, await the next text.
+struct Conversation {
+    var next: () async throws -> JSONValue?
+    var send: (String) async throws -> Void
+}
+
+func converse(_ url: String, headers: HTTPFields = [:], _ body: @escaping @Sendable (Conversation) async throws -> Void) async throws {
+    _ = try await WebSocketClient.connect(url: url, configuration: .init(additionalHeaders: headers), logger: Logger(label: "ws")) { inbound, outbound, _ in
+        var iterator = inbound.messages(maxSize: 1 << 20).makeAsyncIterator()
+        let conversation = Conversation(
+            next: {
+                guard case .text(let text) = try await iterator.next() else { return nil }
+                return try JSONValue.parse(text)
+            },
+            send: { text in try await outbound.write(.text(text)) })
+        try await body(conversation)
+        try await outbound.close(.normalClosure, reason: nil)
+    }
+}
+
+@Suite("feeds live updates")
+struct FeedsLiveTests {
+    @Test("native: subscribe to a datastream and a feed, receive each change, unsubscribe; private feeds stay hidden")
+    func native() async throws {
+        try await withFeeds { gateway in
+            let ann = try await gateway.register("ann")
+            let bob = try await gateway.register("bob")
+            let feed = try await gateway.call(.post, "/v1/feeds", token: ann.token, body: #"{"title": "Live", "datastreams": [{"id": "temp"}]}"#)
+            let id = try #require(feed.json["id"]?.numberValue.map { Int($0) })
+            let secret = try await gateway.call(.post, "/v1/feeds", token: ann.token, body: #"{"title": "Hidden", "private": true}"#)
+            let secretID = try #require(secret.json["id"]?.numberValue.map { Int($0) })
+            try await withServing(gateway) { port, _ in
+                try await converse("ws://127.0.0.1:\(port)/v1/feeds/live?access_token=\(bob.token)") { socket in
+                    try await socket.send(#"{"action": "subscribe", "feed": \#(id), "datastream": "temp", "id": 1}"#)
+                    #expect(try await socket.next() == .object(["type": .string("subscribed"), "id": .number(1), "feed": .number(Double(id)), "datastream": .string("temp")]))
+                    try await socket.send(#"{"action": "subscribe", "feed": \#(secretID), "id": 2}"#)
+                    let refused = try await socket.next()
+                    #expect(refused?["type"] == .string("error") && refused?["status"] == .number(404) && refused?["id"] == .number(2))
+                    try await socket.send("not json")
+                    #expect(try await socket.next()?["status"] == .number(400))
+
+                    #expect(try await gateway.call(.post, "/v1/feeds/\(id)/datastreams/temp/datapoints", token: ann.token,
+                                                    body: #"[{"at": "\#(at(-5))", "value": 21.5}]"#).status == 200)
+                    let push = try await socket.next()
+                    #expect(push?["type"] == .string("change"))
+                    #expect(push?["data"]?["currentValue"] == .number(21.5))
+                    #expect(push?["data"]?["id"] == .string("temp"))
+
+                    try await socket.send(#"{"action": "unsubscribe", "feed": \#(id), "datastream": "temp", "id": 3}"#)
+                    #expect(try await socket.next()?["type"] == .string("unsubscribed"))
+                    try await socket.send(#"{"action": "subscribe", "feed": \#(id), "id": 4}"#)
+                    #expect(try await socket.next()?["type"] == .string("subscribed"))
+                    #expect(try await gateway.call(.put, "/v1/feeds/\(id)", token: ann.token, body: #"{"title": "Live and renamed"}"#).status == 200)
+                    let feedPush = try await socket.next()
+                    #expect(feedPush?["data"]?["title"] == .string("Live and renamed"), "the first push after unsubscribing the datastream is the feed's")
+                    #expect(feedPush?["data"]?["datastreams"]?[0]?["currentValue"] == .number(21.5))
+                    #expect(try await gateway.call(.delete, "/v1/feeds/\(id)", token: ann.token).status == 204)
+                    #expect(try await socket.next()?["type"] == .string("deleted"))
+                }
+            }
+        }
+    }
+
+    @Test("v2 socket at / of a socket listener: subscribe with a token, pushes carry it; get runs the REST route")
+    func xivelySocket() async throws {
+        try await withFeeds { gateway in
+            let joe = try await gateway.register("joe")
+            let key = try await gateway.createKey(token: joe.token, grant: #"{"label": "k", "scopes": ["feeds:*"]}"#).secret
+            let created = try await gateway.call(.post, "/v2/feeds", key: key, body: #"{"title": "Socket", "datastreams": [{"id": "miles", "current_value": "1"}]}"#)
+            let id = String(try #require(created.headers[.location]).split(separator: "/").last!)
+            try await withServing(gateway) { port, socketPort in
+                try await converse("ws://127.0.0.1:\(socketPort)/") { socket in
+                    try await socket.send(#"{"method": "subscribe", "resource": "/feeds/\#(id)/datastreams/miles", "headers": {"X-ApiKey": "\#(key)"}, "token": "0x12345"}"#)
+                    #expect(try await socket.next() == .object(["token": .string("0x12345"), "status": .number(200), "resource": .string("/feeds/\(id)/datastreams/miles")]))
+                    try await socket.send(#"{"method": "subscribe", "resource": "/feeds/\#(id)", "headers": {"X-ApiKey": "\#(key)"}, "token": "feed-token"}"#)
+                    #expect(try await socket.next()?["status"] == .number(200))
+
+                    #expect(try await gateway.call(.put, "/v2/feeds/\(id)/datastreams/miles", key: key, body: #"{"current_value": "2399"}"#).status == 200)
+                    var pushes: [String: JSONValue] = [:]
+                    for _ in 0..<2 {
+                        let push = try #require(try await socket.next())
+                        pushes[push["token"]?.string ?? ""] = push
+                    }
+                    #expect(pushes["0x12345"]?["resource"] == .string("/feeds/\(id)/datastreams/miles"))
+                    #expect(pushes["0x12345"]?["body"]?["current_value"] == .string("2399"))
+                    #expect(pushes["feed-token"]?["body"]?["datastreams"]?[0]?["current_value"] == .string("2399"), "a feed push carries the full feed")
+                    #expect(pushes["feed-token"]?["body"]?["title"] == .string("Socket"))
+
+                    try await socket.send(#"{"method": "get", "resource": "/feeds/\#(id)", "headers": {"X-ApiKey": "\#(key)"}, "token": "t2"}"#)
+                    let got = try await socket.next()
+                    #expect(got?["token"] == .string("t2") && got?["status"] == .number(200))
+                    #expect(got?["body"]?["id"] == .number(Double(id)!))
+                    try await socket.send(#"{"method": "get", "resource": "/feeds/999999", "token": "t3"}"#)
+                    let missing = try await socket.next()
+                    #expect(missing?["status"] == .number(404) && missing?["body"]?["title"] == .string("Not found"))
+                    try await socket.send(#"{"method": "subscribe", "resource": "/feeds/\#(id)", "headers": {"X-ApiKey": "wrong"}, "token": "t4"}"#)
+                    #expect(try await socket.next()?["status"] == .number(401))
+                    try await socket.send(#"{"method": "unsubscribe", "resource": "/feeds/\#(id)/datastreams/miles", "token": "t5"}"#)
+                    #expect(try await socket.next()?["status"] == .number(200))
+                }
+                // The documented path on the main listener, with the key in the URL.
+                try await converse("ws://127.0.0.1:\(port)/v2/socket?key=\(key)") { socket in
+                    try await socket.send(#"{"method": "get", "resource": "/feeds/\#(id)/datastreams/miles", "token": 7}"#)
+                    let got = try await socket.next()
+                    #expect(got?["token"] == .number(7) && got?["body"]?["current_value"] == .string("2399"))
+                }
+            }
+        }
+    }
+
+    @Test("with PostgreSQL a change through one instance reaches subscribers of another", .enabled(if: TestStorage.available.contains(.postgres)))
+    func crossInstance() async throws {
+        try await TestStorage.postgres.withFreshLocation { location, directory in
+            var configuration = try GatewayConfiguration.parse(Data(feedsYAML.utf8), file: "plugins.yaml", knownPlugins: ["feeds"])
+            configuration.storage = location
+            configuration.auth.bcryptCost = 10
+            var options = Gateway.Options(baseDirectory: directory)
+            options.logger.logLevel = .critical
+            options.loadDemoData = false
+            options.rateLimiter = UnlimitedRateLimiter()
+            let first = try await Gateway.start(configuration: configuration, registrations: feeds, options: options)
+            let second = try await Gateway.start(configuration: configuration, registrations: feeds, options: options)
+            let group = ServiceGroup(configuration: .init(services: (first.hostServices + second.hostServices).map { .init(service: $0) }, logger: options.logger))
+            try await withThrowingTaskGroup(of: Void.self) { tasks in
+                tasks.addTask { try await group.run() }
+                let deadline = ContinuousClock.now + .seconds(10)
+                while ContinuousClock.now < deadline, !(first.isListeningForInvalidations && second.isListeningForInvalidations) {
+                    try await Task.sleep(for: .milliseconds(50))
+                }
+                let one = TestGateway(gateway: first, storage: .postgres)
+                let ann = try await one.register("ann")
+                let feed = try await one.call(.post, "/v1/feeds", token: ann.token, body: #"{"title": "Shared", "datastreams": [{"id": "x"}]}"#)
+                let id = try #require(feed.json["id"]?.numberValue.map { Int($0) })
+                let events = second.events.subscribe(to: "feeds/\(id)")
+                #expect(try await one.call(.post, "/v1/feeds/\(id)/datastreams/x/datapoints", token: ann.token, body: #"[{"value": 3}]"#).status == 200)
+                let event = try await withThrowingTaskGroup(of: GatewayEvent?.self) { race in
+                    race.addTask {
+                        for await event in events { return event }
+                        return nil
+                    }
+                    race.addTask { try await Task.sleep(for: .seconds(5)); return nil }
+                    let first = try await race.next() ?? nil
+                    race.cancelAll()
+                    return first
+                }
+                #expect(event?.topic == "feeds/\(id)/datastreams/x", "the second instance heard the first's change")
+                await group.triggerGracefulShutdown()
+                try await tasks.waitForAll()
+            }
+            await first.shutdown()
+            await second.shutdown()
+        }
+    }
+}
