@@ -359,6 +359,11 @@ struct FeedService: Sendable {
     /// reported (422, with its pointer or line), and two datapoints at one time are refused.
     func datapoints(_ bytes: ByteBuffer, contentType: String) throws -> [Datapoint] {
         let now = store.now()
+        if contentType != "text/csv", contentType != "text/plain", let points = DatapointScanner.scan(bytes, now: now) {
+            guard points.count <= settings.maxDatapointsPerRequest else { throw tooMany() }
+            if !points.isEmpty, Self.distinct(points), timeProblem(points.lazy.map(\.at).max()!) == nil { return points }
+            // Otherwise the general reading below reports the problems.
+        }
         var points: [Datapoint] = []
         var problems: [GatewayError.FieldError] = []
         var seen: Set<Int64> = []
@@ -443,6 +448,19 @@ struct FeedService: Sendable {
         guard problems.isEmpty else { throw Self.invalid(problems) }
         guard !points.isEmpty else { throw GatewayError.invalid("There are no datapoints in the body.") }
         return points
+    }
+
+    /// Whether no two datapoints share a time (a linear check for the usual ascending order).
+    static func distinct(_ points: [Datapoint]) -> Bool {
+        var ascending = true
+        for index in points.indices.dropFirst() where points[index].at <= points[index - 1].at {
+            ascending = false
+            break
+        }
+        if ascending { return true }
+        let times = points.map(\.at).sorted()
+        for index in times.indices.dropFirst() where times[index] == times[index - 1] { return false }
+        return true
     }
 
     private func tooMany() -> GatewayError {

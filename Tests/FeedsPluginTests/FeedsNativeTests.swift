@@ -226,3 +226,49 @@ struct FeedsNativeTests {
         }
     }
 }
+
+@Suite("feeds datapoint reading")
+struct DatapointReadingTests {
+    @Test("values survive the round trip to the database exactly, through the fast reader and the general one", arguments: TestStorage.available)
+    func exactValues(storage: TestStorage) async throws {
+        try await withFeeds(storage) { gateway in
+            let ann = try await gateway.register("ann")
+            let feed = try await gateway.call(.post, "/v1/feeds", token: ann.token, body: #"{"title": "Exact", "datastreams": [{"id": "v"}]}"#)
+            let id = try #require(feed.json["id"]?.numberValue.map { Int($0) })
+            let points = "/v1/feeds/\(id)/datastreams/v/datapoints"
+            var generator = SystemRandomNumberGenerator()
+            var values: [Double] = [0.1, 0.2, 1.0 / 3, -2.5e-300, .greatestFiniteMagnitude, 123456789.123456789, .leastNonzeroMagnitude, 42, -0.0, 9_007_199_254_740_992]
+            for _ in 0..<490 { values.append(Double(bitPattern: generator.next() & 0x7FEF_FFFF_FFFF_FFFF | (generator.next() & 0x8000_0000_0000_0000))) }
+            // Half as JSON strings of Swift's shortest form, half as long decimal strings (the general parser).
+            let body = values.enumerated().map { index, value -> String in
+                let text: String = index % 2 == 0 ? String(describing: value) : String(format: "%.17g", value)
+                return #"{"at": "\#(at(-10_000 + index))", "value": "\#(text)"}"#
+            }.joined(separator: ",")
+            let reply = try await gateway.call(.post, points, token: ann.token, body: #"{"datapoints": [\#(body)]}"#)
+            #expect(reply.status == 200, "\(reply.text.prefix(300))")
+            let read = try await gateway.call(.get, "\(points)?start=\(at(-10_000))&limit=1000")
+            let stored = (read.json["datapoints"]?.arrayValue ?? []).compactMap { $0["value"]?.numberValue }
+            #expect(stored.count == values.count)
+            for (index, (got, sent)) in zip(stored, values).enumerated() where got.bitPattern != sent.bitPattern && !(got == 0 && sent == 0) {
+                Issue.record("value \(index): sent \(sent), stored \(got)")
+            }
+        }
+    }
+
+    @Test("the fast reader takes the usual bodies and leaves everything else to the general one")
+    func scanner() {
+        let now: Int64 = 1_700_000_000_000_000
+        func scan(_ text: String) -> [Datapoint]? { DatapointScanner.scan(ByteBuffer(string: text), now: now) }
+        #expect(scan(#"{"datapoints": [{"at": "2023-11-14T22:13:20Z", "value": "12.5"}, {"value": 3, "at": "2023-11-14T22:13:21.5Z"}]}"#)
+                == [Datapoint(at: now, value: 12.5), Datapoint(at: now + 1_500_000, value: 3)])
+        #expect(scan(#" [ {"value": "-0.125"} ] "#) == [Datapoint(at: now, value: -0.125)])
+        #expect(scan(#"{"datapoints": []}"#) == [])
+        #expect(scan(#"{"datapoints": [{"at": "2023-11-14T22:13:20Z", "value": "1e3"}]}"#)?.first?.value == 1000)
+        for body in [#"{"datapoints": [{"at": "x", "value": "1"}]}"#, #"{"datapoints": [{"value": "warm"}]}"#, #"{"datapoints": [{"value": "1", "extra": 1}]}"#,
+                     #"{"datapoints": [{"value": "1"}], "more": 1}"#, #"{"datapoints": [{"value": "\u0031"}]}"#, #"{"datapoints": [{"value": null}]}"#,
+                     #"{"datapoints": [{"value": "1"},]}"#, #"{"datapoints": [{"value": "1"}]"#, #"{"datapoints": [{"value": "1"}]} x"#,
+                     #"{"datapoints": [{"value": "."}]}"#, #"{"datapoints": [{"value": "1", "value": "2"}]}"#, "", "[", #"{"points": []}"#] {
+            #expect(scan(body) == nil, "\(body)")
+        }
+    }
+}
