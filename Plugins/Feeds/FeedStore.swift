@@ -378,7 +378,7 @@ struct FeedStore: Sendable {
             text.append(UInt8(ascii: "]"))
             let rows = String(decoding: text, as: UTF8.self)
             let sql: SQLQueryString = db.isSQLite
-                ? "INSERT INTO feeds_datapoints (stream, at, value) SELECT \(bind: stream), value ->> 0, value ->> 1 FROM json_each(\(bind: rows)) WHERE true ON CONFLICT (stream, at) DO UPDATE SET value = excluded.value"
+                ? "INSERT INTO feeds_datapoints (stream, at, value) SELECT \(bind: stream), value ->> 0, value ->> 1 FROM jsonb_each(\(bind: rows)) WHERE true ON CONFLICT (stream, at) DO UPDATE SET value = excluded.value"
                 : "INSERT INTO feeds_datapoints (stream, at, value) SELECT \(bind: stream), (e ->> 0)::bigint, (e ->> 1)::double precision FROM jsonb_array_elements(\(bind: rows)::jsonb) AS e ON CONFLICT (stream, at) DO UPDATE SET value = excluded.value"
             try await db.raw(sql).run()
             start += Self.rowsPerInsert
