@@ -161,7 +161,11 @@ let package = Package(
             swiftSettings: strictSettings
         ),
         // Depends on the executable so that `swift test` builds the binary it runs.
-        .testTarget(name: "EndToEndTests", dependencies: ["gateway"], swiftSettings: strictSettings),
+        .testTarget(name: "EndToEndTests", dependencies: ["gateway", "GatewayServer",
+                                                          .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                                                          .product(name: "NIOFoundationCompat", package: "swift-nio"),
+                                                          .product(name: "NIOHTTP1", package: "swift-nio")],
+                    swiftSettings: strictSettings),
 
         // Benchmark servers (see Benchmarks/README.md).
         .executableTarget(
