@@ -13,6 +13,14 @@ struct FeedService: Sendable {
     let store: FeedStore
     let settings: FeedsPlugin.Configuration
     let context: PluginContext
+    let triggers: TriggerEngine
+
+    init(store: FeedStore, settings: FeedsPlugin.Configuration, context: PluginContext) {
+        self.store = store
+        self.settings = settings
+        self.context = context
+        triggers = TriggerEngine(store: store, context: context, settings: settings)
+    }
 
     var frozenAfterMicros: Int64 { Int64(settings.frozenAfterSeconds) * 1_000_000 }
 
@@ -91,13 +99,15 @@ struct FeedService: Sendable {
         for stream in draft.datastreams where !mayReach(stream: stream.id, of: feed.id, principal) {
             throw GatewayError.forbidden("This key may not change datastream '\(stream.id)'.")
         }
-        let updated = try await store.updateFeed(feed, with: draft)
+        let valued = draft.datastreams.filter { $0.currentValue != nil }.map(\.id)
+        let updated = try await watching(feed.id, valued) { try await store.updateFeed(feed, with: draft) }
         await changed(feed: feed.id, streams: draft.datastreams.map(\.id))
         return updated
     }
 
     func deleteFeed(_ feed: FeedRecord) async throws {
         try await store.deleteFeed(feed.id)
+        try await triggers.deleteAll(feed: feed.id)
         await changed(feed: feed.id, streams: [], deleted: true)
     }
 
@@ -114,7 +124,7 @@ struct FeedService: Sendable {
     }
 
     func updateDatastream(_ feed: FeedRecord, _ draft: DatastreamDraft) async throws {
-        try await store.updateDatastream(draft, feedID: feed.id)
+        try await watching(feed.id, draft.currentValue == nil ? [] : [draft.id]) { try await store.updateDatastream(draft, feedID: feed.id) }
         await changed(feed: feed.id, streams: [draft.id])
     }
 
@@ -124,12 +134,12 @@ struct FeedService: Sendable {
     }
 
     func ingest(_ points: [Datapoint], into stream: DatastreamRecord) async throws {
-        try await store.ingest(points, into: stream)
+        try await watching(stream.feedID, [stream.id]) { try await store.ingest(points, into: stream) }
         await changed(feed: stream.feedID, streams: [stream.id])
     }
 
     func updateDatapoint(_ stream: DatastreamRecord, at: Int64, value: Double) async throws {
-        guard try await store.updateDatapoint(stream, at: at, value: value) else {
+        guard try await watching(stream.feedID, [stream.id], { try await store.updateDatapoint(stream, at: at, value: value) }) else {
             throw GatewayError.notFound("No datapoint at \(UTCTimestamp.format(micros: at)).")
         }
         await changed(feed: stream.feedID, streams: [stream.id])
@@ -139,6 +149,25 @@ struct FeedService: Sendable {
         let count = try await store.deleteDatapoints(stream, from: start, through: end)
         if count > 0 { await changed(feed: stream.feedID, streams: [stream.id]) }
         return count
+    }
+
+    /// Runs `change` and then evaluates the triggers on `streams` of `feedID` (when there are any:
+    /// without triggers this costs nothing beyond a cached lookup).
+    func watching<R: Sendable>(_ feedID: Int64, _ streams: [String], _ change: () async throws -> R) async throws -> R {
+        var watched: [(String, Double?)] = []
+        var before: FeedRecord?
+        for stream in streams where await triggers.watches(feed: feedID, stream: stream) {
+            if before == nil { before = try await store.feed(feedID) }
+            watched.append((stream, try await store.datastream(feedID: feedID, id: stream)?.currentValue))
+        }
+        let result = try await change()
+        guard let before, let after = try await store.feed(feedID) else { return result }
+        let wasFrozen = store.now() - before.updated > frozenAfterMicros
+        for (id, previous) in watched {
+            guard let stream = try await store.datastream(feedID: feedID, id: id) else { continue }
+            await triggers.evaluate(feed: after, stream: stream, previous: previous, wasFrozen: wasFrozen)
+        }
+        return result
     }
 
     /// Tells live subscribers and the cache that a feed (and some of its datastreams) changed.

@@ -9,7 +9,7 @@ import ServiceLifecycle
 public struct FeedsPlugin: ServicePlugin {
     public static let id = "feeds"
     public static let summary = "IoT feeds, datastreams and datapoints with history and live updates, with the Xively v2 dialect"
-    public static let migrations = FeedStore.migrations
+    public static let migrations = FeedStore.migrations + TriggerEngine.migrations
 
     public struct Configuration: Decodable, Sendable {
         /// A feed with no update for this long is `frozen` (default 15m).
@@ -22,8 +22,16 @@ public struct FeedsPlugin: ServicePlugin {
         var retentionEverySeconds = 3_600
         /// The demo series loaded on a first start with `demo: true` (`at,value` or a CSV with a header).
         var demo: String?
+        /// The base URL in the links of trigger notifications (`https://iot.example.com`); default none (paths only).
+        var publicURL: String?
+        /// How long a trigger's POST may take (default 5s).
+        var triggerTimeoutSeconds = 5
+        /// How many times a failed trigger POST is tried in all (default 5; waits 1s, 2s, 4s, ... between).
+        var triggerAttempts = 5
 
-        enum CodingKeys: String, CodingKey { case frozenAfter, maxFutureSkew, maxDatapointsPerRequest, retentionEvery, demo }
+        enum CodingKeys: String, CodingKey {
+            case frozenAfter, maxFutureSkew, maxDatapointsPerRequest, retentionEvery, demo, publicURL, triggerTimeout, triggerAttempts
+        }
 
         public init(from decoder: any Decoder) throws {
             let container = try decoder.container(keyedBy: CodingKeys.self)
@@ -39,6 +47,9 @@ public struct FeedsPlugin: ServicePlugin {
             retentionEverySeconds = try seconds(.retentionEvery, default: 3_600)
             maxDatapointsPerRequest = try container.decodeIfPresent(Int.self, forKey: .maxDatapointsPerRequest) ?? 10_000
             demo = try container.decodeIfPresent(String.self, forKey: .demo)
+            publicURL = try container.decodeIfPresent(String.self, forKey: .publicURL).map { $0.hasSuffix("/") ? String($0.dropLast()) : $0 }
+            triggerTimeoutSeconds = try seconds(.triggerTimeout, default: 5)
+            triggerAttempts = try container.decodeIfPresent(Int.self, forKey: .triggerAttempts) ?? 5
         }
 
         init() {}
@@ -52,6 +63,11 @@ public struct FeedsPlugin: ServicePlugin {
         guard (1...100_000).contains(configuration.maxDatapointsPerRequest) else {
             throw ConfigurationError(key: "maxDatapointsPerRequest", "must be between 1 and 100000")
         }
+        guard (1...60).contains(configuration.triggerTimeoutSeconds) else { throw ConfigurationError(key: "triggerTimeout", "must be from 1s to 60s") }
+        guard (1...20).contains(configuration.triggerAttempts) else { throw ConfigurationError(key: "triggerAttempts", "must be from 1 to 20") }
+        if let url = configuration.publicURL, !(url.hasPrefix("http://") || url.hasPrefix("https://")) {
+            throw ConfigurationError(key: "publicURL", "must be an http or https URL")
+        }
         self.configuration = configuration
         self.context = context
         service = FeedService(store: FeedStore(database: context.database, clock: context.clock), settings: configuration, context: context)
@@ -59,7 +75,10 @@ public struct FeedsPlugin: ServicePlugin {
 
     public var importers: [any Importer] { [DatapointImporter(service: service)] }
 
-    public var services: [any Service] { [RetentionService(store: service.store, every: .seconds(configuration.retentionEverySeconds), logger: context.logger)] }
+    public var services: [any Service] {
+        [RetentionService(store: service.store, every: .seconds(configuration.retentionEverySeconds), logger: context.logger),
+         TriggerService(engine: service.triggers, logger: context.logger)]
+    }
 
     public var dialects: [Dialect] { [XivelyDialect(service: service).dialect] }
 
@@ -504,7 +523,7 @@ public struct FeedsPlugin: ServicePlugin {
                     }
                     return NoContent()
                 },
-        ]
+        ] + triggerOperations
     }
 
     /// A datapoint time from a path segment.

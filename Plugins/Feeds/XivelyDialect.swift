@@ -178,6 +178,7 @@ struct XivelyDialect: Sendable {
             guard try await service.deleteDatapoints(stream, from: at, through: at) == 1 else { throw GatewayError.notFound("There is no datapoint at this time.") }
             return DialectResponse(status: 200)
         }
+        triggerRoutes(add: add)
         let socket = XivelySocketProtocol(service: service, dialect: self, routes: routes)
         let sockets = [WebSocketRoute("/v2/socket", summary: "The v2 socket protocol: subscribe, unsubscribe, get, put, post, delete (also at / of a server.socketListeners entry)") { connection, context in
             try await socket.serve(connection, context)

@@ -17,6 +17,8 @@ let feedsYAML = """
           frozenAfter: 15m
           maxFutureSkew: 5m
           maxDatapointsPerRequest: 2000
+          triggerTimeout: 2s
+          triggerAttempts: 3
     """
 
 /// Runs `body` with a gateway serving the feeds plugin on `storage`, its clock at `clock`.

@@ -1,0 +1,240 @@
+import Foundation
+import GatewayCore
+
+/// Trigger management, shared by the native API (`/v1/feeds/triggers`) and the v2 dialect
+/// (`/v2/triggers`). A trigger belongs to the user who made it: only they (and administrators)
+/// see, change or delete it; making one needs a feed the caller can see.
+extension FeedService {
+    /// A trigger body read from either API's names.
+    struct TriggerDraft: Sendable {
+        var feedID: Int64?
+        var streamID: String?
+        var url: String?
+        var type: TriggerType?
+        var threshold: Double??
+    }
+
+    func triggerDraft(_ body: JSONValue, naming: Naming) throws -> TriggerDraft {
+        guard case .object(var members) = body else { throw GatewayError.invalid(field: "/", "must be a JSON object") }
+        if naming == .legacy, case .object(let inner)? = members["trigger"] { members = inner }
+        let names = naming == .native
+            ? (feed: "feed", stream: "datastream", type: "type", threshold: "threshold")
+            : (feed: "environment_id", stream: "stream_id", type: "trigger_type", threshold: "threshold_value")
+        var problems: [GatewayError.FieldError] = []
+        var draft = TriggerDraft()
+        if naming == .native {
+            let known: Set<String> = ["feed", "datastream", "url", "type", "threshold", "id", "notifiedAt", "user", "created"]
+            for key in members.keys.sorted() where !known.contains(key) {
+                problems.append(.init(pointer: "/\(key)", detail: "is not a trigger member (feed, datastream, url, type, threshold)"))
+            }
+        }
+        if let value = members[names.feed] {
+            let text = value.stringValue ?? value.numberValue.map { FeedRules.text($0) } ?? ""
+            if let id = FeedRules.feedID(text) { draft.feedID = id } else { problems.append(.init(pointer: "/\(names.feed)", detail: "must be a feed id")) }
+        }
+        if let value = members[names.stream] {
+            if let id = value.stringValue, FeedRules.isDatastreamID(id) { draft.streamID = id } else {
+                problems.append(.init(pointer: "/\(names.stream)", detail: "must be a datastream id"))
+            }
+        }
+        if let value = members["url"] {
+            if let url = value.stringValue, url.count <= 2_000, url.hasPrefix("http://") || url.hasPrefix("https://"), URL(string: url)?.host != nil {
+                draft.url = url
+            } else {
+                problems.append(.init(pointer: "/url", detail: "must be an http or https URL"))
+            }
+        }
+        if let value = members[names.type] {
+            if let type = value.stringValue.flatMap(TriggerType.init(rawValue:)) { draft.type = type } else {
+                problems.append(.init(pointer: "/\(names.type)", detail: "must be one of \(TriggerType.allCases.map(\.rawValue).joined(separator: ", "))"))
+            }
+        }
+        if let value = members[names.threshold] {
+            if value == .null || value == .string("") {
+                draft.threshold = .some(nil)
+            } else if let number = FeedRules.value(value) {
+                draft.threshold = .some(number)
+            } else {
+                problems.append(.init(pointer: "/\(names.threshold)", detail: "must be a number"))
+            }
+        }
+        guard problems.isEmpty else { throw Self.invalid(problems) }
+        return draft
+    }
+
+    /// Creates a trigger from a complete draft.
+    func createTrigger(_ draft: TriggerDraft, _ principal: Principal, naming: Naming) async throws -> TriggerRecord {
+        guard principal.userID != nil || principal.isAdmin else { throw GatewayError.unauthorized("Sign in or use an API key to create triggers.") }
+        var problems: [GatewayError.FieldError] = []
+        let names = naming == .native ? ["feed", "datastream", "type", "threshold"] : ["environment_id", "stream_id", "trigger_type", "threshold_value"]
+        if draft.feedID == nil { problems.append(.init(pointer: "/\(names[0])", detail: "is required")) }
+        if draft.streamID == nil { problems.append(.init(pointer: "/\(names[1])", detail: "is required")) }
+        if draft.url == nil { problems.append(.init(pointer: "/url", detail: "is required")) }
+        if draft.type == nil { problems.append(.init(pointer: "/\(names[2])", detail: "is required")) }
+        if let type = draft.type, type.needsThreshold, (draft.threshold ?? nil) == nil {
+            problems.append(.init(pointer: "/\(names[3])", detail: "is required for \(type.rawValue)"))
+        }
+        guard problems.isEmpty, let feedID = draft.feedID, let streamID = draft.streamID, let url = draft.url, let type = draft.type else {
+            throw Self.invalid(problems)
+        }
+        let feed = try await visibleFeed(String(feedID), principal)
+        _ = try await stream(feed, streamID, principal)
+        var name: String?
+        if let userID = principal.userID { name = try await context.accounts.account(id: userID)?.username }
+        return try await triggers.create(feedID: feed.id, streamID: streamID, url: url, type: type,
+                                         threshold: type.needsThreshold ? (draft.threshold ?? nil) : nil, userID: principal.userID, userName: name)
+    }
+
+    /// A trigger the caller owns; 404 otherwise.
+    func ownedTrigger(_ idText: String, _ principal: Principal) async throws -> TriggerRecord {
+        guard let id = FeedRules.feedID(idText), let trigger = try await triggers.trigger(id),
+              principal.isAdmin || (principal.userID != nil && principal.userID == trigger.userID) else {
+            throw GatewayError.notFound("No trigger '\(idText.prefix(40))'.")
+        }
+        return trigger
+    }
+
+    /// Applies the members a draft carries.
+    func updateTrigger(_ trigger: TriggerRecord, _ draft: TriggerDraft, _ principal: Principal) async throws -> TriggerRecord {
+        var changed = trigger
+        if let feedID = draft.feedID { changed.feedID = feedID }
+        if let streamID = draft.streamID { changed.streamID = streamID }
+        if let url = draft.url { changed.url = url }
+        if let type = draft.type { changed.type = type }
+        if let threshold = draft.threshold { changed.threshold = threshold }
+        if changed.type.needsThreshold, changed.threshold == nil { throw GatewayError.invalid(field: "/threshold", "is required for \(changed.type.rawValue)") }
+        if !changed.type.needsThreshold { changed.threshold = nil }
+        if changed.feedID != trigger.feedID || changed.streamID != trigger.streamID {
+            let feed = try await visibleFeed(String(changed.feedID), principal)
+            _ = try await stream(feed, changed.streamID, principal)
+        }
+        changed.armedState = false
+        try await triggers.update(changed)
+        return changed
+    }
+
+    /// The triggers a caller may see: their own (all, for administrators), optionally of one feed.
+    func listTriggers(_ principal: Principal, feed: String?) async throws -> [TriggerRecord] {
+        guard principal.userID != nil || principal.isAdmin else { throw GatewayError.unauthorized("Sign in or use an API key to list triggers.") }
+        var feedID: Int64?
+        if let feed {
+            guard let id = FeedRules.feedID(feed) else { throw GatewayError.badRequest("feed_id must be a feed id.", errors: [.init(pointer: "query.feed_id", detail: "is not a feed id")]) }
+            feedID = id
+        }
+        return try await triggers.triggers(of: principal.isAdmin ? nil : principal.userID, feed: feedID)
+    }
+}
+
+extension FeedsPlugin {
+    struct TriggerPath: Codable, Sendable { var trigger: String }
+    struct TriggerListParameters: Codable, Sendable { var feed: String? }
+
+    static func render(_ trigger: TriggerRecord) -> JSONValue {
+        var members: [String: JSONValue] = [
+            "id": .number(Double(trigger.id)), "feed": .number(Double(trigger.feedID)), "datastream": .string(trigger.streamID),
+            "url": .string(trigger.url), "type": .string(trigger.type.rawValue), "created": .string(UTCTimestamp.format(micros: trigger.created)),
+            "threshold": trigger.threshold.map(JSONValue.number) ?? .null,
+            "notifiedAt": trigger.notifiedAt.map { JSONValue.string(UTCTimestamp.format(micros: $0)) } ?? .null,
+        ]
+        if let user = trigger.userName { members["user"] = .string(user) }
+        return .object(members)
+    }
+
+    static func render(_ delivery: TriggerDelivery) -> JSONValue {
+        .object([
+            "id": .number(Double(delivery.id)), "firedAt": .string(UTCTimestamp.format(micros: delivery.firedAt)), "status": .string(delivery.status),
+            "attempts": .number(Double(delivery.attempts)), "responseStatus": delivery.responseStatus.map { .number(Double($0)) } ?? .null,
+            "error": delivery.error.map(JSONValue.string) ?? .null, "updated": .string(UTCTimestamp.format(micros: delivery.updated)),
+            "nextAttempt": delivery.status == "pending" ? .string(UTCTimestamp.format(micros: delivery.nextAttempt)) : .null,
+        ])
+    }
+
+    var triggerOperations: [ServiceOperation] {
+        let service = self.service
+        return [
+            ServiceOperation.define("feeds.triggers.list", .get, "/triggers", summary: "Your triggers (feed= filters)")
+                .access(.user)
+                .query(TriggerListParameters.self)
+                .returns(JSONValue.self) { input, context in
+                    .object(["items": .array(try await service.listTriggers(context.principal, feed: input.query.feed).map(Self.render))])
+                },
+            ServiceOperation.define("feeds.triggers.create", .post, "/triggers", summary: "Create a trigger")
+                .details("{feed, datastream, url, type: gt|gte|lt|lte|eq|change|frozen|live, threshold}. When it fires, the gateway POSTs the notification JSON to `url` (timeout `triggerTimeout`, retried with backoff up to `triggerAttempts` times, each attempt in the delivery log) and posts to your inbox.")
+                .access(.scope("feeds:write"))
+                .body(JSONValue.self)
+                .replies(JSONValue.self) { input, context in
+                    let trigger = try await service.createTrigger(try service.triggerDraft(input.body, naming: .native), context.principal, naming: .native)
+                    return Reply(Self.render(trigger), status: 201, headers: ["Location": "/v1/feeds/triggers/\(trigger.id)"])
+                },
+            ServiceOperation.define("feeds.triggers.get", .get, "/triggers/{trigger}", summary: "Read a trigger")
+                .access(.user)
+                .path(TriggerPath.self)
+                .returns(JSONValue.self) { input, context in
+                    Self.render(try await service.ownedTrigger(input.path.trigger, context.principal))
+                },
+            ServiceOperation.define("feeds.triggers.update", .put, "/triggers/{trigger}", summary: "Change a trigger")
+                .access(.scope("feeds:write"))
+                .path(TriggerPath.self)
+                .body(JSONValue.self)
+                .returns(JSONValue.self) { input, context in
+                    let trigger = try await service.ownedTrigger(input.path.trigger, context.principal)
+                    return Self.render(try await service.updateTrigger(trigger, try service.triggerDraft(input.body, naming: .native), context.principal))
+                },
+            ServiceOperation.define("feeds.triggers.delete", .delete, "/triggers/{trigger}", summary: "Delete a trigger and its delivery log")
+                .access(.scope("feeds:write"))
+                .path(TriggerPath.self)
+                .returns(NoContent.self) { input, context in
+                    try await service.triggers.delete(try await service.ownedTrigger(input.path.trigger, context.principal).id)
+                    return NoContent()
+                },
+            ServiceOperation.define("feeds.triggers.deliveries", .get, "/triggers/{trigger}/deliveries", summary: "A trigger's delivery log, newest first")
+                .access(.user)
+                .path(TriggerPath.self)
+                .returns(JSONValue.self) { input, context in
+                    let trigger = try await service.ownedTrigger(input.path.trigger, context.principal)
+                    return .object(["items": .array(try await service.triggers.deliveries(of: trigger.id).map(Self.render))])
+                },
+        ]
+    }
+}
+
+extension XivelyDialect {
+    /// A trigger with exactly the legacy members.
+    static func render(_ trigger: TriggerRecord) -> JSONValue {
+        var members: [String: JSONValue] = [
+            "id": .number(Double(trigger.id)), "environment_id": .number(Double(trigger.feedID)), "stream_id": .string(trigger.streamID),
+            "url": .string(trigger.url), "trigger_type": .string(trigger.type.rawValue),
+        ]
+        if let threshold = trigger.threshold { members["threshold_value"] = .string(FeedRules.text(threshold)) }
+        if let notified = trigger.notifiedAt { members["notified_at"] = .string(UTCTimestamp.format(micros: notified)) }
+        if let user = trigger.userName { members["user"] = .string(user) }
+        return .object(members)
+    }
+
+    func triggerRoutes(add: (HTTPRequest.Method, String, String, @escaping @Sendable (DialectRequest, OperationContext, Format) async throws -> DialectResponse) -> Void) {
+        let service = self.service
+        add(.get, "/v2/triggers", "List your triggers (a JSON array; feed_id filters)") { request, context, _ in
+            Self.json(.array(try await service.listTriggers(context.principal, feed: request.query("feed_id")).map(Self.render)))
+        }
+        add(.post, "/v2/triggers", "Create a trigger (201 + Location)") { request, context, _ in
+            try requireWriter(context.principal)
+            let trigger = try await service.createTrigger(try service.triggerDraft(try Self.json(request), naming: .legacy), context.principal, naming: .legacy)
+            return DialectResponse(status: 201, headers: ["Location": "\(Self.base(request))/v2/triggers/\(trigger.id)"])
+        }
+        add(.get, "/v2/triggers/{trigger}", "Read a trigger") { request, context, _ in
+            guard !context.principal.isAnonymous else { throw GatewayError.unauthorized("Send an API key in X-ApiKey.") }
+            return Self.json(Self.render(try await service.ownedTrigger(Self.strip(request.pathParameters["trigger"]), context.principal)))
+        }
+        add(.put, "/v2/triggers/{trigger}", "Change a trigger") { request, context, _ in
+            try requireWriter(context.principal)
+            let trigger = try await service.ownedTrigger(Self.strip(request.pathParameters["trigger"]), context.principal)
+            _ = try await service.updateTrigger(trigger, try service.triggerDraft(try Self.json(request), naming: .legacy), context.principal)
+            return DialectResponse(status: 200)
+        }
+        add(.delete, "/v2/triggers/{trigger}", "Delete a trigger") { request, context, _ in
+            try requireWriter(context.principal)
+            try await service.triggers.delete(try await service.ownedTrigger(Self.strip(request.pathParameters["trigger"]), context.principal).id)
+            return DialectResponse(status: 200)
+        }
+    }
+}
