@@ -21,16 +21,7 @@ final class HookReceiver: Sendable {
             self.bodies.withLock { $0.append((try? JSONValue.parse(bytes)) ?? .null) }
             return Response(status: self.failing.withLock { $0 } ? .internalServerError : .ok)
         }
-        let port = AsyncStream.makeStream(of: Int.self)
-        let app = Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
-                              onServerRunning: { channel in port.continuation.yield(channel.localAddress?.port ?? 0) })
-        return try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { try await app.runService(gracefulShutdownSignals: []) }
-            var iterator = port.stream.makeAsyncIterator()
-            let bound = await iterator.next() ?? 0
-            defer { group.cancelAll() }
-            return try await body("http://127.0.0.1:\(bound)/hook")
-        }
+        return try await withLoopbackServer(router) { port in try await body("http://127.0.0.1:\(port)/hook") }
     }
 }
 

@@ -33,22 +33,7 @@ final class FakeKKBOX: Sendable {
                 return Response(status: .ok)
             }
         }
-        let port = AsyncStream.makeStream(of: Int.self)
-        let app = Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
-                              onServerRunning: { channel in port.continuation.yield(channel.localAddress?.port ?? 0) })
-        return try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { try await app.runService(gracefulShutdownSignals: []) }
-            var iterator = port.stream.makeAsyncIterator()
-            let bound = await iterator.next() ?? 0
-            do {
-                let result = try await body("http://127.0.0.1:\(bound)/ajax/ac_search.php")
-                group.cancelAll()
-                return result
-            } catch {
-                group.cancelAll()
-                throw error
-            }
-        }
+        return try await withLoopbackServer(router) { port in try await body("http://127.0.0.1:\(port)/ajax/ac_search.php") }
     }
 }
 
