@@ -14,12 +14,20 @@ struct FeedService: Sendable {
     let settings: FeedsPlugin.Configuration
     let context: PluginContext
     let triggers: TriggerEngine
+    let keys: LegacyKeys
 
     init(store: FeedStore, settings: FeedsPlugin.Configuration, context: PluginContext) {
         self.store = store
         self.settings = settings
         self.context = context
         triggers = TriggerEngine(store: store, context: context, settings: settings)
+        keys = LegacyKeys(store: store, context: context)
+    }
+
+    /// Checks a request made with a v2 key against the key's permissions (nothing for other callers).
+    func authorizeKey(_ context: OperationContext, _ method: HTTPRequest.Method, feed: String?, stream: String?) async throws {
+        try await keys.authorize(context.principal, method: method.rawValue, feed: feed.flatMap(FeedRules.feedID), stream: stream,
+                                 referer: context.headers[.referer])
     }
 
     var frozenAfterMicros: Int64 { Int64(settings.frozenAfterSeconds) * 1_000_000 }
@@ -57,6 +65,7 @@ struct FeedService: Sendable {
         guard let id = FeedRules.feedID(idText), let feed = try await store.feed(id), canSee(feed, principal) else {
             throw GatewayError.notFound("No feed '\(idText.prefix(40))'.")
         }
+        if feed.isPrivate, try await keys.hidesPrivate(principal) { throw GatewayError.notFound("No feed '\(idText.prefix(40))'.") }
         return feed
     }
 

@@ -9,7 +9,7 @@ import ServiceLifecycle
 public struct FeedsPlugin: ServicePlugin {
     public static let id = "feeds"
     public static let summary = "IoT feeds, datastreams and datapoints with history and live updates, with the Xively v2 dialect"
-    public static let migrations = FeedStore.migrations + TriggerEngine.migrations
+    public static let migrations = FeedStore.migrations + TriggerEngine.migrations + LegacyKeys.migrations
 
     public struct Configuration: Decodable, Sendable {
         /// A feed with no update for this long is `frozen` (default 15m).
@@ -321,12 +321,14 @@ public struct FeedsPlugin: ServicePlugin {
                 .details("Filters: `q` (words in title, description or tags), `tag`, `user`, `status` (live, frozen, all), `units`, and `lat`/`lon`/`distance` (`distanceUnits` kms or miles). Pages with `page` (from 1) and `perPage` (1–1000, default 50); `content=summary` leaves out datastreams.")
                 .query(ListParameters.self)
                 .returns(JSONValue.self) { input, context in
+                    try await service.authorizeKey(context, .get, feed: nil, stream: nil)
                     let p = input.query
                     let filter = try Self.filter(q: p.q, tag: p.tag, user: p.user, status: p.status, units: p.units, lat: p.lat, lon: p.lon, distance: p.distance,
                                                  distanceUnits: p.distanceUnits, order: p.order, page: p.page, perPage: p.perPage, principal: context.principal,
                                                  seesPrivate: context.principal.isAdmin)
                     let (total, feeds) = try await service.store.listFeeds(filter, frozenAfter: service.frozenAfterMicros)
-                    let visible = feeds.filter { service.canSee($0, context.principal) }
+                    let hidesPrivate = try await service.keys.hidesPrivate(context.principal)
+                    let visible = feeds.filter { service.canSee($0, context.principal) && !($0.isPrivate && hidesPrivate) }
                     let streams = p.content == "summary" ? [:] : try await service.store.datastreams(of: visible.map(\.id))
                     return .object([
                         "total": .number(Double(total)), "page": .number(Double(p.page ?? 1)), "perPage": .number(Double(filter.limit)),
@@ -340,6 +342,7 @@ public struct FeedsPlugin: ServicePlugin {
                 .access(.scope("feeds:write"))
                 .body(JSONValue.self)
                 .replies(JSONValue.self) { input, context in
+                    try await service.authorizeKey(context, .post, feed: nil, stream: nil)
                     let draft = try service.feedDraft(input.body, creating: true, naming: .native)
                     let feed = try await service.createFeed(draft, context.principal)
                     let streams = try await service.store.datastreams(of: feed.id)
@@ -352,6 +355,7 @@ public struct FeedsPlugin: ServicePlugin {
                 .resource("feed")
                 .cache(.perPrincipal(ttl: .seconds(5), tags: [feedTag]))
                 .returns(JSONValue.self) { input, context in
+                    try await service.authorizeKey(context, .get, feed: input.path.feed, stream: nil)
                     let feed = try await service.visibleFeed(input.path.feed, context.principal)
                     let names = input.query.datastreams.map { $0.split(separator: ",").map(String.init) }
                     return plugin.render(feed, streams: try await service.streams(of: feed, only: names, context.principal))
@@ -364,6 +368,7 @@ public struct FeedsPlugin: ServicePlugin {
                 .body(JSONValue.self)
                 .cache(.invalidating([feedTag]))
                 .returns(JSONValue.self) { input, context in
+                    try await service.authorizeKey(context, .put, feed: input.path.feed, stream: nil)
                     let feed = try await service.changeableFeed(input.path.feed, context.principal)
                     let draft = try service.feedDraft(input.body, creating: false, naming: .native)
                     let updated = try await service.updateFeed(feed, draft, context.principal)
@@ -375,6 +380,7 @@ public struct FeedsPlugin: ServicePlugin {
                 .resource("feed")
                 .cache(.invalidating([feedTag]))
                 .returns(NoContent.self) { input, context in
+                    try await service.authorizeKey(context, .delete, feed: input.path.feed, stream: nil)
                     try await service.deleteFeed(try await service.changeableFeed(input.path.feed, context.principal))
                     return NoContent()
                 },
@@ -383,6 +389,7 @@ public struct FeedsPlugin: ServicePlugin {
                 .resource("feed")
                 .cache(.perPrincipal(ttl: .seconds(5), tags: [feedTag]))
                 .returns(JSONValue.self) { input, context in
+                    try await service.authorizeKey(context, .get, feed: input.path.feed, stream: nil)
                     let feed = try await service.visibleFeed(input.path.feed, context.principal)
                     let streams = try await service.streams(of: feed, only: nil, context.principal)
                     return .object(["items": .array(streams.map { Self.render($0, points: nil) })])
@@ -395,6 +402,7 @@ public struct FeedsPlugin: ServicePlugin {
                 .body(JSONValue.self)
                 .cache(.invalidating([feedTag]))
                 .replies(JSONValue.self) { input, context in
+                    try await service.authorizeKey(context, .post, feed: input.path.feed, stream: nil)
                     let feed = try await service.changeableFeed(input.path.feed, context.principal)
                     var problems: [GatewayError.FieldError] = []
                     let drafts: [DatastreamDraft]
@@ -415,6 +423,7 @@ public struct FeedsPlugin: ServicePlugin {
                 .resource("feed")
                 .cache(.perPrincipal(ttl: .seconds(5), tags: [feedTag]))
                 .returns(JSONValue.self) { input, context in
+                    try await service.authorizeKey(context, .get, feed: input.path.feed, stream: input.path.stream)
                     let feed = try await service.visibleFeed(input.path.feed, context.principal)
                     return Self.render(try await service.stream(feed, input.path.stream, context.principal), points: nil)
                 },
@@ -425,6 +434,7 @@ public struct FeedsPlugin: ServicePlugin {
                 .body(JSONValue.self)
                 .cache(.invalidating([feedTag]))
                 .returns(JSONValue.self) { input, context in
+                    try await service.authorizeKey(context, .put, feed: input.path.feed, stream: input.path.stream)
                     let feed = try await service.changeableFeed(input.path.feed, context.principal)
                     let stream = try await service.stream(feed, input.path.stream, context.principal)
                     var problems: [GatewayError.FieldError] = []
@@ -440,6 +450,7 @@ public struct FeedsPlugin: ServicePlugin {
                 .resource("feed")
                 .cache(.invalidating([feedTag]))
                 .returns(NoContent.self) { input, context in
+                    try await service.authorizeKey(context, .delete, feed: input.path.feed, stream: input.path.stream)
                     let feed = try await service.changeableFeed(input.path.feed, context.principal)
                     try await service.deleteDatastream(try await service.stream(feed, input.path.stream, context.principal))
                     return NoContent()
@@ -453,6 +464,7 @@ public struct FeedsPlugin: ServicePlugin {
                 .cache(.invalidating([feedTag]))
                 .status(200)
                 .returns(Ingested.self) { input, context in
+                    try await service.authorizeKey(context, .post, feed: input.path.feed, stream: input.path.stream)
                     let feed = try await service.changeableFeed(input.path.feed, context.principal)
                     let stream = try await service.stream(feed, input.path.stream, context.principal)
                     let points = try service.datapoints(input.body.bytes, contentType: input.body.contentType)
@@ -466,6 +478,7 @@ public struct FeedsPlugin: ServicePlugin {
                 .resource("feed")
                 .cache(.perPrincipal(ttl: .seconds(5), tags: [feedTag]))
                 .returns(JSONDocument.self) { input, context in
+                    try await service.authorizeKey(context, .get, feed: input.path.feed, stream: input.path.stream)
                     let feed = try await service.visibleFeed(input.path.feed, context.principal)
                     let stream = try await service.stream(feed, input.path.stream, context.principal)
                     let query = try HistoryQuery(parameters: input.query.dictionary, now: service.store.now(), legacy: false)
@@ -478,6 +491,7 @@ public struct FeedsPlugin: ServicePlugin {
                 .resource("feed")
                 .cache(.invalidating([feedTag]))
                 .returns(Removed.self) { input, context in
+                    try await service.authorizeKey(context, .delete, feed: input.path.feed, stream: input.path.stream)
                     let feed = try await service.changeableFeed(input.path.feed, context.principal)
                     let stream = try await service.stream(feed, input.path.stream, context.principal)
                     let (start, end) = try Self.range(input.query, now: service.store.now())
@@ -487,6 +501,7 @@ public struct FeedsPlugin: ServicePlugin {
                 .path(PointPath.self)
                 .resource("feed")
                 .returns(JSONValue.self) { input, context in
+                    try await service.authorizeKey(context, .get, feed: input.path.feed, stream: input.path.stream)
                     let feed = try await service.visibleFeed(input.path.feed, context.principal)
                     let stream = try await service.stream(feed, input.path.stream, context.principal)
                     let at = try Self.time(input.path.at)
@@ -502,6 +517,7 @@ public struct FeedsPlugin: ServicePlugin {
                 .body(ValueBody.self)
                 .cache(.invalidating([feedTag]))
                 .returns(JSONValue.self) { input, context in
+                    try await service.authorizeKey(context, .put, feed: input.path.feed, stream: input.path.stream)
                     let feed = try await service.changeableFeed(input.path.feed, context.principal)
                     let stream = try await service.stream(feed, input.path.stream, context.principal)
                     let at = try Self.time(input.path.at)
@@ -515,6 +531,7 @@ public struct FeedsPlugin: ServicePlugin {
                 .resource("feed")
                 .cache(.invalidating([feedTag]))
                 .returns(NoContent.self) { input, context in
+                    try await service.authorizeKey(context, .delete, feed: input.path.feed, stream: input.path.stream)
                     let feed = try await service.changeableFeed(input.path.feed, context.principal)
                     let stream = try await service.stream(feed, input.path.stream, context.principal)
                     let at = try Self.time(input.path.at)

@@ -16,15 +16,19 @@ struct XivelyDialect: Sendable {
         var routes: [DialectRoute] = []
         func add(_ method: HTTPRequest.Method, _ path: String, _ summary: String,
                  _ handler: @escaping @Sendable (DialectRequest, OperationContext, Format) async throws -> DialectResponse) {
-            routes.append(DialectRoute(method, path, summary: summary) { request, context in
-                try await handler(request, context, try Self.format(request))
-            })
+            let service = self.service
+            // Every request made with a v2 key must match one of the key's permissions.
+            let checked: @Sendable (DialectRequest, OperationContext) async throws -> DialectResponse = { request, context in
+                try await service.keys.authorize(context.principal, method: method.rawValue,
+                                                 feed: request.pathParameters["feed"].flatMap { FeedRules.feedID(Self.strip($0)) },
+                                                 stream: request.pathParameters["stream"].map { Self.strip($0) }, referer: request.headers[.referer])
+                return try await handler(request, context, try Self.format(request))
+            }
+            routes.append(DialectRoute(method, path, summary: summary, handler: checked))
             // A literal last segment also takes the format suffixes (`/v2/feeds.json`).
             if let last = path.split(separator: "/").last, !last.hasPrefix("{") {
                 for suffix in [".json", ".csv", ".xml"] {
-                    routes.append(DialectRoute(method, path + suffix, summary: summary) { request, context in
-                        try await handler(request, context, try Self.format(request))
-                    })
+                    routes.append(DialectRoute(method, path + suffix, summary: summary, handler: checked))
                 }
             }
         }
@@ -179,6 +183,7 @@ struct XivelyDialect: Sendable {
             return DialectResponse(status: 200)
         }
         triggerRoutes(add: add)
+        keyRoutes(add: add)
         let socket = XivelySocketProtocol(service: service, dialect: self, routes: routes)
         let sockets = [WebSocketRoute("/v2/socket", summary: "The v2 socket protocol: subscribe, unsubscribe, get, put, post, delete (also at / of a server.socketListeners entry)") { connection, context in
             try await socket.serve(connection, context)
@@ -188,10 +193,14 @@ struct XivelyDialect: Sendable {
 
     // MARK: Requests
 
-    /// `X-ApiKey`, or `?key=` (the Objective-C library appends it to every URL).
+    /// `X-ApiKey`, or `?key=` (the Objective-C library appends it to every URL), or a gateway session.
     static func credential(_ request: DialectRequest) -> Credential? {
         if let key = request.headers[HTTPField.Name("X-ApiKey")!], !key.isEmpty { return .apiKey(key) }
         if let key = request.query("key"), !key.isEmpty { return .apiKey(key) }
+        // The gateway's own session (not an old client's), e.g. to create a user's first master key.
+        if let authorization = request.headers[.authorization], authorization.lowercased().hasPrefix("bearer ") {
+            return .sessionToken(String(authorization.dropFirst(7)).trimmingCharacters(in: .whitespaces))
+        }
         return nil
     }
 
@@ -243,6 +252,7 @@ struct XivelyDialect: Sendable {
 
     func requireWriter(_ principal: Principal) throws {
         if principal.isAnonymous { throw GatewayError.unauthorized("Send an API key in X-ApiKey.") }
+        // (A v2 key's own permissions were checked before the handler; its gateway scope is feeds:*.)
         if case .apiKey = principal.kind, !principal.isAdmin,
            !(principal.scopes.contains("*") || principal.scopes.contains("feeds:write") || principal.scopes.contains("feeds:*")) {
             throw GatewayError.forbidden("This key may only read.")
@@ -299,7 +309,8 @@ struct XivelyDialect: Sendable {
                                             distanceUnits: request.query("distance_units"), order: request.query("order"), page: try integer("page"),
                                             perPage: try integer("per_page"), principal: context.principal, seesPrivate: context.principal.isAdmin)
         let (total, feeds) = try await service.store.listFeeds(filter, frozenAfter: service.frozenAfterMicros)
-        let visible = feeds.filter { service.canSee($0, context.principal) }
+        let hidesPrivate = try await service.keys.hidesPrivate(context.principal)
+        let visible = feeds.filter { service.canSee($0, context.principal) && !($0.isPrivate && hidesPrivate) }
         let summary = request.query("content") == "summary"
         let streams = summary ? [:] : try await service.store.datastreams(of: visible.map(\.id))
         let base = Self.base(request)

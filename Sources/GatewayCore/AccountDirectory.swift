@@ -19,6 +19,43 @@ public protocol AccountDirectory: Sendable {
     /// in a request's headers (a WebSocket request carrying its own key). 401 when it is unknown,
     /// expired or revoked; 403 when a key is used from an address it does not allow.
     func principal(for credential: Credential, address: String) async throws -> Principal
+    /// Issues an API key for `userID` (nil: a master key, which acts as an administrator), for
+    /// dialects whose old API managed keys itself. The secret is returned only now.
+    /// 422 when the request is invalid.
+    func issueKey(for userID: String?, _ request: KeyRequest) async throws -> IssuedKey
+    /// Revokes key `id` of `userID`; false when there is no such key. Takes effect at once here.
+    func revokeKey(id: String, of userID: String?) async throws -> Bool
+}
+
+/// What an issued key may do (see the gateway's key API for the meaning of each member).
+public struct KeyRequest: Sendable, Equatable {
+    public var label: String
+    /// `<plugin>:read`, `<plugin>:write`, `<plugin>:*` or `*`.
+    public var scopes: [String]
+    /// Per plugin, the only resource ids the key may touch (nil: unrestricted).
+    public var resources: [String: [String]]?
+    /// Client addresses (exact or IPv4 CIDR) the key is accepted from (nil: any).
+    public var allowedAddresses: [String]?
+    public var expiresAt: Date?
+
+    public init(label: String, scopes: [String], resources: [String: [String]]? = nil, allowedAddresses: [String]? = nil, expiresAt: Date? = nil) {
+        self.label = label
+        self.scopes = scopes
+        self.resources = resources
+        self.allowedAddresses = allowedAddresses
+        self.expiresAt = expiresAt
+    }
+}
+
+/// A key just issued: its id and, this once, its secret.
+public struct IssuedKey: Sendable, Equatable {
+    public var id: String
+    public var secret: String
+
+    public init(id: String, secret: String) {
+        self.id = id
+        self.secret = secret
+    }
 }
 
 /// An account as plugins see it.

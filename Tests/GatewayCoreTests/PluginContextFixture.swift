@@ -19,6 +19,8 @@ enum PluginContextFixture {
         func signOut(token: String) async throws {}
         func account(id: String) async throws -> AccountRecord? { nil }
         func principal(for credential: Credential, address: String) async throws -> Principal { throw GatewayError.unauthorized() }
+        func issueKey(for userID: String?, _ request: KeyRequest) async throws -> IssuedKey { throw GatewayError.unavailable("no accounts in unit tests") }
+        func revokeKey(id: String, of userID: String?) async throws -> Bool { false }
     }
 
     struct NoDatabase: SQLDatabase {

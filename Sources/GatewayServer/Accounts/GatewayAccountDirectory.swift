@@ -43,4 +43,17 @@ struct GatewayAccountDirectory: AccountDirectory {
     func principal(for credential: Credential, address: String) async throws -> Principal {
         try await authenticator.principal(for: credential, address: address)
     }
+
+    func issueKey(for userID: String?, _ request: KeyRequest) async throws -> IssuedKey {
+        let issued = try await store.createKey(userID: userID, grant: AccountStore.KeyGrant(
+            label: request.label, scopes: request.scopes, resources: request.resources, allowedAddresses: request.allowedAddresses,
+            expiresAt: request.expiresAt))
+        return IssuedKey(id: issued.key.id, secret: issued.secret)
+    }
+
+    func revokeKey(id: String, of userID: String?) async throws -> Bool {
+        guard try await store.revokeKey(id: id, userID: userID) else { return false }
+        authenticator.forget(userID: userID)
+        return true
+    }
 }
