@@ -87,7 +87,7 @@ extension FeedService {
 
     /// A trigger the caller owns; 404 otherwise.
     func ownedTrigger(_ idText: String, _ principal: Principal) async throws -> TriggerRecord {
-        guard let id = FeedRules.feedID(idText), let trigger = try await triggers.trigger(id),
+        guard let id = FeedRules.feedID(idText), let trigger = try await triggers.trigger(id), mayReach(feed: trigger.feedID, principal),
               principal.isAdmin || (principal.userID != nil && principal.userID == trigger.userID) else {
             throw GatewayError.notFound("No trigger '\(idText.prefix(40))'.")
         }

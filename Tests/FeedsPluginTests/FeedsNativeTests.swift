@@ -272,3 +272,43 @@ struct DatapointReadingTests {
         }
     }
 }
+
+@Suite("feeds import")
+struct FeedsImportTests {
+    final class Progress: ImportProgress, @unchecked Sendable {
+        var updates: [(Int, Int?)] = []
+        func update(done: Int, total: Int?) { updates.append((done, total)) }
+    }
+
+    @Test("CSV import: a header picks the columns, bad lines are reported by number, a second import changes nothing", arguments: TestStorage.available)
+    func importSeries(storage: TestStorage) async throws {
+        try await withFeeds(storage) { gateway in
+            let ann = try await gateway.register("ann")
+            let feed = try await gateway.call(.post, "/v1/feeds", token: ann.token, body: #"{"title": "Sensor"}"#)
+            let id = try #require(feed.json["id"]?.numberValue.map { Int($0) })
+            let file = FileManager.default.temporaryDirectory.appendingPathComponent("series-\(UUID().uuidString).csv")
+            defer { try? FileManager.default.removeItem(at: file) }
+            try "isig,datetime,glucose\r\n22.5,2010-03-24 09:51:00,258\r\n22.5,2010-03-24 09:56:00,260\r\nbad,not a time,1\r\n22.1,2010-03-24 10:01:00,high\r\n22.0,2010-03-24 09:56:00,999\r\n21.9,2010-03-24 10:06:00,254\r\n"
+                .write(to: file, atomically: true, encoding: .utf8)
+            let importer = try #require(try gateway.feedsPlugin.importers.first { $0.accepts(file) })
+            let progress = Progress()
+            let report = try await importer.importFile(file, options: ["feed": "\(id)", "datastream": "glucose"], progress: progress)
+            #expect(report.imported == 3)
+            #expect(report.rejected.map(\.line) == [4, 5, 6], "\(report.rejected)")
+            #expect(report.rejected[2].reason.contains("line 3"))
+            #expect(progress.updates.last.map { $0.0 == $0.1 } == true)
+            let history = try await gateway.call(.get, "/v1/feeds/\(id)/datastreams/glucose/datapoints?start=2010-03-24T00:00:00Z&duration=1day")
+            #expect(history.json["datapoints"]?.arrayValue?.compactMap { $0["value"]?.numberValue } == [258, 260, 254])
+            #expect(history.json["datapoints"]?[0]?["at"] == .string("2010-03-24T09:51:00.000000Z"), "times without a zone are UTC")
+            let again = try await importer.importFile(file, options: ["feed": "\(id)", "datastream": "glucose"], progress: progress)
+            #expect(again.imported == 3)
+            #expect(try await gateway.call(.get, "/v1/feeds/\(id)/datastreams/glucose/datapoints?start=2010-03-24T00:00:00Z&duration=1day").text == history.text)
+            await #expect(throws: GatewayError.self) {
+                try await importer.importFile(file, options: ["feed": "999", "datastream": "x"], progress: progress)
+            }
+            await #expect(throws: GatewayError.self) {
+                try await importer.importFile(file, options: ["datastream": "x"], progress: progress)
+            }
+        }
+    }
+}
