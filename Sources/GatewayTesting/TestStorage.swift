@@ -32,7 +32,22 @@ public enum TestStorage: String, Sendable, CaseIterable, CustomStringConvertible
             }
             let name = "gw_test_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").prefix(20).lowercased()
             let admin = try await GatewayDatabase.open(.postgres(url: base), baseDirectory: directory, logger: Self.quietLogger)
-            try await admin.sql.raw("CREATE DATABASE \(unsafeRaw: name)").run()
+            // Many tests run at once: a busy server may refuse for a moment (too many clients, a
+            // template in use). Try again a few times, and never leave the pool open.
+            var attempt = 0
+            while true {
+                do {
+                    try await admin.sql.raw("CREATE DATABASE \(unsafeRaw: name)").run()
+                    break
+                } catch {
+                    attempt += 1
+                    if attempt >= 5 {
+                        await admin.shutdown()
+                        throw error
+                    }
+                    try? await Task.sleep(for: .milliseconds(200 * attempt))
+                }
+            }
             components.path = "/" + name
             do {
                 let result = try await body(.postgres(url: components.string ?? base), directory)
