@@ -184,3 +184,22 @@ struct FeedsLiveTests {
         }
     }
 }
+
+@Suite("socket listeners")
+struct SocketListenerTests {
+    @Test("server.socketListeners is checked: a path for the route, and a WebSocket route that exists")
+    func configuration() async throws {
+        let good = try GatewayConfiguration.parse(Data("server:\n  socketListeners:\n    - { port: 8081, route: /v2/socket }\n".utf8), file: "plugins.yaml",
+                                                  knownPlugins: ["feeds"])
+        #expect(good.server.socketListeners == [SocketListenerSettings(port: 8081, route: "/v2/socket")])
+        #expect(throws: (any Error).self) {
+            try GatewayConfiguration.parse(Data("server:\n  socketListeners:\n    - { port: 8081, route: v2 }\n".utf8), file: "plugins.yaml", knownPlugins: ["feeds"])
+        }
+        #expect(throws: (any Error).self) {
+            try GatewayConfiguration.parse(Data("server:\n  socketListeners:\n    - { port: 8081, route: /v2/socket, colour: red }\n".utf8), file: "plugins.yaml", knownPlugins: ["feeds"])
+        }
+        await #expect(throws: GatewayStartupError.self) {
+            try await TestGateway.with(feeds, yaml: feedsYAML + "\nserver:\n  socketListeners:\n    - { port: 8081, route: /v2/nowhere }\n") { _ in }
+        }
+    }
+}
