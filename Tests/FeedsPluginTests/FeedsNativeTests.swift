@@ -312,3 +312,30 @@ struct FeedsImportTests {
         }
     }
 }
+
+@Suite("feeds retention")
+struct FeedsRetentionTests {
+    @Test("a feed's retention removes older datapoints (the retention service's pass); the current value follows", arguments: TestStorage.available)
+    func retention(storage: TestStorage) async throws {
+        try await withFeeds(storage) { gateway in
+            let ann = try await gateway.register("ann")
+            #expect(try await gateway.call(.post, "/v1/feeds", token: ann.token, body: #"{"title": "R", "retention": "forever"}"#).status == 422)
+            let feed = try await gateway.call(.post, "/v1/feeds", token: ann.token, body: #"{"title": "R", "retention": "2hours", "datastreams": [{"id": "x"}]}"#)
+            #expect(feed.json["retention"] == .string("7200s"))
+            let id = try #require(feed.json["id"]?.numberValue.map { Int($0) })
+            let kept = try await gateway.call(.post, "/v1/feeds", token: ann.token, body: #"{"title": "Kept", "datastreams": [{"id": "x"}]}"#)
+            let keptID = try #require(kept.json["id"]?.numberValue.map { Int($0) })
+            let body = #"[{"at": "\#(at(-4 * 3600))", "value": 1}, {"at": "\#(at(-3 * 3600))", "value": 2}, {"at": "\#(at(-3600))", "value": 3}, {"at": "\#(at(-60))", "value": 4}]"#
+            for feedID in [id, keptID] {
+                #expect(try await gateway.call(.post, "/v1/feeds/\(feedID)/datastreams/x/datapoints", token: ann.token, body: body).status == 200)
+            }
+            let removed = try await gateway.feedsPlugin.service.store.applyRetention()
+            #expect(removed == 2)
+            let left = try await gateway.call(.get, "/v1/feeds/\(id)/datastreams/x/datapoints?duration=1day")
+            #expect(left.json["datapoints"]?.arrayValue?.compactMap { $0["value"]?.numberValue } == [3, 4])
+            #expect(try await gateway.call(.get, "/v1/feeds/\(keptID)/datastreams/x/datapoints?duration=1day").json["datapoints"]?.arrayValue?.count == 4)
+            #expect(try await gateway.call(.get, "/v1/feeds/\(id)/datastreams/x").json["currentValue"] == .number(4))
+            #expect(try await gateway.call(.put, "/v1/feeds/\(id)", token: ann.token, body: #"{"retention": null}"#).json["retention"] == nil)
+        }
+    }
+}
