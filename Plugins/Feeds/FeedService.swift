@@ -172,9 +172,10 @@ struct FeedService: Sendable {
         let result = try await change()
         guard let before, let after = try await store.feed(feedID) else { return result }
         let wasFrozen = store.now() - before.updated > frozenAfterMicros
-        for (id, previous) in watched {
+        for (index, (id, previous)) in watched.enumerated() {
             guard let stream = try await store.datastream(feedID: feedID, id: id) else { continue }
-            await triggers.evaluate(feed: after, stream: stream, previous: previous, wasFrozen: wasFrozen)
+            // Feed-level triggers (live, frozen) once per change, not once per datastream.
+            await triggers.evaluate(feed: after, stream: stream, previous: previous, wasFrozen: wasFrozen, feedLevel: index == 0)
         }
         return result
     }

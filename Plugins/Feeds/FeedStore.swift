@@ -120,21 +120,31 @@ struct FeedStore: Sendable {
         if let retention = draft.retentionSeconds { changed.retentionSeconds = retention }
         let now = max(now(), feed.updated)
         changed.updated = now
-        let result = changed
-        try await database.transaction { db in
-            let location = result.location
-            try await db.raw("""
-                UPDATE feeds_feeds SET title = \(bind: result.title), description = \(bind: result.description), website = \(bind: result.website),
-                  tags = \(bind: Self.encodeTags(result.tags)), private = \(bind: result.isPrivate ? 1 : 0), location_name = \(bind: location.name),
-                  location_domain = \(bind: location.domain), location_exposure = \(bind: location.exposure),
-                  location_disposition = \(bind: location.disposition), lat = \(bind: location.lat), lon = \(bind: location.lon), ele = \(bind: location.ele),
-                  updated = \(bind: now), retention_seconds = \(bind: result.retentionSeconds)
-                WHERE id = \(bind: result.id)
-                """).run()
-            for stream in draft.datastreams {
-                try await upsertDatastream(stream, feedID: result.id, now: now, on: db)
-            }
+        // Only the members the draft carries are written, so that concurrent changes of other
+        // members (a device updating values while its owner makes the feed private) are kept.
+        var sets: [SQLQueryString] = ["updated = \(bind: now)"]
+        if let title = draft.title { sets.append("title = \(bind: title)") }
+        if let description = draft.description { sets.append("description = \(bind: description)") }
+        if let website = draft.website { sets.append("website = \(bind: website)") }
+        if let tags = draft.tags { sets.append("tags = \(bind: Self.encodeTags(tags))") }
+        if let isPrivate = draft.isPrivate { sets.append("private = \(bind: isPrivate ? 1 : 0)") }
+        if let location = draft.location {
+            sets.append("""
+                location_name = \(bind: location.name), location_domain = \(bind: location.domain), location_exposure = \(bind: location.exposure), \
+                location_disposition = \(bind: location.disposition), lat = \(bind: location.lat), lon = \(bind: location.lon), ele = \(bind: location.ele)
+                """)
         }
+        if let retention = draft.retentionSeconds { sets.append("retention_seconds = \(bind: retention)") }
+        let assignments = sets.joined(separator: ", ")
+        let feedID = feed.id
+        let fresh = try await database.transaction { db in
+            try await db.raw("UPDATE feeds_feeds SET " + assignments + " WHERE id = \(bind: feedID)").run()
+            for stream in draft.datastreams {
+                try await upsertDatastream(stream, feedID: feedID, now: now, on: db)
+            }
+            return try await db.raw("SELECT \(unsafeRaw: Self.feedColumns) FROM feeds_feeds WHERE id = \(bind: feedID)").first().map(decodeFeed)
+        }
+        if let fresh { changed = fresh }
         return changed
     }
 
@@ -521,7 +531,7 @@ struct FeedStore: Sendable {
     private func sampled(_ stream: DatastreamRecord, _ query: HistoryQuery, interval: Int64) async throws -> [Datapoint] {
         let step = interval * 1_000_000
         let lowest = query.findPrevious ? Int64.min / 2 : query.start
-        let count = min(Int64(query.discrete ? query.limit : 100_000), (query.end - query.start) / step + 1)
+        let count = min(query.discrete ? Int64(query.limit) : HistoryQuery.maximumPoints, (query.end - query.start) / step + 1)
         let rows = try await database.raw("""
             WITH RECURSIVE grid(t, n) AS (SELECT CAST(\(bind: query.start) AS BIGINT), 1 UNION ALL SELECT t + \(bind: step), n + 1 FROM grid WHERE n < \(bind: count))
             SELECT t, (SELECT at FROM feeds_datapoints WHERE stream = \(bind: stream.key) AND at <= grid.t AND at >= \(bind: lowest) ORDER BY at DESC LIMIT 1) AS at,
@@ -557,7 +567,7 @@ struct FeedStore: Sendable {
         case .first: "(SELECT value \(range) ORDER BY at LIMIT 1)"
         case .last: "(SELECT value \(range) ORDER BY at DESC LIMIT 1)"
         }
-        let count = min(Int64(100_000), (query.end - query.start) / step + 1)
+        let count = min(HistoryQuery.maximumPoints, (query.end - query.start) / step + 1)
         let rows = try await database.raw("""
             WITH RECURSIVE grid(t, n) AS (SELECT CAST(\(bind: query.start) AS BIGINT), 1 UNION ALL SELECT t + \(bind: step), n + 1 FROM grid WHERE n < \(bind: count))
             SELECT t, \(unsafeRaw: expression) AS value FROM grid ORDER BY t

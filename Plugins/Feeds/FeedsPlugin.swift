@@ -28,9 +28,11 @@ public struct FeedsPlugin: ServicePlugin {
         var triggerTimeoutSeconds = 5
         /// How many times a failed trigger POST is tried in all (default 5; waits 1s, 2s, 4s, ... between).
         var triggerAttempts = 5
+        /// Whether trigger URLs may name loopback, private or link-local addresses (default false).
+        var triggerPrivateTargets = false
 
         enum CodingKeys: String, CodingKey {
-            case frozenAfter, maxFutureSkew, maxDatapointsPerRequest, retentionEvery, demo, publicURL, triggerTimeout, triggerAttempts
+            case frozenAfter, maxFutureSkew, maxDatapointsPerRequest, retentionEvery, demo, publicURL, triggerTimeout, triggerAttempts, triggerPrivateTargets
         }
 
         public init(from decoder: any Decoder) throws {
@@ -50,6 +52,7 @@ public struct FeedsPlugin: ServicePlugin {
             publicURL = try container.decodeIfPresent(String.self, forKey: .publicURL).map { $0.hasSuffix("/") ? String($0.dropLast()) : $0 }
             triggerTimeoutSeconds = try seconds(.triggerTimeout, default: 5)
             triggerAttempts = try container.decodeIfPresent(Int.self, forKey: .triggerAttempts) ?? 5
+            triggerPrivateTargets = try container.decodeIfPresent(Bool.self, forKey: .triggerPrivateTargets) ?? false
         }
 
         init() {}

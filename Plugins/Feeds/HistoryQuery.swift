@@ -35,6 +35,8 @@ struct HistoryQuery: Sendable, Equatable {
 
     static let defaultLimit = 100
     static let maximumLimit = 1_000
+    /// The most interval points one query may span (range ÷ interval): each costs an index seek.
+    static let maximumPoints: Int64 = 20_000
 
     /// Whether any history parameter is present (a legacy datastream read then includes datapoints).
     static func isRequested(_ parameters: [String: String]) -> Bool {
@@ -105,6 +107,9 @@ struct HistoryQuery: Sendable, Equatable {
             } else if seconds > 0 {
                 guard seconds <= 31_536_000 else { throw fail("interval", "must be at most 31536000 (a year)") }
                 guard !newest else { throw fail("interval", "needs a range: give start or duration") }
+                guard (self.end - self.start) / (seconds * 1_000_000) < Self.maximumPoints else {
+                    throw fail("interval", "the range holds more than \(Self.maximumPoints) intervals: give a longer interval or a shorter range")
+                }
                 interval = seconds
             }
         }

@@ -298,7 +298,11 @@ extension XivelyDialect {
                 return presented.userID
             }
             if case .apiKey = principal.kind, !principal.isAdmin { throw GatewayError.forbidden("Only a master key manages keys.") }
-            return principal.userID
+            // A v2 key belongs to a user: an owner-less gateway key would act as an administrator.
+            guard let userID = principal.userID else {
+                throw GatewayError.forbidden("v2 keys belong to a user: use a user's master key or session.")
+            }
+            return userID
         }
         @Sendable func owned(_ request: DialectRequest, _ principal: Principal) async throws -> LegacyKey {
             let owner = try await manager(principal)

@@ -129,6 +129,7 @@ struct NativeLiveProtocol: Sendable {
                 if let stream { reply["datastream"] = .string(stream) }
                 switch action {
                 case "subscribe":
+                    try await service.keys.authorize(context.principal, method: "get", feed: target.feed, stream: target.stream, referer: context.headers[.referer])
                     _ = try await session.check(target, context.principal)
                     let plugin = self.plugin
                     try session.subscribe(target, key: target.topic, principal: context.principal, in: subscriptions) { feed, datastream in
@@ -198,6 +199,7 @@ struct XivelySocketProtocol: Sendable {
                 switch method {
                 case "subscribe":
                     guard let target = LiveSession.Target.parse(resource) else { throw GatewayError.notFound("Only feeds and datastreams can be subscribed to.") }
+                    try await service.keys.authorize(principal, method: "get", feed: target.feed, stream: target.stream, referer: context.headers[.referer])
                     _ = try await session.check(target, principal)
                     let dialect = self.dialect
                     let (subscribeToken, subscribed, viewer) = (token, resource, principal)

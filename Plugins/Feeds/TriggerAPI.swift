@@ -38,8 +38,12 @@ extension FeedService {
             }
         }
         if let value = members["url"] {
-            if let url = value.stringValue, url.count <= 2_000, url.hasPrefix("http://") || url.hasPrefix("https://"), URL(string: url)?.host != nil {
-                draft.url = url
+            if let url = value.stringValue, url.count <= 2_000, url.hasPrefix("http://") || url.hasPrefix("https://"), let host = URL(string: url)?.host, !host.isEmpty {
+                if !settings.triggerPrivateTargets, Self.isPrivateHost(host) {
+                    problems.append(.init(pointer: "/url", detail: "must not name a loopback, private or link-local address (set triggerPrivateTargets: true to allow)"))
+                } else {
+                    draft.url = url
+                }
             } else {
                 problems.append(.init(pointer: "/url", detail: "must be an http or https URL"))
             }
@@ -62,8 +66,25 @@ extension FeedService {
         return draft
     }
 
+    /// Whether a URL's host is a name or literal address inside this network: `localhost`, loopback,
+    /// private (RFC 1918, IPv6 ULA), link-local or unspecified. (Names are not resolved: a public
+    /// name pointing inside is not caught here.)
+    static func isPrivateHost(_ host: String) -> Bool {
+        let name = host.lowercased().trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
+        if name == "localhost" || name.hasSuffix(".localhost") || name.hasSuffix(".local") || name.hasSuffix(".internal") { return true }
+        if let address = LegacyKeys.ipv4(name) {
+            let first = address >> 24, second = (address >> 16) & 0xFF
+            return first == 127 || first == 10 || first == 0 || (first == 172 && (16...31).contains(second)) || (first == 192 && second == 168)
+                || (first == 169 && second == 254) || (first == 100 && (64...127).contains(second))
+        }
+        if name.contains(":") {
+            return name == "::1" || name == "::" || name.hasPrefix("fc") || name.hasPrefix("fd") || name.hasPrefix("fe80") || name.hasPrefix("::ffff:")
+        }
+        return false
+    }
+
     /// Creates a trigger from a complete draft.
-    func createTrigger(_ draft: TriggerDraft, _ principal: Principal, naming: Naming) async throws -> TriggerRecord {
+    func createTrigger(_ draft: TriggerDraft, _ principal: Principal, naming: Naming, referer: String?) async throws -> TriggerRecord {
         guard principal.userID != nil || principal.isAdmin else { throw GatewayError.unauthorized("Sign in or use an API key to create triggers.") }
         var problems: [GatewayError.FieldError] = []
         let names = naming == .native ? ["feed", "datastream", "type", "threshold"] : ["environment_id", "stream_id", "trigger_type", "threshold_value"]
@@ -77,6 +98,7 @@ extension FeedService {
         guard problems.isEmpty, let feedID = draft.feedID, let streamID = draft.streamID, let url = draft.url, let type = draft.type else {
             throw Self.invalid(problems)
         }
+        try await keys.authorize(principal, method: "post", feed: feedID, stream: streamID, referer: referer)
         let feed = try await visibleFeed(String(feedID), principal)
         _ = try await stream(feed, streamID, principal)
         var name: String?
@@ -86,11 +108,12 @@ extension FeedService {
     }
 
     /// A trigger the caller owns; 404 otherwise.
-    func ownedTrigger(_ idText: String, _ principal: Principal) async throws -> TriggerRecord {
+    func ownedTrigger(_ idText: String, _ principal: Principal, method: String = "get", referer: String? = nil) async throws -> TriggerRecord {
         guard let id = FeedRules.feedID(idText), let trigger = try await triggers.trigger(id), mayReach(feed: trigger.feedID, principal),
               principal.isAdmin || (principal.userID != nil && principal.userID == trigger.userID) else {
             throw GatewayError.notFound("No trigger '\(idText.prefix(40))'.")
         }
+        try await keys.authorize(principal, method: method, feed: trigger.feedID, stream: trigger.streamID, referer: referer)
         return trigger
     }
 
@@ -121,7 +144,7 @@ extension FeedService {
             guard let id = FeedRules.feedID(feed) else { throw GatewayError.badRequest("feed_id must be a feed id.", errors: [.init(pointer: "query.feed_id", detail: "is not a feed id")]) }
             feedID = id
         }
-        return try await triggers.triggers(of: principal.isAdmin ? nil : principal.userID, feed: feedID)
+        return try await triggers.triggers(of: principal.isAdmin ? nil : principal.userID, feed: feedID).filter { mayReach(feed: $0.feedID, principal) }
     }
 }
 
@@ -163,35 +186,37 @@ extension FeedsPlugin {
                 .access(.scope("feeds:write"))
                 .body(JSONValue.self)
                 .replies(JSONValue.self) { input, context in
-                    let trigger = try await service.createTrigger(try service.triggerDraft(input.body, naming: .native), context.principal, naming: .native)
+                    let trigger = try await service.createTrigger(try service.triggerDraft(input.body, naming: .native), context.principal, naming: .native,
+                                                                  referer: context.headers[.referer])
                     return Reply(Self.render(trigger), status: 201, headers: ["Location": "/v1/feeds/triggers/\(trigger.id)"])
                 },
             ServiceOperation.define("feeds.triggers.get", .get, "/triggers/{trigger}", summary: "Read a trigger")
                 .access(.user)
                 .path(TriggerPath.self)
                 .returns(JSONValue.self) { input, context in
-                    Self.render(try await service.ownedTrigger(input.path.trigger, context.principal))
+                    Self.render(try await service.ownedTrigger(input.path.trigger, context.principal, referer: context.headers[.referer]))
                 },
             ServiceOperation.define("feeds.triggers.update", .put, "/triggers/{trigger}", summary: "Change a trigger")
                 .access(.scope("feeds:write"))
                 .path(TriggerPath.self)
                 .body(JSONValue.self)
                 .returns(JSONValue.self) { input, context in
-                    let trigger = try await service.ownedTrigger(input.path.trigger, context.principal)
+                    let trigger = try await service.ownedTrigger(input.path.trigger, context.principal, method: "put", referer: context.headers[.referer])
                     return Self.render(try await service.updateTrigger(trigger, try service.triggerDraft(input.body, naming: .native), context.principal))
                 },
             ServiceOperation.define("feeds.triggers.delete", .delete, "/triggers/{trigger}", summary: "Delete a trigger and its delivery log")
                 .access(.scope("feeds:write"))
                 .path(TriggerPath.self)
                 .returns(NoContent.self) { input, context in
-                    try await service.triggers.delete(try await service.ownedTrigger(input.path.trigger, context.principal).id)
+                    try await service.triggers.delete(try await service.ownedTrigger(input.path.trigger, context.principal, method: "delete",
+                                                                                     referer: context.headers[.referer]).id)
                     return NoContent()
                 },
             ServiceOperation.define("feeds.triggers.deliveries", .get, "/triggers/{trigger}/deliveries", summary: "A trigger's delivery log, newest first")
                 .access(.user)
                 .path(TriggerPath.self)
                 .returns(JSONValue.self) { input, context in
-                    let trigger = try await service.ownedTrigger(input.path.trigger, context.principal)
+                    let trigger = try await service.ownedTrigger(input.path.trigger, context.principal, referer: context.headers[.referer])
                     return .object(["items": .array(try await service.triggers.deliveries(of: trigger.id).map(Self.render))])
                 },
         ]
@@ -218,22 +243,26 @@ extension XivelyDialect {
         }
         add(.post, "/v2/triggers", "Create a trigger (201 + Location)") { request, context, _ in
             try requireWriter(context.principal)
-            let trigger = try await service.createTrigger(try service.triggerDraft(try Self.json(request), naming: .legacy), context.principal, naming: .legacy)
+            let trigger = try await service.createTrigger(try service.triggerDraft(try Self.json(request), naming: .legacy), context.principal, naming: .legacy,
+                                                          referer: request.headers[.referer])
             return DialectResponse(status: 201, headers: ["Location": "\(Self.base(request))/v2/triggers/\(trigger.id)"])
         }
         add(.get, "/v2/triggers/{trigger}", "Read a trigger") { request, context, _ in
             guard !context.principal.isAnonymous else { throw GatewayError.unauthorized("Send an API key in X-ApiKey.") }
-            return Self.json(Self.render(try await service.ownedTrigger(Self.strip(request.pathParameters["trigger"]), context.principal)))
+            return Self.json(Self.render(try await service.ownedTrigger(Self.strip(request.pathParameters["trigger"]), context.principal,
+                                                                        referer: request.headers[.referer])))
         }
         add(.put, "/v2/triggers/{trigger}", "Change a trigger") { request, context, _ in
             try requireWriter(context.principal)
-            let trigger = try await service.ownedTrigger(Self.strip(request.pathParameters["trigger"]), context.principal)
+            let trigger = try await service.ownedTrigger(Self.strip(request.pathParameters["trigger"]), context.principal, method: "put",
+                                                         referer: request.headers[.referer])
             _ = try await service.updateTrigger(trigger, try service.triggerDraft(try Self.json(request), naming: .legacy), context.principal)
             return DialectResponse(status: 200)
         }
         add(.delete, "/v2/triggers/{trigger}", "Delete a trigger") { request, context, _ in
             try requireWriter(context.principal)
-            try await service.triggers.delete(try await service.ownedTrigger(Self.strip(request.pathParameters["trigger"]), context.principal).id)
+            try await service.triggers.delete(try await service.ownedTrigger(Self.strip(request.pathParameters["trigger"]), context.principal, method: "delete",
+                                                                             referer: request.headers[.referer]).id)
             return DialectResponse(status: 200)
         }
     }

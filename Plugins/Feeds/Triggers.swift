@@ -190,7 +190,7 @@ final class TriggerEngine: Sendable {
         let now = ContinuousClock.now
         if let hit = cache.withLockedValue({ $0[key] }), hit.expires > now { return hit.triggers }
         let found = try await store.database.raw("""
-            SELECT \(unsafeRaw: Self.columns) FROM feeds_triggers WHERE feed_id = \(bind: feed) AND (stream_id = \(bind: stream) OR trigger_type = 'live')
+            SELECT \(unsafeRaw: Self.columns) FROM feeds_triggers WHERE feed_id = \(bind: feed) AND (stream_id = \(bind: stream) OR trigger_type IN ('live', 'frozen'))
             """).all().map(Self.decode)
         cache.withLockedValue { table in
             if table.count > 10_000 { table.removeAll() }
@@ -208,16 +208,18 @@ final class TriggerEngine: Sendable {
 
     /// Evaluates the triggers of a datastream after a change: `previous` is its current value
     /// before, `stream` its state after; `wasFrozen` tells whether the feed was frozen before.
-    func evaluate(feed: FeedRecord, stream: DatastreamRecord, previous: Double?, wasFrozen: Bool) async {
+    func evaluate(feed: FeedRecord, stream: DatastreamRecord, previous: Double?, wasFrozen: Bool, feedLevel: Bool = true) async {
         do {
             let triggers = try await triggers(feed: feed.id, stream: stream.id)
             guard !triggers.isEmpty else { return }
             for trigger in triggers {
+                // A trigger whose owner can no longer see the feed (made private since) stays silent.
+                if feed.isPrivate, let owner = trigger.userID, owner != feed.creatorID { continue }
                 switch trigger.type {
                 case .live:
-                    if wasFrozen { try await fire(trigger, feed: feed, stream: stream, armedState: false) }
+                    if wasFrozen, feedLevel { try await fire(trigger, feed: feed, stream: stream, armedState: false) }
                 case .frozen:
-                    if trigger.armedState, trigger.streamID == stream.id { try await rearm(trigger) }
+                    if trigger.armedState, feedLevel { try await rearm(trigger) }
                 case .change:
                     guard trigger.streamID == stream.id, let value = stream.currentValue, value != previous else { continue }
                     try await fire(trigger, feed: feed, stream: stream, armedState: false)
@@ -245,14 +247,25 @@ final class TriggerEngine: Sendable {
     func fire(_ trigger: TriggerRecord, feed: FeedRecord, stream: DatastreamRecord?, armedState: Bool) async throws {
         let now = store.now()
         let payload = String(buffer: Self.payload(trigger, feed: feed, stream: stream, at: now, base: settings.publicURL ?? "").serialized())
-        try await store.database.transaction { db in
-            try await db.raw("UPDATE feeds_triggers SET notified_at = \(bind: now), armed_state = \(bind: armedState ? 1 : 0) WHERE id = \(bind: trigger.id)").run()
+        let fired = try await store.database.transaction { db -> Bool in
+            // Arming is claimed in the database, so that one crossing fires once even when
+            // several instances (or concurrent requests) evaluate it.
+            if armedState {
+                let claimed = try await db.raw("""
+                    UPDATE feeds_triggers SET notified_at = \(bind: now), armed_state = 1 WHERE id = \(bind: trigger.id) AND armed_state = 0 RETURNING id
+                    """).first()
+                guard claimed != nil else { return false }
+            } else {
+                try await db.raw("UPDATE feeds_triggers SET notified_at = \(bind: now), armed_state = 0 WHERE id = \(bind: trigger.id)").run()
+            }
             try await db.raw("""
                 INSERT INTO feeds_trigger_deliveries (trigger_id, fired_at, payload, attempts, status, next_attempt, updated)
                 VALUES (\(bind: trigger.id), \(bind: now), \(bind: payload), 0, 'pending', \(bind: now), \(bind: now))
                 """).run()
+            return true
         }
         forget()
+        guard fired else { return }
         hasNewDeliveries.withLockedValue { $0 = true }
         if let owner = trigger.userID {
             let value = stream?.currentValue.map(FeedRules.text) ?? ""
@@ -301,6 +314,7 @@ final class TriggerEngine: Sendable {
             """).all()
         for trigger in try rows.map(Self.decode) {
             guard let feed = try await store.feed(trigger.feedID) else { continue }
+            if feed.isPrivate, let owner = trigger.userID, owner != feed.creatorID { continue }
             try await fire(trigger, feed: feed, stream: try await store.datastream(feedID: feed.id, id: trigger.streamID), armedState: true)
         }
     }
@@ -318,7 +332,7 @@ final class TriggerEngine: Sendable {
             """).all().map(Self.decodeDelivery)
         var sent = 0
         for delivery in due {
-            let lease = now + Int64(settings.triggerTimeoutSeconds + 5) * 1_000_000
+            let lease = store.now() + Int64(settings.triggerTimeoutSeconds + 5) * 1_000_000
             let claimed = try await store.database.raw("""
                 UPDATE feeds_trigger_deliveries SET next_attempt = \(bind: lease) WHERE id = \(bind: delivery.id) AND next_attempt = \(bind: delivery.nextAttempt) AND status = 'pending'
                 RETURNING id

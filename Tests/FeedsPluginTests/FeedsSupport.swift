@@ -19,6 +19,7 @@ let feedsYAML = """
           maxDatapointsPerRequest: 2000
           triggerTimeout: 2s
           triggerAttempts: 3
+          triggerPrivateTargets: true
     """
 
 /// Runs `body` with a gateway serving the feeds plugin on `storage`, its clock at `clock`.

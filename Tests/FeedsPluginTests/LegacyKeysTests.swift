@@ -54,11 +54,23 @@ struct LegacyKeysTests {
             #expect(try await gateway.call(.get, "/v2/feeds/\(a)", key: slow).status == 200)
             #expect(try await gateway.call(.get, "/v2/feeds/\(a)", key: slow).status == 403, "minimum_interval")
 
+            // Triggers and live subscriptions obey the same permissions.
+            let postA = try #require(try await create(#"{"key": {"label": "post", "private_access": true, "permissions": [{"access_methods": ["get", "post"], "resources": [{"feed_id": \#(a)}]}]}}"#, with: master).key)
+            #expect(try await gateway.call(.post, "/v2/triggers", key: postA,
+                                            body: #"{"environment_id": \#(b), "stream_id": "t", "url": "http://example.com/h", "trigger_type": "change"}"#).status == 403)
+            #expect(try await gateway.call(.post, "/v2/triggers", key: postA,
+                                            body: #"{"environment_id": \#(a), "stream_id": "t", "url": "http://example.com/h", "trigger_type": "change"}"#).status == 201)
+            // An owner-less (administrator) gateway key cannot mint v2 keys: they would act as administrators.
+            let root = try await gateway.register("root")
+            try await gateway.gateway.accounts.setAdmin(userID: root.userID, true)
+            let masterOfGateway = try await gateway.gateway.accounts.createKey(userID: nil, grant: .init(label: "ops", scopes: ["*"]))
+            #expect(try await create(#"{"key": {"label": "x", "permissions": [{"access_methods": ["get"]}]}}"#, with: masterOfGateway.secret).status == 403)
+
             // Management: only a master key; the list shows the old members.
             #expect(try await gateway.call(.get, "/v2/keys", key: readA).status == 403)
             let list = try await gateway.call(.get, "/v2/keys", key: master)
             let listed = list.json["keys"]?.arrayValue ?? []
-            #expect(listed.count == 6)
+            #expect(listed.count == 7)
             #expect(listed.allSatisfy { $0.keys.isSubset(of: Self.keyMembers) })
             #expect(listed.contains { $0["api_key"] == .string(readA) && $0["permissions"]?[0]?["resources"]?[0]?["feed_id"] == .number(Double(a)!) })
             let one = try await gateway.call(.get, "/v2/keys/\(readA)", key: master)
@@ -86,6 +98,16 @@ struct LegacyKeysTests {
                 #expect(reply.json.keys == ["title", "errors"])
                 #expect(reply.json["errors"]?.string?.contains(pointer) == true, "\(reply.text)")
             }
+        }
+    }
+
+    @Test("trigger URLs inside the network are refused unless allowed")
+    func privateTargets() {
+        for host in ["localhost", "127.0.0.1", "10.0.0.5", "172.16.3.4", "192.168.1.1", "169.254.169.254", "[::1]", "fd00::1", "metadata.internal"] {
+            #expect(FeedService.isPrivateHost(host), "\(host)")
+        }
+        for host in ["example.com", "8.8.8.8", "172.32.0.1", "2001:db8::1"] {
+            #expect(!FeedService.isPrivateHost(host), "\(host)")
         }
     }
 
