@@ -259,6 +259,15 @@ final class LegacyKeys: Sendable {
         throw GatewayError.forbidden("This key has no permission to \(method) \(feed.map { "feed \($0)" } ?? "this resource")\(stream.map { " datastream \($0)" } ?? "").")
     }
 
+    /// Whether some permission of `key` covers `method` on the resource (methods and resources
+    /// only: for filtering lists, without using up a `minimum_interval`).
+    static func covers(_ key: LegacyKey, method: String, feed: Int64, stream: String?) -> Bool {
+        key.permissions.contains { permission in
+            permission.accessMethods.contains(method)
+                && (permission.resources.isEmpty || permission.resources.contains { $0.feedID == feed && ($0.streamID == nil || $0.streamID == stream) })
+        }
+    }
+
     /// Whether the caller's v2 key hides private feeds (no `private_access`).
     func hidesPrivate(_ principal: Principal) async throws -> Bool {
         guard let key = try await presented(by: principal) else { return false }

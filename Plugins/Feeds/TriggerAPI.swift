@@ -144,7 +144,11 @@ extension FeedService {
             guard let id = FeedRules.feedID(feed) else { throw GatewayError.badRequest("feed_id must be a feed id.", errors: [.init(pointer: "query.feed_id", detail: "is not a feed id")]) }
             feedID = id
         }
-        return try await triggers.triggers(of: principal.isAdmin ? nil : principal.userID, feed: feedID).filter { mayReach(feed: $0.feedID, principal) }
+        let legacyKey = try await keys.presented(by: principal)
+        return try await triggers.triggers(of: principal.isAdmin ? nil : principal.userID, feed: feedID).filter { trigger in
+            mayReach(feed: trigger.feedID, principal)
+                && (legacyKey.map { LegacyKeys.covers($0, method: "get", feed: trigger.feedID, stream: trigger.streamID) } ?? true)
+        }
     }
 }
 

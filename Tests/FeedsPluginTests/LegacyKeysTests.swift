@@ -60,6 +60,12 @@ struct LegacyKeysTests {
                                             body: #"{"environment_id": \#(b), "stream_id": "t", "url": "http://example.com/h", "trigger_type": "change"}"#).status == 403)
             #expect(try await gateway.call(.post, "/v2/triggers", key: postA,
                                             body: #"{"environment_id": \#(a), "stream_id": "t", "url": "http://example.com/h", "trigger_type": "change"}"#).status == 201)
+            #expect(try await gateway.call(.post, "/v2/feeds/\(b)/datastreams", key: master, body: #"{"datastreams": [{"id": "s"}]}"#).status == 201)
+            #expect(try await gateway.call(.post, "/v2/triggers", key: master,
+                                            body: #"{"environment_id": \#(b), "stream_id": "s", "url": "http://example.com/h", "trigger_type": "change"}"#).status == 201)
+            #expect(try await gateway.call(.get, "/v2/triggers", key: master).json.arrayValue?.count == 2)
+            #expect(try await gateway.call(.get, "/v2/triggers", key: readA).json.arrayValue?.count == 1, "a key sees the triggers of the feeds it may read")
+            #expect(try await gateway.call(.get, "/v2/triggers", key: everything).json.arrayValue?.count == 2)
             // An owner-less (administrator) gateway key cannot mint v2 keys: they would act as administrators.
             let root = try await gateway.register("root")
             try await gateway.gateway.accounts.setAdmin(userID: root.userID, true)
