@@ -45,7 +45,9 @@ struct LiveSession: Sendable {
 
     /// Starts pushing `target`'s changes under `key` (replacing an earlier subscription with that key).
     /// `render` builds the message for the new state, or for nil when the target is gone.
-    func subscribe(_ target: Target, key: String, principal: Principal, in subscriptions: Subscriptions,
+    /// `credential` is what identified `principal`, checked again before each push so that a
+    /// revoked key or an ended session stops receiving (within the authenticator's few seconds).
+    func subscribe(_ target: Target, key: String, principal: Principal, credential: Credential?, in subscriptions: Subscriptions,
                    render: @escaping @Sendable (FeedRecord?, DatastreamRecord?) async throws -> String) throws {
         subscriptions.tasks[key]?.cancel()
         guard subscriptions.tasks.count < Self.maximumSubscriptions else {
@@ -53,9 +55,13 @@ struct LiveSession: Sendable {
         }
         let events = service.context.events.subscribe(to: target.topic)
         let connection = self.connection
+        let accounts = service.context.accounts
         subscriptions.tasks[key] = Task {
             for await event in events {
                 if Task.isCancelled { break }
+                if let credential {
+                    guard (try? await accounts.principal(for: credential, address: principal.address)) != nil else { break }
+                }
                 let deleted = String(buffer: event.payload).contains(#""event":"deleted""#)
                 let message: String
                 if deleted, event.topic == target.topic {
@@ -132,7 +138,8 @@ struct NativeLiveProtocol: Sendable {
                     try await service.keys.authorize(context.principal, method: "get", feed: target.feed, stream: target.stream, referer: context.headers[.referer])
                     _ = try await session.check(target, context.principal)
                     let plugin = self.plugin
-                    try session.subscribe(target, key: target.topic, principal: context.principal, in: subscriptions) { feed, datastream in
+                    try session.subscribe(target, key: target.topic, principal: context.principal, credential: Self.credential(context.headers),
+                                          in: subscriptions) { feed, datastream in
                         var push: [String: JSONValue] = ["feed": .number(number)]
                         if let stream { push["datastream"] = .string(stream) }
                         if let feed {
@@ -160,6 +167,18 @@ struct NativeLiveProtocol: Sendable {
                 try await connection.send(.text(Self.error(id, problem)))
             }
         }
+    }
+
+    /// The credential of the upgrade request's headers (`Authorization: Bearer`, `X-Api-Key`, `X-ApiKey`).
+    /// (One given in the URL's query is not in the headers: such subscriptions are not checked again.)
+    static func credential(_ headers: HTTPFields) -> Credential? {
+        if let authorization = headers[.authorization], authorization.lowercased().hasPrefix("bearer ") {
+            return .sessionToken(String(authorization.dropFirst(7)).trimmingCharacters(in: .whitespaces))
+        }
+        for name in ["X-Api-Key", "X-ApiKey"] {
+            if let field = HTTPField.Name(name), let key = headers[field], !key.isEmpty { return .apiKey(key) }
+        }
+        return nil
     }
 
     static func error(_ id: JSONValue?, _ problem: GatewayError) -> String {
@@ -193,8 +212,10 @@ struct XivelySocketProtocol: Sendable {
                 resource = request[path: ["resource"]]?.stringValue ?? ""
                 guard let method = request[path: ["method"]]?.stringValue?.lowercased() else { throw GatewayError.badRequest("A request needs a method.") }
                 var principal = context.principal
+                var credential = NativeLiveProtocol.credential(context.headers)
                 if let key = request[path: ["headers", "X-ApiKey"]]?.stringValue ?? request[path: ["headers", "x-apikey"]]?.stringValue, !key.isEmpty {
                     principal = try await service.context.accounts.principal(for: .apiKey(key), address: context.principal.address)
+                    credential = .apiKey(key)
                 }
                 switch method {
                 case "subscribe":
@@ -203,7 +224,7 @@ struct XivelySocketProtocol: Sendable {
                     _ = try await session.check(target, principal)
                     let dialect = self.dialect
                     let (subscribeToken, subscribed, viewer) = (token, resource, principal)
-                    try session.subscribe(target, key: resource, principal: principal, in: subscriptions) { feed, stream in
+                    try session.subscribe(target, key: resource, principal: principal, credential: credential, in: subscriptions) { feed, stream in
                         var push: [String: JSONValue] = ["token": subscribeToken, "resource": .string(subscribed)]
                         if let feed {
                             if let stream {

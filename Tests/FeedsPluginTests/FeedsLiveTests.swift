@@ -129,12 +129,23 @@ struct FeedsLiveTests {
                     #expect(try await socket.next()?["status"] == .number(401))
                     try await socket.send(#"{"method": "unsubscribe", "resource": "/feeds/\#(id)/datastreams/miles", "token": "t5"}"#)
                     #expect(try await socket.next()?["status"] == .number(200))
+                    try await socket.send(#"{"method": "unsubscribe", "resource": "/feeds/\#(id)", "token": "t6"}"#)
+                    #expect(try await socket.next()?["status"] == .number(200))
+
+                    // A key revoked after subscribing stops receiving.
+                    let second = try await gateway.createKey(token: joe.token, grant: #"{"label": "k2", "scopes": ["feeds:read"]}"#)
+                    try await socket.send(#"{"method": "subscribe", "resource": "/feeds/\#(id)/datastreams/miles", "headers": {"X-ApiKey": "\#(second.secret)"}, "token": "t9"}"#)
+                    #expect(try await socket.next()?["status"] == .number(200))
+                    #expect(try await gateway.call(.delete, "/v1/me/keys/\(second.id)", token: joe.token).status == 204)
+                    #expect(try await gateway.call(.put, "/v2/feeds/\(id)/datastreams/miles", key: key, body: #"{"current_value": "2400"}"#).status == 200)
+                    try await socket.send(#"{"method": "get", "resource": "/feeds/\#(id)/datastreams/miles", "token": "t10"}"#)
+                    #expect(try await socket.next()?["token"] == .string("t10"), "no push reached the revoked key's subscription")
                 }
                 // The documented path on the main listener, with the key in the URL.
                 try await converse("ws://127.0.0.1:\(port)/v2/socket?key=\(key)") { socket in
                     try await socket.send(#"{"method": "get", "resource": "/feeds/\#(id)/datastreams/miles", "token": 7}"#)
                     let got = try await socket.next()
-                    #expect(got?["token"] == .number(7) && got?["body"]?["current_value"] == .string("2399"))
+                    #expect(got?["token"] == .number(7) && got?["body"]?["current_value"] == .string("2400"))
                 }
             }
         }
