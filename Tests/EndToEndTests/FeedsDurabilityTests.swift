@@ -107,14 +107,15 @@ struct FeedsDurabilityTests {
                 }
             }
         }
-        // Let ingest run, then kill the server in the middle of it.
-        let deadline = ContinuousClock.now + .seconds(20)
-        while await acknowledged.requests < 150, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+        // Let ingest run (on a busy machine it may be slow: wait for a number of requests, not a
+        // time), then kill the server in the middle of it.
+        let deadline = ContinuousClock.now + .seconds(90)
+        while await acknowledged.requests < 100, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
         server.kill()
         for writer in writers { writer.cancel() }
         for writer in writers { await writer.value }
         let expected = await acknowledged.times
-        #expect(expected.count >= 7_500, "the writers got \(expected.count) datapoints acknowledged before the kill")
+        #expect(expected.count >= 5_000, "the writers got \(expected.count) datapoints acknowledged before the kill")
 
         // Restart on the same database and read everything back.
         server = try await Server(directory: directory)

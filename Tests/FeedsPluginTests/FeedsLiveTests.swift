@@ -181,7 +181,7 @@ struct FeedsLiveTests {
                         for await event in events { return event }
                         return nil
                     }
-                    race.addTask { try await Task.sleep(for: .seconds(5)); return nil }
+                    race.addTask { try await Task.sleep(for: .seconds(20)); return nil }
                     let first = try await race.next() ?? nil
                     race.cancelAll()
                     return first

@@ -17,7 +17,7 @@ let feedsYAML = """
           frozenAfter: 15m
           maxFutureSkew: 5m
           maxDatapointsPerRequest: 2000
-          triggerTimeout: 2s
+          triggerTimeout: 10s
           triggerAttempts: 3
           triggerPrivateTargets: true
     """
