@@ -162,8 +162,15 @@ struct FeedsLiveTests {
             options.loadDemoData = false
             options.rateLimiter = UnlimitedRateLimiter()
             let first = try await Gateway.start(configuration: configuration, registrations: feeds, options: options)
-            let second = try await Gateway.start(configuration: configuration, registrations: feeds, options: options)
+            let second: Gateway
+            do {
+                second = try await Gateway.start(configuration: configuration, registrations: feeds, options: options)
+            } catch {
+                await first.shutdown()
+                throw error
+            }
             let group = ServiceGroup(configuration: .init(services: (first.hostServices + second.hostServices).map { .init(service: $0) }, logger: options.logger))
+            do {
             try await withThrowingTaskGroup(of: Void.self) { tasks in
                 tasks.addTask { try await group.run() }
                 let deadline = ContinuousClock.now + .seconds(10)
@@ -189,6 +196,11 @@ struct FeedsLiveTests {
                 #expect(event?.topic == "feeds/\(id)/datastreams/x", "the second instance heard the first's change")
                 await group.triggerGracefulShutdown()
                 try await tasks.waitForAll()
+            }
+            } catch {
+                await first.shutdown()
+                await second.shutdown()
+                throw error
             }
             await first.shutdown()
             await second.shutdown()

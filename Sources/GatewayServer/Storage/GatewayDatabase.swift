@@ -35,19 +35,34 @@ public final class GatewayDatabase: Sendable {
                                                  on: eventLoopGroup.any())
             let sql = PooledSQLiteDatabase(pool: pools, writer: writer, queue: SQLiteWriteQueue(writer: writer, logger: logger), logger: logger)
                 .sql(queryLogLevel: .trace)
-            // WAL is a property of the file: set it once, before any other connection uses it.
-            let mode = try await sql.raw("PRAGMA journal_mode=WAL").first()
-            logger.debug("sqlite opened", metadata: ["path": "\(file)", "journal": "\((try? mode?.decode(column: "journal_mode", as: String.self)) ?? "?")"])
-            return GatewayDatabase(sql: sql, location: location) {
-                try await writer.close().get()
+            // Both pools are always shut down, even when closing the writer fails (a pool must be
+            // shut down before it is released).
+            let shutdown: @Sendable () async throws -> Void = {
+                var failure: (any Error)?
+                do { try await writer.close().get() } catch { failure = error }
                 try await pools.shutdownAsync()
+                if let failure { throw failure }
             }
+            // WAL is a property of the file: set it once, before any other connection uses it.
+            do {
+                let mode = try await sql.raw("PRAGMA journal_mode=WAL").first()
+                logger.debug("sqlite opened", metadata: ["path": "\(file)", "journal": "\((try? mode?.decode(column: "journal_mode", as: String.self)) ?? "?")"])
+            } catch {
+                try? await shutdown()
+                throw error
+            }
+            return GatewayDatabase(sql: sql, location: location, shutdown: shutdown)
         case .postgres(let url):
             let configuration = try SQLPostgresConfiguration(url: url)
             let pools = EventLoopGroupConnectionPool(source: PostgresConnectionSource(sqlConfiguration: configuration),
                                                      maxConnectionsPerEventLoop: 8, requestTimeout: .seconds(30), logger: logger, on: eventLoopGroup)
             let sql = pools.database(logger: logger).sql(queryLogLevel: .trace)
-            _ = try await sql.raw("SELECT 1").all()
+            do {
+                _ = try await sql.raw("SELECT 1").all()
+            } catch {
+                try? await pools.shutdownAsync()
+                throw error
+            }
             return GatewayDatabase(sql: sql, location: location) { try await pools.shutdownAsync() }
         }
     }
