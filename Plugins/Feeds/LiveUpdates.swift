@@ -122,6 +122,7 @@ struct NativeLiveProtocol: Sendable {
             }
             var id: JSONValue = .null
             do {
+                try await context.charge(1)
                 let request = try JSONValue.parse(text, maximumDepth: 4)
                 id = request[path: ["id"]] ?? .null
                 guard let action = request[path: ["action"]]?.stringValue else { throw GatewayError.invalid(field: "/action", "is required: subscribe or unsubscribe") }
@@ -207,6 +208,7 @@ struct XivelySocketProtocol: Sendable {
             var token: JSONValue = .null
             var resource = ""
             do {
+                try await context.charge(1)
                 let request = try JSONValue.parse(text, maximumDepth: 16)
                 token = request[path: ["token"]] ?? .null
                 resource = request[path: ["resource"]]?.stringValue ?? ""

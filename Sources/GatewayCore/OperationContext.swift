@@ -21,13 +21,20 @@ public struct OperationContext: Sendable {
     /// The plugin's shared services.
     public let plugin: PluginContext
 
+    /// Charges the caller's rate limit for work done on its behalf outside a request the host
+    /// already counted — each request a client sends over a WebSocket. Throws the quota problem
+    /// (429) when the limit is exhausted. (For an HTTP request the host has charged it already.)
+    public let charge: @Sendable (_ cost: Int) async throws -> Void
+
     /// `logger` is the base logger; ``logger`` adds the request id to it.
-    public init(principal: Principal, requestID: String, logger: Logger, headers: HTTPFields, plugin: PluginContext) {
+    public init(principal: Principal, requestID: String, logger: Logger, headers: HTTPFields, plugin: PluginContext,
+                charge: @escaping @Sendable (_ cost: Int) async throws -> Void = { _ in }) {
         self.principal = principal
         self.requestID = requestID
         self.baseLogger = logger
         self.headers = headers
         self.plugin = plugin
+        self.charge = charge
     }
 
     /// Confirms the caller acts for `ownerID` (or is an admin). Answers 404 otherwise, so that a

@@ -338,11 +338,15 @@ public final class Gateway: Sendable {
     public func makeApplication(host: String, port: Int, onStart: @escaping @Sendable (Int) async -> Void = { _ in }) -> some ApplicationProtocol {
         let sockets = webSockets
         let authenticator = responder.authenticator
+        let responder = self.responder
+        let limit: @Sendable (Principal, String, Int) async throws -> Void = { principal, plugin, cost in
+            _ = try await responder.limit(principal, plugin: plugin, cost: cost)
+        }
         let logger = self.logger
         return Application(
             responder: responder,
             server: .http1WebSocketUpgrade(configuration: .init(ws: WebSocketServerConfiguration(maxFrameSize: 1 << 20))) { head, channel, _ in
-                try await Gateway.upgrade(head, channel: channel, sockets: sockets, authenticator: authenticator, logger: logger)
+                try await Gateway.upgrade(head, channel: channel, sockets: sockets, authenticator: authenticator, limit: limit, logger: logger)
             },
             configuration: .init(address: .hostname(host, port: port), serverName: nil),
             onServerRunning: { channel in await onStart(channel.localAddress?.port ?? port) },
@@ -356,6 +360,10 @@ public final class Gateway: Sendable {
                                    onStart: @escaping @Sendable (Int) async -> Void = { _ in }) -> some ApplicationProtocol {
         let sockets = webSockets
         let authenticator = responder.authenticator
+        let responder = self.responder
+        let limit: @Sendable (Principal, String, Int) async throws -> Void = { principal, plugin, cost in
+            _ = try await responder.limit(principal, plugin: plugin, cost: cost)
+        }
         let logger = self.logger
         let refusal = CallbackResponder { (_: Request, _: GatewayRequestContext) in
             let problem = JSONValue.object(["type": .string("https://gateway.dev/problems/upgrade-required"), "title": .string("Upgrade required"),
@@ -369,7 +377,7 @@ public final class Gateway: Sendable {
                 var rewritten = head
                 let query = head.path?.split(separator: "?", maxSplits: 1).dropFirst().first.map { "?" + $0 } ?? ""
                 rewritten.path = route + query
-                return try await Gateway.upgrade(rewritten, channel: channel, sockets: sockets, authenticator: authenticator, logger: logger)
+                return try await Gateway.upgrade(rewritten, channel: channel, sockets: sockets, authenticator: authenticator, limit: limit, logger: logger)
             },
             configuration: .init(address: .hostname(host, port: port), serverName: nil),
             onServerRunning: { channel in await onStart(channel.localAddress?.port ?? port) },

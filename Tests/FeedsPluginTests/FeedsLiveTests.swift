@@ -226,3 +226,29 @@ struct SocketListenerTests {
         }
     }
 }
+
+@Suite("socket rate limits")
+struct SocketRateLimitTests {
+    @Test("each request sent over a socket counts against the caller's rate limit (v2: 403 once it is spent)")
+    func limited() async throws {
+        try await TestGateway.with(feeds, yaml: feedsYAML + "\nlimits: { anonymous: 3/min, user: 1000/min, key: 1000/min }\n", limits: true) { gateway in
+            let ann = try await gateway.register("ann")
+            let feed = try await gateway.call(.post, "/v1/feeds", token: ann.token, body: #"{"title": "Limited"}"#)
+            let id = try #require(feed.json["id"]?.numberValue.map { Int($0) })
+            try await withServing(gateway) { port, _ in
+                try await converse("ws://127.0.0.1:\(port)/v2/socket") { socket in
+                    var statuses: [Double] = []
+                    for token in 0..<5 {
+                        try await socket.send(#"{"method": "get", "resource": "/feeds/\#(id)", "token": \#(token)}"#)
+                        statuses.append(try await socket.next()?["status"]?.numberValue ?? 0)
+                    }
+                    #expect(statuses == [200, 200, 200, 403, 403], "\(statuses)")
+                }
+                try await converse("ws://127.0.0.1:\(port)/v1/feeds/live?access_token=\(ann.token)") { socket in
+                    try await socket.send(#"{"action": "subscribe", "feed": \#(id), "id": 1}"#)
+                    #expect(try await socket.next()?["type"] == .string("subscribed"), "a signed-in user has a quota of their own")
+                }
+            }
+        }
+    }
+}

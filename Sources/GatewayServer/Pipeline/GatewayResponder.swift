@@ -141,7 +141,7 @@ public struct GatewayResponder: HTTPResponder {
         }
     }
 
-    private func limit(_ principal: Principal, plugin: String, cost: Int) async throws -> [(String, String)] {
+    func limit(_ principal: Principal, plugin: String, cost: Int) async throws -> [(String, String)] {
         let decision = try await rateLimiter.acquire(principal: principal, plugin: plugin, cost: cost)
         guard decision.allowed else {
             throw GatewayError.quotaExceeded(policy: decision.policy, retryAfter: decision.retryAfter)

@@ -30,8 +30,9 @@ extension Gateway {
     /// Decides whether a request upgrades to a WebSocket: only at a declared WebSocket route, and
     /// only for a caller the authenticator accepts. Anything else continues as plain HTTP (and gets
     /// the pipeline's 404 / 401).
-    static func upgrade(_ head: HTTPRequest, channel: any Channel, sockets: RouteTable<MountedWebSocket>,
-                        authenticator: any Authenticator, logger: Logger) async throws -> ShouldUpgradeResult<WebSocketDataHandler<HTTP1WebSocketUpgradeChannel.Context>> {
+    static func upgrade(_ head: HTTPRequest, channel: any Channel, sockets: RouteTable<MountedWebSocket>, authenticator: any Authenticator,
+                        limit: @escaping @Sendable (Principal, String, Int) async throws -> Void,
+                        logger: Logger) async throws -> ShouldUpgradeResult<WebSocketDataHandler<HTTP1WebSocketUpgradeChannel.Context>> {
         let target = head.path ?? "/"
         let path = target.split(separator: "?", maxSplits: 1).first.map(Substring.init) ?? "/"
         let query = target.split(separator: "?", maxSplits: 1).dropFirst().first.map(Substring.init) ?? ""
@@ -48,8 +49,10 @@ extension Gateway {
         let requestID = GatewayResponder.requestID(from: head.headerFields)
         var socketLogger = logger
         socketLogger[metadataKey: "request.id"] = .string(requestID)
+        let pluginID = mounted.pluginID
+        // Every request the client sends over the socket counts against the caller's rate limit.
         let context = OperationContext(principal: principal, requestID: requestID, logger: socketLogger,
-                                       headers: head.headerFields, plugin: mounted.plugin)
+                                       headers: head.headerFields, plugin: mounted.plugin) { cost in try await limit(principal, pluginID, cost) }
         return .upgrade([:]) { inbound, outbound, _ in
             let (stream, continuation) = AsyncStream<GatewayCore.WebSocketMessage>.makeStream()
             try await withThrowingTaskGroup(of: Void.self) { group in
