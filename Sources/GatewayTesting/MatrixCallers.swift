@@ -51,3 +51,12 @@ public struct MatrixCallers: Sendable {
         return fields
     }
 }
+
+extension MatrixCaller {
+    /// One row of an authorization matrix: the status each caller expects. Revoked, expired and
+    /// disabled credentials always get 401.
+    public static func row(_ anonymous: Int, _ a: Int, _ b: Int, _ read: Int, _ write: Int, _ other: Int, _ admin: Int) -> [MatrixCaller: Int] {
+        [.anonymous: anonymous, .userA: a, .userB: b, .readKey: read, .writeKey: write, .otherResourceKey: other,
+         .revokedToken: 401, .expiredToken: 401, .disabledUser: 401, .admin: admin]
+    }
+}

@@ -12,40 +12,6 @@ import Testing
 /// acknowledged, and its database passes the integrity check.
 @Suite("feeds durability", .serialized)
 struct FeedsDurabilityTests {
-    /// A `gateway serve` process on a free port in `directory`.
-    final class Server: @unchecked Sendable {
-        let process = Process()
-        let url: String
-
-        init(directory: URL) async throws {
-            process.executableURL = try GatewayBinaryTests.binary()
-            process.arguments = ["serve", "--port", "0", "--log-level", "error"]
-            process.currentDirectoryURL = directory
-            let pipe = Pipe()
-            process.standardOutput = pipe
-            process.standardError = FileHandle.nullDevice
-            try process.run()
-            var output = ""
-            let deadline = Date().addingTimeInterval(30)
-            while !output.contains("\n"), Date() < deadline {
-                let chunk = pipe.fileHandleForReading.availableData
-                if chunk.isEmpty { try await Task.sleep(for: .milliseconds(50)) }
-                output += String(decoding: chunk, as: UTF8.self)
-            }
-            url = try #require(output.split(separator: " ").first { $0.hasPrefix("http://") }.map(String.init), "the server printed no URL: \(output)")
-        }
-
-        func kill() {
-            Foundation.kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
-        }
-
-        func stop() {
-            if process.isRunning { process.terminate() }
-            process.waitUntilExit()
-        }
-    }
-
     /// What the writers saw acknowledged.
     actor Acknowledged {
         var times: Set<Int64> = []
@@ -83,7 +49,7 @@ struct FeedsDurabilityTests {
               feeds: { enabled: true }
             """.write(to: directory.appendingPathComponent("plugins.yaml"), atomically: true, encoding: .utf8)
 
-        var server = try await Server(directory: directory)
+        var server = try await GatewayProcess(directory: directory)
         let (status, data) = try await Self.request("POST", server.url + "/v1/auth/register", body: #"{"username": "device", "password": "correct horse battery"}"#)
         #expect(status == 201)
         let token = try #require((try JSONSerialization.jsonObject(with: data) as? [String: Any])?["token"] as? String)
@@ -118,7 +84,7 @@ struct FeedsDurabilityTests {
         #expect(expected.count >= 5_000, "the writers got \(expected.count) datapoints acknowledged before the kill")
 
         // Restart on the same database and read everything back.
-        server = try await Server(directory: directory)
+        server = try await GatewayProcess(directory: directory)
         var stored: Set<Int64> = []
         for writer in 0..<4 {
             var start = base + Int64(writer) * 10_000_000_000

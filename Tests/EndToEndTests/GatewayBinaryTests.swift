@@ -67,25 +67,8 @@ struct GatewayBinaryTests {
         try FileManager.default.copyItem(at: Self.packageRoot.appendingPathComponent("plugins.yaml"), to: directory.appendingPathComponent("plugins.yaml"))
         let masterKey = try #require(try run(["key", "create", "--label", "e2e", "--log-level", "error"], in: directory).output
             .split(separator: "\n").first { $0.hasPrefix("gk_") }.map(String.init))
-        let process = Process()
-        process.executableURL = try Self.binary()
-        process.arguments = ["serve", "--port", "0", "--log-level", "warning"]
-        process.currentDirectoryURL = directory
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        defer { if process.isRunning { process.terminate() } }
-
-        // The first line names the URL.
-        var output = ""
-        let deadline = Date().addingTimeInterval(30)
-        while !output.contains("\n"), Date() < deadline {
-            let chunk = pipe.fileHandleForReading.availableData
-            if chunk.isEmpty { try await Task.sleep(for: .milliseconds(50)) }
-            output += String(decoding: chunk, as: UTF8.self)
-        }
-        let url = try #require(output.split(separator: " ").first { $0.hasPrefix("http://") }.map(String.init))
+        let server = try await GatewayProcess(directory: directory, logLevel: "warning")
+        let url = server.url
         let (data, response) = try await URLSession.shared.data(from: URL(string: url + "/healthz")!)
         #expect((response as? HTTPURLResponse)?.statusCode == 200)
         #expect(String(decoding: data, as: UTF8.self) == #"{"status":"ok"}"#)
@@ -98,9 +81,8 @@ struct GatewayBinaryTests {
         let refused = try run(["cache", "purge", "--url", url, "--key", "gk_wrong", "--tag", "x"], in: directory)
         #expect(refused.status != 0)
 
-        process.terminate()
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 0)
+        server.stop()
+        #expect(server.process.terminationStatus == 0)
     }
 }
 

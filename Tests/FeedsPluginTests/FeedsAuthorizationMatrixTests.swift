@@ -15,10 +15,7 @@ struct FeedsAuthorizationMatrixTests {
     typealias Caller = MatrixCaller
 
     static let expected: [String: [Caller: Int]] = {
-        func row(_ anonymous: Int, _ a: Int, _ b: Int, _ read: Int, _ write: Int, _ other: Int, _ admin: Int) -> [Caller: Int] {
-            [.anonymous: anonymous, .userA: a, .userB: b, .readKey: read, .writeKey: write, .otherResourceKey: other,
-             .revokedToken: 401, .expiredToken: 401, .disabledUser: 401, .admin: admin]
-        }
+        let row = MatrixCaller.row
         let read = row(200, 200, 200, 200, 403, 404, 200)
         let change = row(401, 200, 403, 403, 200, 404, 200)
         let remove = row(401, 204, 403, 403, 204, 404, 204)

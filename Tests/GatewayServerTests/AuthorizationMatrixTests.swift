@@ -16,10 +16,7 @@ struct AuthorizationMatrixTests {
 
     /// Expected status per operation and caller. Operations act on a note owned by user A.
     static let expected: [String: [Caller: Int]] = {
-        func row(_ anonymous: Int, _ a: Int, _ b: Int, _ read: Int, _ write: Int, _ other: Int, _ admin: Int) -> [Caller: Int] {
-            [.anonymous: anonymous, .userA: a, .userB: b, .readKey: read, .writeKey: write, .otherResourceKey: other,
-             .revokedToken: 401, .expiredToken: 401, .disabledUser: 401, .admin: admin]
-        }
+        let row = MatrixCaller.row
         return [
             "notes.echo": row(200, 200, 200, 200, 403, 200, 200),
             "notes.list": row(200, 200, 200, 200, 403, 200, 200),

@@ -16,10 +16,7 @@ struct TodoAuthorizationMatrixTests {
     /// Expected status per operation and caller. Object operations act on an object A owns in
     /// `notes`; the batch's status is that of its one operation. Keys belong to A.
     static let expected: [String: [Caller: Int]] = {
-        func row(_ anonymous: Int, _ a: Int, _ b: Int, _ read: Int, _ write: Int, _ other: Int, _ admin: Int) -> [Caller: Int] {
-            [.anonymous: anonymous, .userA: a, .userB: b, .readKey: read, .writeKey: write, .otherResourceKey: other,
-             .revokedToken: 401, .expiredToken: 401, .disabledUser: 401, .admin: admin]
-        }
+        let row = MatrixCaller.row
         return [
             "todo.buckets.list": row(200, 200, 200, 200, 403, 200, 200),
             "todo.buckets.get": row(200, 200, 200, 200, 403, 404, 200),

@@ -1,0 +1,51 @@
+import Foundation
+import Testing
+
+/// A `gateway serve` process started in `directory` on a free port; ``url`` is the address it
+/// printed on its first line.
+final class GatewayProcess: @unchecked Sendable {
+    let process = Process()
+    let url: String
+
+    init(directory: URL, logLevel: String = "error") async throws {
+        process.executableURL = try GatewayBinaryTests.binary()
+        process.arguments = ["serve", "--port", "0", "--log-level", logLevel]
+        process.currentDirectoryURL = directory
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        var output = ""
+        let deadline = Date().addingTimeInterval(30)
+        while !output.contains("\n"), Date() < deadline {
+            let chunk = pipe.fileHandleForReading.availableData
+            if chunk.isEmpty { try await Task.sleep(for: .milliseconds(50)) }
+            output += String(decoding: chunk, as: UTF8.self)
+        }
+        guard let found = output.split(separator: " ").first(where: { $0.hasPrefix("http://") }).map(String.init) else {
+            if process.isRunning { process.terminate() }
+            throw GatewayProcessError(description: "the server printed no URL: \(output)")
+        }
+        url = found
+    }
+
+    /// SIGKILL, as a crash would.
+    func kill() {
+        Foundation.kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+    }
+
+    /// SIGTERM, and waits for the exit.
+    func stop() {
+        if process.isRunning { process.terminate() }
+        process.waitUntilExit()
+    }
+
+    deinit {
+        if process.isRunning { process.terminate() }
+    }
+}
+
+struct GatewayProcessError: Error, CustomStringConvertible {
+    var description: String
+}
