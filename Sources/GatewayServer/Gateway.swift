@@ -236,30 +236,23 @@ public final class Gateway: Sendable {
                                                 "detail": .string(error.detail)])
                 return DialectResponse(status: error.status, headers: ["Content-Type": "application/problem+json"], body: problem.serialized())
             }
-            for socket in plugin.instance.webSockets {
-                let template = joinPath(plugin.mount, socket.path)
+            func mount(_ socket: WebSocketRoute, under prefix: String, dialect: Dialect) throws {
+                let template = joinPath(prefix, socket.path)
                 do {
-                    try sockets.add(.get, template, MountedWebSocket(pluginID: plugin.id, dialect: native, route: socket, plugin: plugin.context))
+                    try sockets.add(.get, template, MountedWebSocket(pluginID: plugin.id, dialect: dialect, route: socket, plugin: plugin.context))
                 } catch {
                     throw GatewayStartupError("route conflict: \(error)")
                 }
-                routeList.append(RouteDescription(method: "WS", path: template, name: "\(plugin.id).live", summary: socket.summary))
+                routeList.append(RouteDescription(method: "WS", path: template, name: "\(plugin.id).\(dialect.name)", summary: socket.summary))
             }
+            for socket in plugin.instance.webSockets { try mount(socket, under: plugin.mount, dialect: native) }
             for dialect in plugin.instance.dialects {
                 for route in dialect.routes {
                     let template = joinPath(plugin.dialectMount, route.path)
                     try add(route.method, template, .dialect(MountedDialectRoute(
                         pluginID: plugin.id, dialect: dialect, route: route, plugin: plugin.context, template: template, metrics: metrics)))
                 }
-                for socket in dialect.webSockets {
-                    let template = joinPath(plugin.dialectMount, socket.path)
-                    do {
-                        try sockets.add(.get, template, MountedWebSocket(pluginID: plugin.id, dialect: dialect, route: socket, plugin: plugin.context))
-                    } catch {
-                        throw GatewayStartupError("route conflict: \(error)")
-                    }
-                    routeList.append(RouteDescription(method: "WS", path: template, name: "\(plugin.id).\(dialect.name)", summary: socket.summary))
-                }
+                for socket in dialect.webSockets { try mount(socket, under: plugin.dialectMount, dialect: dialect) }
             }
         }
 
