@@ -19,7 +19,11 @@ public struct Term: Sendable, Equatable, Codable {
 /// digits become ASCII), case-folded, trimmed, inner runs of white space collapsed to one space.
 public enum SuggestNormalizer {
     public static func normalize(_ text: String) -> String {
-        if let ascii = normalizeASCII(text) { return ascii }
+        normalizeFast(text) ?? normalizeGeneral(text)
+    }
+
+    /// The general path, through Foundation.
+    static func normalizeGeneral(_ text: String) -> String {
         let folded = text.precomposedStringWithCompatibilityMapping.folding(options: [.caseInsensitive], locale: nil)
         var result = ""
         result.reserveCapacity(folded.utf8.count)
@@ -38,16 +42,35 @@ public enum SuggestNormalizer {
         return result
     }
 
-    /// The same for ASCII text, without Foundation: NFKC leaves ASCII alone and case folding is
-    /// lowercasing; spaces and controls (0x00–0x20, 0x7F) separate words. Nil for other text.
-    static func normalizeASCII(_ text: String) -> String? {
+    /// The same for text of ASCII and CJK unified ideographs only (most keywords and queries),
+    /// without Foundation: NFKC leaves both alone (an ideograph has no decomposition, and without
+    /// combining marks nothing composes), case folding is ASCII lowercasing, and spaces and
+    /// controls (0x00–0x20, 0x7F) separate words. Nil for any other text.
+    static func normalizeFast(_ text: String) -> String? {
         var copy = text
         return copy.withUTF8 { bytes -> String? in
             var result: [UInt8] = []
             result.reserveCapacity(bytes.count)
             var pendingSpace = false
-            for byte in bytes {
-                guard byte < 0x80 else { return nil }
+            var index = 0
+            while index < bytes.count {
+                let byte = bytes[index]
+                if byte >= 0x80 {
+                    // Three-byte UTF-8 (the string is valid): U+3400–U+4DBF and U+4E00–U+9FFF.
+                    guard byte >= 0xE3, byte <= 0xE9, index + 2 < bytes.count else { return nil }
+                    let scalar = (UInt32(byte & 0x0F) << 12) | (UInt32(bytes[index + 1] & 0x3F) << 6) | UInt32(bytes[index + 2] & 0x3F)
+                    guard (0x3400...0x4DBF).contains(scalar) || (0x4E00...0x9FFF).contains(scalar) else { return nil }
+                    if pendingSpace {
+                        result.append(0x20)
+                        pendingSpace = false
+                    }
+                    result.append(byte)
+                    result.append(bytes[index + 1])
+                    result.append(bytes[index + 2])
+                    index += 3
+                    continue
+                }
+                index += 1
                 if byte <= 0x20 || byte == 0x7F {
                     pendingSpace = !result.isEmpty
                     continue
@@ -66,10 +89,15 @@ public enum SuggestNormalizer {
 /// An immutable prefix index over terms: every term is found by a prefix of its whole keyword
 /// (`北` finds `北京大學`) or of any word of it (`jack` finds `Michael Jackson`).
 ///
-/// Keys are normalized UTF-8 bytes in one sorted array, so the keys matching a prefix are one
-/// contiguous range found by binary search. A small range is ranked on the spot; for every prefix
-/// whose range is larger than ``smallRange``, the best ``maxLimit`` suggestions are computed when
-/// the index is built, so that even a one-letter query costs a lookup, not a scan.
+/// Keys are normalized UTF-8 bytes, sorted, so the keys matching a prefix are one contiguous range
+/// found by binary search. The bytes of every key live in one array (a word's key is a slice of its
+/// keyword's bytes), so the index holds no object per key. Every key also has a place in one global
+/// ranking, computed when the index is built, so ranking candidates is sorting integers.
+///
+/// A small range is ranked on the spot; every trie node whose range is larger than ``smallRange``
+/// keeps its best ``maxLimit`` suggestions and its children, computed bottom-up when the index is
+/// built (a node's best are the best of its children's best), so that even a one-letter query
+/// costs a lookup, not a scan.
 ///
 /// Results rank by weight, then whole-keyword before word matches, then shorter keywords, then
 /// alphabetically; the same keyword from several dictionaries is given once.
@@ -89,10 +117,30 @@ public final class SuggestionIndex: Sendable {
         }
     }
 
+    /// A key: `length` bytes of ``KeyTable/bytes`` from `start`, the normalized whole keyword of
+    /// `term` or the part of it from one of its later words on.
     struct Key: Sendable {
-        let bytes: [UInt8]
+        let start: UInt32
+        let length: UInt32
         let term: Int32
         let wholePrefix: Bool
+    }
+
+    /// A child of a trie node: the next byte, the keys below it, and its node (-1 when its range
+    /// is small).
+    struct Child: Sendable {
+        let byte: UInt8
+        let lower: Int32
+        let upper: Int32
+        var node: Int32 = -1
+        var range: Range<Int> { Int(lower)..<Int(upper) }
+    }
+
+    /// A trie node with more than ``smallRange`` keys.
+    struct Node: Sendable {
+        /// Its best keys, as ranks (see ``KeyTable/keyAtRank``), one per keyword, at most ``maxLimit``.
+        let best: [Int32]
+        let children: [Child]
     }
 
     /// The largest `limit` a lookup serves.
@@ -101,85 +149,44 @@ public final class SuggestionIndex: Sendable {
     public static let smallRange = 64
 
     public let terms: [Term]
-    let keys: [Key]
-    /// The best matches of every prefix with a large range, by prefix bytes.
-    private let precomputed: [[UInt8]: [Match]]
+    let table: KeyTable
+    /// The nodes with large ranges; the root is the last (when it is large).
+    private let nodes: [Node]
+    /// The nodes by prefix bytes (the root's prefix is empty).
+    private let nodeAtPrefix: [[UInt8]: Int32]
 
     public init(terms: [Term]) {
         self.terms = terms
-        var keys: [Key] = []
-        keys.reserveCapacity(terms.count * 2)
-        for (index, term) in terms.enumerated() {
-            let normalized = SuggestNormalizer.normalize(term.keyword)
-            guard !normalized.isEmpty else { continue }
-            let bytes = Array(normalized.utf8)
-            keys.append(Key(bytes: bytes, term: Int32(index), wholePrefix: true))
-            for (offset, byte) in bytes.enumerated() where byte == UInt8(ascii: " ") && offset + 1 < bytes.count {
-                keys.append(Key(bytes: Array(bytes[(offset + 1)...]), term: Int32(index), wholePrefix: false))
-            }
-        }
-        keys.sort { $0.bytes.lexicographicallyPrecedes($1.bytes) }
-        self.keys = keys
-        var table: [[UInt8]: [Match]] = [:]
-        Self.precompute(keys: keys, terms: terms, range: 0..<keys.count, depth: 0, prefix: [], into: &table)
-        self.precomputed = table
+        let table = KeyTable(terms: terms)
+        var nodes: [Node] = []
+        var nodeAtPrefix: [[UInt8]: Int32] = [:]
+        var prefix: [UInt8] = []
+        _ = Self.buildNodes(table, range: 0..<table.keys.count, depth: 0, prefix: &prefix, into: &nodes, &nodeAtPrefix)
+        self.table = table
+        self.nodes = nodes
+        self.nodeAtPrefix = nodeAtPrefix
     }
 
-    /// Walks the sorted keys as a trie: each large range gets its best matches, then is split by
-    /// the next byte.
-    private static func precompute(keys: [Key], terms: [Term], range: Range<Int>, depth: Int, prefix: [UInt8],
-                                   into table: inout [[UInt8]: [Match]]) {
-        guard range.count > smallRange else { return }
-        if depth > 0 { table[prefix] = best(keys[range], terms: terms, limit: maxLimit) }
-        for (byte, child) in children(of: range, depth: depth, in: keys) {
-            precompute(keys: keys, terms: terms, range: child, depth: depth + 1, prefix: prefix + [byte], into: &table)
+    /// Computes the best keys of the node at `prefix` and, when its range is large, records the
+    /// node. Children first: a node's best are the best among its own keys (those ending here) and
+    /// its children's best. That is exact: a keyword missing from a child's best list is outranked
+    /// there by `maxLimit` other keywords, which outrank it here as well.
+    private static func buildNodes(_ table: KeyTable, range: Range<Int>, depth: Int, prefix: inout [UInt8],
+                                   into nodes: inout [Node], _ nodeAtPrefix: inout [[UInt8]: Int32]) -> (best: [Int32], node: Int32) {
+        guard range.count > smallRange else { return (table.best(ofRange: range, limit: maxLimit), -1) }
+        var children = table.children(of: range, depth: depth)
+        var candidates = (range.lowerBound..<(children.first.map { Int($0.lower) } ?? range.upperBound)).map { table.rankOfKey[$0] }
+        for index in children.indices {
+            prefix.append(children[index].byte)
+            let (best, node) = buildNodes(table, range: children[index].range, depth: depth + 1, prefix: &prefix, into: &nodes, &nodeAtPrefix)
+            candidates += best
+            children[index].node = node
+            prefix.removeLast()
         }
-    }
-
-    /// The children of a trie node: the keys of `range` share their first `depth` bytes, and each
-    /// child is the contiguous run sharing the next byte. Keys that end at `depth` sort first and
-    /// belong to no child. Each run's end is found by binary search, not a scan.
-    private static func children(of range: Range<Int>, depth: Int, in keys: [Key]) -> [(byte: UInt8, range: Range<Int>)] {
-        var result: [(byte: UInt8, range: Range<Int>)] = []
-        var start = firstChild(of: range, depth: depth, in: keys)
-        while start < range.upperBound {
-            let end = childEnd(from: start, in: range, depth: depth, keys: keys)
-            result.append((keys[start].bytes[depth], start..<end))
-            start = end
-        }
-        return result
-    }
-
-    /// Where the first child of a trie node begins: keys ending at `depth` sort first and belong to none.
-    static func firstChild(of range: Range<Int>, depth: Int, in keys: [Key]) -> Int {
-        var start = range.lowerBound
-        while start < range.upperBound, keys[start].bytes.count <= depth { start += 1 }
-        return start
-    }
-
-    /// Where the child starting at `start` ends: the run of keys sharing its byte at `depth`, found
-    /// by binary search.
-    static func childEnd(from start: Int, in range: Range<Int>, depth: Int, keys: [Key]) -> Int {
-        let byte = keys[start].bytes[depth]
-        var low = start + 1
-        var high = range.upperBound
-        while low < high {
-            let middle = (low + high) / 2
-            if keys[middle].bytes[depth] == byte { low = middle + 1 } else { high = middle }
-        }
-        return low
-    }
-
-    /// The best `limit` distinct keywords among `candidates`.
-    private static func best(_ candidates: ArraySlice<Key>, terms: [Term], limit: Int) -> [Match] {
-        var bestByKeyword: [ExactText: Match] = [:]
-        for key in candidates {
-            let candidate = Match(term: terms[Int(key.term)], wholePrefix: key.wholePrefix)
-            let keyword = ExactText(candidate.term.keyword)
-            if let existing = bestByKeyword[keyword], !ranks(candidate, before: existing) { continue }
-            bestByKeyword[keyword] = candidate
-        }
-        return Array(bestByKeyword.values.sorted(by: ranks).prefix(limit))
+        let best = table.ranked(&candidates, limit: maxLimit)
+        nodes.append(Node(best: best, children: children))
+        nodeAtPrefix[prefix] = Int32(nodes.count - 1)
+        return (best, Int32(nodes.count - 1))
     }
 
     /// The best `limit` matches for `query` (it is normalized here). Exact prefix matches come
@@ -189,115 +196,168 @@ public final class SuggestionIndex: Sendable {
         let needle = Array(SuggestNormalizer.normalize(query).utf8)
         guard !needle.isEmpty, limit > 0 else { return [] }
         let limit = min(limit, Self.maxLimit)
-        let exact = matches(prefix: needle, limit: limit)
+        let range = table.range(ofPrefix: needle)
+        let exact = best(range: range, node: range.count > Self.smallRange ? nodeAtPrefix[needle] ?? -1 : -1, limit: limit)
+        var result = exact.map { match(rank: $0, edits: 0) }
         let allowed = needle.count >= 8 ? 2 : (needle.count >= 4 ? 1 : 0)
-        guard exact.count < limit, allowed > 0, needle.allSatisfy({ $0 < 0x80 }) else { return exact }
-        var result = exact
-        var seen = Set(exact.map { ExactText($0.term.keyword) })
-        for fuzzy in fuzzyMatches(needle, allowed: allowed, limit: limit) where !seen.contains(ExactText(fuzzy.term.keyword)) {
-            seen.insert(ExactText(fuzzy.term.keyword))
-            result.append(fuzzy)
+        guard exact.count < limit, allowed > 0, needle.allSatisfy({ $0 < 0x80 }) else { return result }
+        var seen = exact.map { table.keywordAtRank[Int($0)] }
+        for (rank, edits) in fuzzyMatches(needle, allowed: allowed, limit: limit) {
+            let keyword = table.keywordAtRank[Int(rank)]
+            guard !seen.contains(keyword) else { continue }
+            seen.append(keyword)
+            result.append(match(rank: rank, edits: edits))
             if result.count == limit { break }
         }
         return result
     }
 
-    /// The best matches of the keys starting with `prefix`.
-    private func matches(prefix: [UInt8], limit: Int) -> [Match] {
-        let lower = lowerBound(prefix)
-        var upper = lower
-        // Count the range only as far as "small" reaches; beyond, the precomputed answer holds.
-        while upper < keys.count, upper - lower <= Self.smallRange, keys[upper].bytes.starts(with: prefix) { upper += 1 }
-        if upper - lower > Self.smallRange, let answer = precomputed[prefix] {
-            return Array(answer.prefix(limit))
-        }
-        return Self.best(keys[lower..<upper], terms: terms, limit: limit)
+    private func match(rank: Int32, edits: Int) -> Match {
+        let key = table.keys[Int(table.keyAtRank[Int(rank)])]
+        return Match(term: terms[Int(key.term)], wholePrefix: key.wholePrefix, edits: edits)
+    }
+
+    /// The best keys (as ranks) of the keys in `range`, whose node is `node` (-1 when small).
+    private func best(range: Range<Int>, node: Int32, limit: Int) -> [Int32] {
+        if node >= 0 { return Array(nodes[Int(node)].best.prefix(limit)) }
+        return table.best(ofRange: range, limit: limit)
     }
 
     /// Keys with a prefix within `allowed` edits of `needle` (Damerau–Levenshtein: insertions,
-    /// deletions, substitutions and swaps of neighbours), found by walking the sorted keys as a
-    /// trie and abandoning every branch whose best distance already exceeds `allowed`.
-    private func fuzzyMatches(_ needle: [UInt8], allowed: Int, limit: Int) -> [Match] {
-        var found: [(prefix: [UInt8], edits: Int)] = []
-        let width = needle.count + 1
+    /// deletions, substitutions and swaps of neighbours), as ranks with their edits, best first.
+    ///
+    /// The sorted keys are walked as a trie, with one row of the edit-distance table per level,
+    /// abandoning every branch whose best distance already exceeds `allowed`. While edits remain,
+    /// every child is tried (from the node's list for a large range); once a branch has spent
+    /// them all, only the bytes that continue the needle (or complete a swap) can keep it within
+    /// `allowed`, and just those children are looked up.
+    private func fuzzyMatches(_ needle: [UInt8], allowed: Int, limit: Int) -> [(rank: Int32, edits: Int)] {
+        var found: [(range: Range<Int>, node: Int32, edits: Int)] = []
+        let count = needle.count
+        let width = count + 1
         // A key deeper than the needle plus the allowed edits can only add edits: that bounds the walk.
-        let maxDepth = needle.count + allowed
+        let maxDepth = count + allowed
         // Row d of the edit-distance table lives at rows[d * width ..< (d + 1) * width]; the prefix
-        // walked so far in `prefix[0..<depth]`. Nothing is allocated per trie node.
-        var rows = [Int](repeating: 0, count: (maxDepth + 2) * width)
-        var prefix = [UInt8](repeating: 0, count: maxDepth + 1)
+        // walked so far in `prefix[0..<depth]`.
+        // Raw buffers rather than captured arrays: the nested functions below would otherwise pay
+        // an exclusivity check on every access.
+        let rows = UnsafeMutableBufferPointer<Int>.allocate(capacity: (maxDepth + 2) * width)
+        let prefix = UnsafeMutableBufferPointer<UInt8>.allocate(capacity: maxDepth + 1)
+        defer {
+            rows.deallocate()
+            prefix.deallocate()
+        }
         for column in 0..<width { rows[column] = column }
-        let keys = self.keys
-        func walk(range: Range<Int>, depth: Int) {
+        let table = self.table
+        let enough = 4 * limit
+
+        func walk(range: Range<Int>, node: Int32, depth: Int) {
             let row = depth * width
-            if rows[row + needle.count] <= allowed {
-                found.append((Array(prefix[0..<depth]), rows[row + needle.count]))
+            if rows[row + count] <= allowed {
+                found.append((range, node, rows[row + count]))
                 return
             }
-            guard depth < maxDepth, found.count < 4 * limit else { return }
+            guard depth < maxDepth, found.count < enough else { return }
             var smallest = Int.max
             for column in 0..<width { smallest = min(smallest, rows[row + column]) }
             guard smallest <= allowed else { return }
+            if smallest < allowed {
+                let children = node >= 0 ? nodes[Int(node)].children : table.children(of: range, depth: depth)
+                for child in children where found.count < enough {
+                    descend(byte: child.byte, range: child.range, node: child.node, depth: depth)
+                }
+            } else {
+                // Every edit is spent: a child stays within `allowed` only by matching the needle
+                // where this row is at `allowed`, or by completing a swap begun at the last byte.
+                var wanted = ByteSet()
+                for column in 1...count where rows[row + column - 1] == allowed { wanted.insert(needle[column - 1]) }
+                if depth > 0, count >= 2 {
+                    for column in 2...count where needle[column - 1] == prefix[depth - 1] && rows[row - width + column - 2] < allowed {
+                        wanted.insert(needle[column - 2])
+                    }
+                }
+                while found.count < enough, let byte = wanted.removeFirst() {
+                    if node >= 0 {
+                        // A large node's children, by byte.
+                        let children = nodes[Int(node)].children
+                        var low = 0
+                        var high = children.count
+                        while low < high {
+                            let middle = (low + high) / 2
+                            if children[middle].byte < byte { low = middle + 1 } else { high = middle }
+                        }
+                        if low < children.count, children[low].byte == byte {
+                            descend(byte: byte, range: children[low].range, node: children[low].node, depth: depth)
+                        }
+                    } else {
+                        let child = table.childRange(in: range, depth: depth, byte: byte)
+                        if !child.isEmpty { descend(byte: byte, range: child, node: -1, depth: depth) }
+                    }
+                }
+            }
+        }
+
+        func descend(byte: UInt8, range: Range<Int>, node: Int32, depth: Int) {
+            let row = depth * width
             let next = row + width
             let previousRow = row - width
-            // The children: runs of keys sharing the next byte (keys ending here sort first).
-            var start = Self.firstChild(of: range, depth: depth, in: keys)
-            while start < range.upperBound, found.count < 4 * limit {
-                let byte = keys[start].bytes[depth]
-                let low = Self.childEnd(from: start, in: range, depth: depth, keys: keys)
-                rows[next] = depth + 1
-                for column in 1..<width {
-                    let cost = needle[column - 1] == byte ? 0 : 1
-                    var value = min(rows[row + column] + 1, rows[next + column - 1] + 1, rows[row + column - 1] + cost)
-                    if depth > 0, column > 1, needle[column - 1] == prefix[depth - 1], needle[column - 2] == byte {
-                        value = min(value, rows[previousRow + column - 2] + 1)
-                    }
-                    rows[next + column] = value
+            rows[next] = depth + 1
+            for column in 1..<width {
+                let cost = needle[column - 1] == byte ? 0 : 1
+                var value = min(rows[row + column] + 1, rows[next + column - 1] + 1, rows[row + column - 1] + cost)
+                if depth > 0, column > 1, needle[column - 1] == prefix[depth - 1], needle[column - 2] == byte {
+                    value = min(value, rows[previousRow + column - 2] + 1)
                 }
-                prefix[depth] = byte
-                walk(range: start..<low, depth: depth + 1)
-                start = low
+                rows[next + column] = value
             }
+            prefix[depth] = byte
+            walk(range: range, node: node, depth: depth + 1)
         }
-        walk(range: 0..<keys.count, depth: 0)
-        var results: [Match] = []
-        for (prefix, edits) in found.sorted(by: { $0.edits < $1.edits }) {
-            for var match in matches(prefix: prefix, limit: limit) {
-                match.edits = edits
-                results.append(match)
-            }
+
+        let root = table.keys.count > Self.smallRange ? Int32(nodes.count - 1) : -1
+        walk(range: 0..<table.keys.count, node: root, depth: 0)
+        var results: [(rank: Int32, edits: Int)] = []
+        for entry in found {
+            for rank in best(range: entry.range, node: entry.node, limit: limit) { results.append((rank, entry.edits)) }
         }
-        return results.sorted { a, b in a.edits != b.edits ? a.edits < b.edits : Self.ranks(a, before: b) }
+        results.sort { $0.edits != $1.edits ? $0.edits < $1.edits : $0.rank < $1.rank }
+        return results
     }
 
-    private func lowerBound(_ needle: [UInt8]) -> Int {
-        var low = 0
-        var high = keys.count
-        while low < high {
-            let middle = (low + high) / 2
-            if keys[middle].bytes.lexicographicallyPrecedes(needle) { low = middle + 1 } else { high = middle }
+    /// ``highlight(_:in:)`` without Foundation, for the common case: query and text of ASCII, CJK
+    /// unified ideographs, dashes and curly quotes. No folding Foundation
+    /// applies (case, width, diacritics) relates any of these to another, so ASCII lowercasing is
+    /// the whole comparison, and every scalar is one character (CR, which joins LF, is excluded).
+    /// Nil when it does not apply.
+    static func highlightFast(_ query: String, in text: String) -> [[Int]]? {
+        func isIdeograph(_ value: UInt32) -> Bool { (0x4E00...0x9FFF).contains(value) || (0x3400...0x4DBF).contains(value) }
+        func isInert(_ value: UInt32) -> Bool { value == 0x2013 || value == 0x2014 || value == 0x2018 || value == 0x2019 || value == 0x201C || value == 0x201D }
+        func lower(_ value: UInt32) -> UInt32 { value >= 0x41 && value <= 0x5A ? value | 0x20 : value }
+        func isSpace(_ value: UInt32) -> Bool { value == 0x20 || (0x09...0x0D).contains(value) }
+        var pattern: [UInt32] = []
+        pattern.reserveCapacity(query.utf8.count)
+        for scalar in query.unicodeScalars {
+            let value = scalar.value
+            guard (value < 0x80 && value != 0x0D) || isIdeograph(value) || isInert(value) else { return nil }
+            pattern.append(lower(value))
         }
-        return low
-    }
-
-    /// ``highlight(_:in:)`` for ASCII query and text (no `\r`, so that characters are bytes), without
-    /// Foundation; nil when it does not apply.
-    static func highlightASCII(_ query: String, in text: String) -> [[Int]]? {
-        let needle = Array(query.utf8)
-        let haystack = Array(text.utf8)
-        guard needle.allSatisfy({ $0 < 0x80 }), haystack.allSatisfy({ $0 < 0x80 && $0 != 0x0D }) else { return nil }
-        func isSpace(_ byte: UInt8) -> Bool { byte == 0x20 || (0x09...0x0D).contains(byte) }
-        func lower(_ byte: UInt8) -> UInt8 { byte >= 0x41 && byte <= 0x5A ? byte | 0x20 : byte }
+        var haystack: [UInt32] = []
+        haystack.reserveCapacity(text.utf8.count)
+        for scalar in text.unicodeScalars {
+            let value = scalar.value
+            guard (value < 0x80 && value != 0x0D) || isIdeograph(value) || isInert(value) else { return nil }
+            haystack.append(lower(value))
+        }
         var from = 0
-        var to = needle.count
-        while from < to, isSpace(needle[from]) { from += 1 }
-        while to > from, isSpace(needle[to - 1]) { to -= 1 }
-        let pattern = needle[from..<to].map(lower)
-        guard !pattern.isEmpty, pattern.count <= haystack.count else { return [] }
-        for start in 0...(haystack.count - pattern.count) {
+        var to = pattern.count
+        while from < to, isSpace(pattern[from]) { from += 1 }
+        while to > from, isSpace(pattern[to - 1]) { to -= 1 }
+        let length = to - from
+        guard length > 0, length <= haystack.count else { return [] }
+        for start in 0...(haystack.count - length) {
             var index = 0
-            while index < pattern.count, lower(haystack[start + index]) == pattern[index] { index += 1 }
-            if index == pattern.count { return [[start, start + pattern.count]] }
+            while index < length, haystack[start + index] == pattern[from + index] { index += 1 }
+            if index == length { return [[start, start + length]] }
         }
         return []
     }
@@ -327,12 +387,36 @@ public final class SuggestionIndex: Sendable {
 
     /// Where `query` matches in `text`, as [start, end) character offsets, for highlighting.
     public static func highlight(_ query: String, in text: String) -> [[Int]] {
-        if let span = highlightASCII(query, in: text) { return span }
+        if let span = highlightFast(query, in: text) { return span }
         let trimmed = query.trimmingCharacters(in: .whitespacesAndNewlines)
         guard !trimmed.isEmpty, let range = text.range(of: trimmed, options: [.caseInsensitive, .widthInsensitive, .diacriticInsensitive]) else {
             return []
         }
         let start = text.distance(from: text.startIndex, to: range.lowerBound)
         return [[start, start + text.distance(from: range.lowerBound, to: range.upperBound)]]
+    }
+}
+
+/// A set of bytes as 256 bits: no allocation, and taken out in ascending order.
+struct ByteSet {
+    private var words: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
+
+    mutating func insert(_ byte: UInt8) {
+        let bit = UInt64(1) << (byte & 63)
+        switch byte >> 6 {
+        case 0: words.0 |= bit
+        case 1: words.1 |= bit
+        case 2: words.2 |= bit
+        default: words.3 |= bit
+        }
+    }
+
+    /// Removes and returns the smallest byte, or nil when the set is empty.
+    mutating func removeFirst() -> UInt8? {
+        if words.0 != 0 { let bit = words.0.trailingZeroBitCount; words.0 &= words.0 - 1; return UInt8(bit) }
+        if words.1 != 0 { let bit = words.1.trailingZeroBitCount; words.1 &= words.1 - 1; return UInt8(64 + bit) }
+        if words.2 != 0 { let bit = words.2.trailingZeroBitCount; words.2 &= words.2 - 1; return UInt8(128 + bit) }
+        if words.3 != 0 { let bit = words.3.trailingZeroBitCount; words.3 &= words.3 - 1; return UInt8(192 + bit) }
+        return nil
     }
 }

@@ -42,8 +42,15 @@ struct SuggestionIndexTests {
         #expect(SuggestNormalizer.normalize("\u{0007}a\u{0000}b") == "a b")
         // The ASCII fast path agrees with the general one on every ASCII character.
         let ascii = String(decoding: (0..<128).map { UInt8($0) } + Array(" Mixed  CASE\tTabs ".utf8), as: UTF8.self)
-        #expect(SuggestNormalizer.normalizeASCII(ascii).map { $0 + " é" } == SuggestNormalizer.normalize(ascii + "é"), "the general path, forced by one non-ASCII letter")
-        #expect(SuggestNormalizer.normalizeASCII("北京") == nil)
+        #expect(SuggestNormalizer.normalizeFast(ascii).map { $0 + " é" } == SuggestNormalizer.normalize(ascii + "é"), "the general path, forced by one non-ASCII letter")
+        // So does the path for ASCII with CJK ideographs, at both ends of both blocks.
+        for text in ["北京", " 北京  大學 ", "Ａ北", "iPhone 手机\t壳", "\u{3400}\u{4DBF}\u{4E00}\u{9FFF}", "x\u{0007}中"] {
+            #expect(SuggestNormalizer.normalizeFast(text) ?? SuggestNormalizer.normalizeGeneral(text) == SuggestNormalizer.normalizeGeneral(text), "\(text)")
+        }
+        #expect(SuggestNormalizer.normalizeFast("北京") == "北京")
+        #expect(SuggestNormalizer.normalizeFast("Ａ北") == nil, "full-width letters take the general path")
+        #expect(SuggestNormalizer.normalizeFast("\u{F900}") == nil, "CJK compatibility ideographs take the general path")
+        #expect(SuggestNormalizer.normalizeFast("café") == nil)
     }
 
     @Test("one Chinese character suggests the words that start with it")
@@ -68,10 +75,11 @@ struct SuggestionIndexTests {
         #expect(SuggestionIndex.highlight("jack", in: "Michael Jackson") == [[8, 12]])
         #expect(SuggestionIndex.highlight("北京", in: "在北京") == [[1, 3]])
         #expect(SuggestionIndex.highlight("x", in: "abc").isEmpty)
-        // The ASCII fast path agrees with Foundation's search.
+        // The fast path agrees with Foundation's search.
         for (query, text) in [("jack", "Michael Jackson"), (" STAR ", "Star Wars: star"), ("wars:", "Star Wars: x"), ("zz", "abc"), ("", "abc"),
-                              ("abcd", "abc"), ("a b", "x A B a b")] {
-            let fast = SuggestionIndex.highlightASCII(query, in: text)
+                              ("abcd", "abc"), ("a b", "x A B a b"), ("北京", "在北京"), ("fosse", "Star 80 (1983) — Bob Fosse"),
+                              ("don’t", "I Don’t Know — “Someone”"), ("bob f", "Star 80 (1983) — Bob Fosse"), ("电影 a", "老电影 A"), ("\t北", "南北")] {
+            let fast = SuggestionIndex.highlightFast(query, in: text)
             let trimmed = query.trimmingCharacters(in: .whitespacesAndNewlines)
             var slow: [[Int]] = []
             if !trimmed.isEmpty, let range = text.range(of: trimmed, options: [.caseInsensitive, .widthInsensitive, .diacriticInsensitive]) {
@@ -80,7 +88,9 @@ struct SuggestionIndexTests {
             }
             #expect(fast == slow, "\(query) in \(text)")
         }
-        #expect(SuggestionIndex.highlightASCII("北", in: "北京") == nil)
+        #expect(SuggestionIndex.highlightFast("Ａ", in: "ＡＢ") == nil, "full-width letters take Foundation's path")
+        #expect(SuggestionIndex.highlightFast("e", in: "Amélie") == nil, "so do letters with diacritics")
+        #expect(SuggestionIndex.highlightFast("a", in: "a\r\nb") == nil, "and CR LF, one character of two scalars")
     }
 
     @Test("the importer reads both formats and reports every bad line with its number")
@@ -302,6 +312,56 @@ struct TypoToleranceTests {
     @Test("non-Latin queries are matched exactly")
     func chineseExact() {
         #expect(Self.index.suggestions(for: "北亰", limit: 10).isEmpty)
+    }
+
+    /// The smallest edit distance (optimal string alignment: insertions, deletions, substitutions
+    /// and swaps of neighbours) between `query` and any prefix of `key`.
+    static func prefixDistance(_ query: [UInt8], _ key: [UInt8]) -> Int {
+        var table = [[Int]](repeating: [Int](repeating: 0, count: key.count + 1), count: query.count + 1)
+        for i in 0...query.count { table[i][0] = i }
+        for j in 0...key.count { table[0][j] = j }
+        for i in stride(from: 1, through: query.count, by: 1) {
+            for j in stride(from: 1, through: key.count, by: 1) {
+                let cost = query[i - 1] == key[j - 1] ? 0 : 1
+                table[i][j] = min(table[i - 1][j] + 1, table[i][j - 1] + 1, table[i - 1][j - 1] + cost)
+                if i > 1, j > 1, query[i - 1] == key[j - 2], query[i - 2] == key[j - 1] {
+                    table[i][j] = min(table[i][j], table[i - 2][j - 2] + 1)
+                }
+            }
+        }
+        return table[query.count].min()!
+    }
+
+    @Test("the typo walk finds exactly the keywords within the allowed edits, as brute force does")
+    func typoWalkMatchesBruteForce() {
+        var generator = SystemRandomNumberGenerator()
+        let letters = Array("abcdefgh")
+        func word(_ lengths: ClosedRange<Int>) -> String {
+            String((0..<Int.random(in: lengths, using: &generator)).map { _ in letters.randomElement(using: &generator)! })
+        }
+        var terms: [Term] = []
+        for index in 0..<600 {
+            let keyword = Bool.random(using: &generator) ? word(3...8) : word(3...8) + " " + word(2...6)
+            terms.append(Term(dictionary: "d", keyword: keyword, text: keyword, weight: Double(index % 7)))
+        }
+        let index = SuggestionIndex(terms: terms)
+        var compared = 0
+        for _ in 0..<300 {
+            let query = word(4...9)
+            let allowed = query.count >= 8 ? 2 : 1
+            let needle = Array(query.utf8)
+            var expected = Set<String>()
+            for term in terms {
+                let words = term.keyword.split(separator: " ").indices.map { term.keyword.split(separator: " ")[$0...].joined(separator: " ") }
+                if words.contains(where: { Self.prefixDistance(needle, Array($0.utf8)) <= allowed }) { expected.insert(term.keyword) }
+            }
+            guard expected.count < 40 else { continue }
+            compared += 1
+            let found = index.suggestions(for: query, limit: 50)
+            #expect(Set(found.map(\.term.keyword)) == expected, "query \(query)")
+            #expect(found.allSatisfy { $0.edits <= allowed })
+        }
+        #expect(compared > 100)
     }
 }
 

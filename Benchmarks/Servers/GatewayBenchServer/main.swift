@@ -8,6 +8,10 @@ import NotesFixturePlugin
 //   --port N          where to listen
 //   --unprotected     auth, response cache and rate limits switched off (the reference for issue 3)
 //   --key-file PATH   create a user with an API key (notes:read) and write the key's secret there
+//   --in-process N    instead of serving, send N requests to each benchmark target through the
+//                     pipeline in process (no socket) and print the time per request: the
+//                     pipeline's own cost, without HTTP parsing and the kernel, for profiling
+//   --target PATH     with --in-process: only this target
 // Quotas are set far above what the load generator can reach, so rate limiting is measured as
 // work done, not as rejections. Logging is at warning level, as a production gateway would run.
 func argument(_ name: String) -> String? {
@@ -42,6 +46,21 @@ if let keyFile = argument("--key-file"), !unprotected {
     let user = try await gateway.accounts.register(username: "bench", secret: .plain("benchmark-password"))
     let (secret, _) = try await gateway.accounts.createKey(userID: user.id, grant: .init(label: "bench", scopes: ["notes:read"]))
     try secret.write(toFile: keyFile, atomically: true, encoding: .utf8)
+}
+/// Time per request through the pipeline in process, on the global executor (top-level code
+/// runs on the main actor, and hopping there and back would be measured too).
+@concurrent func inProcess(_ gateway: Gateway, target: String, count: Int) async throws -> Double {
+    let start = ContinuousClock.now
+    for _ in 0..<count { _ = try await gateway.handle(.get, target) }
+    let elapsed = ContinuousClock.now - start
+    return (Double(elapsed.components.seconds) * 1e6 + Double(elapsed.components.attoseconds) / 1e12) / Double(count)
+}
+if let count = argument("--in-process").flatMap(Int.init) {
+    for target in argument("--target").map({ [$0] }) ?? ["/healthz", "/v1/notes/echo?name=bench", "/v1/notes/notes"] {
+        _ = try await inProcess(gateway, target: target, count: count / 10)
+        print(String(format: "%@: %.2f µs per request", target, try await inProcess(gateway, target: target, count: count)))
+    }
+    exit(0)
 }
 try await gateway.run(host: "127.0.0.1", port: port) { port in
     print("gateway-bench-server listening on http://127.0.0.1:\(port)\(unprotected ? " (unprotected)" : "")")

@@ -1,0 +1,193 @@
+import Foundation
+
+/// The sorted keys of a ``SuggestionIndex``, their bytes, and their ranking.
+struct KeyTable: Sendable {
+    /// The keys, sorted by their bytes.
+    let keys: [SuggestionIndex.Key]
+    /// The normalized keywords, one after another; every key is a slice of it.
+    let bytes: [UInt8]
+    /// Per key, its place in the ranking of all keys (0 is the best).
+    let rankOfKey: [Int32]
+    /// Per place in the ranking, the key.
+    let keyAtRank: [Int32]
+    /// Per place in the ranking, the keyword of its key's term as a number: equal for equal
+    /// keywords, and ordered as the keywords' UTF-8 bytes are.
+    let keywordAtRank: [Int32]
+
+    init(terms: [Term]) {
+        var bytes: [UInt8] = []
+        var keys: [SuggestionIndex.Key] = []
+        keys.reserveCapacity(terms.count * 2)
+        for (index, term) in terms.enumerated() {
+            let normalized = SuggestNormalizer.normalize(term.keyword)
+            guard !normalized.isEmpty else { continue }
+            let start = bytes.count
+            bytes.append(contentsOf: normalized.utf8)
+            let end = bytes.count
+            keys.append(.init(start: UInt32(start), length: UInt32(end - start), term: Int32(index), wholePrefix: true))
+            for offset in start..<(end - 1) where bytes[offset] == 0x20 {
+                keys.append(.init(start: UInt32(offset + 1), length: UInt32(end - offset - 1), term: Int32(index), wholePrefix: false))
+            }
+        }
+        bytes.withUnsafeBufferPointer { buffer in
+            keys.sort { a, b in
+                Self.compare(buffer, Int(a.start), Int(a.length), buffer, Int(b.start), Int(b.length)) < 0
+            }
+        }
+
+        // Keywords as numbers: sort the terms by their keyword's UTF-8 bytes and count distinct ones.
+        var keywordBytes: [UInt8] = []
+        var keywordSpans: [(start: Int, length: Int)] = []
+        keywordSpans.reserveCapacity(terms.count)
+        for term in terms {
+            let start = keywordBytes.count
+            keywordBytes.append(contentsOf: term.keyword.utf8)
+            keywordSpans.append((start, keywordBytes.count - start))
+        }
+        var byKeyword = Array(0..<Int32(terms.count))
+        var keywordOfTerm = [Int32](repeating: 0, count: terms.count)
+        keywordBytes.withUnsafeBufferPointer { buffer in
+            byKeyword.sort { a, b in
+                let x = keywordSpans[Int(a)], y = keywordSpans[Int(b)]
+                let order = Self.compare(buffer, x.start, x.length, buffer, y.start, y.length)
+                return order != 0 ? order < 0 : a < b
+            }
+            var number: Int32 = 0
+            for (position, term) in byKeyword.enumerated() {
+                if position > 0 {
+                    let x = keywordSpans[Int(byKeyword[position - 1])], y = keywordSpans[Int(term)]
+                    if Self.compare(buffer, x.start, x.length, buffer, y.start, y.length) != 0 { number += 1 }
+                }
+                keywordOfTerm[Int(term)] = number
+            }
+        }
+
+        // The ranking: weight, then whole keyword before word, then fewer characters, then the
+        // keyword's bytes, then the term's position (so that it is a total order).
+        let weights = terms.map { $0.weight.isNaN ? -Double.infinity : $0.weight }
+        let lengths = terms.map { Int32(clamping: $0.keyword.unicodeScalars.count) }
+        var keyAtRank = Array(0..<Int32(keys.count))
+        keyAtRank.sort { a, b in
+            let x = keys[Int(a)], y = keys[Int(b)]
+            let termX = Int(x.term), termY = Int(y.term)
+            if weights[termX] != weights[termY] { return weights[termX] > weights[termY] }
+            if x.wholePrefix != y.wholePrefix { return x.wholePrefix }
+            if lengths[termX] != lengths[termY] { return lengths[termX] < lengths[termY] }
+            if keywordOfTerm[termX] != keywordOfTerm[termY] { return keywordOfTerm[termX] < keywordOfTerm[termY] }
+            return termX != termY ? termX < termY : a < b
+        }
+        var rankOfKey = [Int32](repeating: 0, count: keys.count)
+        for (rank, key) in keyAtRank.enumerated() { rankOfKey[Int(key)] = Int32(rank) }
+        self.keywordAtRank = keyAtRank.map { keywordOfTerm[Int(keys[Int($0)].term)] }
+        self.keys = keys
+        self.bytes = bytes
+        self.rankOfKey = rankOfKey
+        self.keyAtRank = keyAtRank
+    }
+
+    /// Three-way comparison of two byte strings (shorter first when one is a prefix of the other).
+    @inline(__always)
+    static func compare(_ a: UnsafeBufferPointer<UInt8>, _ aStart: Int, _ aLength: Int,
+                        _ b: UnsafeBufferPointer<UInt8>, _ bStart: Int, _ bLength: Int) -> Int {
+        let common = min(aLength, bLength)
+        if common > 0 {
+            let order = memcmp(a.baseAddress! + aStart, b.baseAddress! + bStart, common)
+            if order != 0 { return Int(order) }
+        }
+        return aLength - bLength
+    }
+
+    /// The byte of key `index` at `depth`, or -1 when the key is shorter.
+    @inline(__always)
+    func byte(_ index: Int, at depth: Int) -> Int {
+        let key = keys[index]
+        return depth < Int(key.length) ? Int(bytes[Int(key.start) + depth]) : -1
+    }
+
+    /// The keys starting with `prefix`.
+    func range(ofPrefix prefix: [UInt8]) -> Range<Int> {
+        var low = 0
+        var high = keys.count
+        bytes.withUnsafeBufferPointer { buffer in
+            prefix.withUnsafeBufferPointer { needle in
+                // The first key not before the prefix…
+                while low < high {
+                    let middle = (low + high) / 2
+                    let key = keys[middle]
+                    if Self.compare(buffer, Int(key.start), Int(key.length), needle, 0, needle.count) < 0 { low = middle + 1 } else { high = middle }
+                }
+                // …and the first after it that does not start with it.
+                high = keys.count
+                var lower = low
+                while lower < high {
+                    let middle = (lower + high) / 2
+                    let key = keys[middle]
+                    let common = min(Int(key.length), needle.count)
+                    let order = Self.compare(buffer, Int(key.start), common, needle, 0, needle.count)
+                    if order <= 0 { lower = middle + 1 } else { high = middle }
+                }
+            }
+        }
+        return low..<high
+    }
+
+    /// The keys of `range` (which share their first `depth` bytes) whose byte at `depth` is `byte`.
+    func childRange(in range: Range<Int>, depth: Int, byte target: UInt8) -> Range<Int> {
+        let value = Int(target)
+        var low = range.lowerBound
+        var high = range.upperBound
+        while low < high {
+            let middle = (low + high) / 2
+            if byte(middle, at: depth) < value { low = middle + 1 } else { high = middle }
+        }
+        var end = low
+        high = range.upperBound
+        while end < high {
+            let middle = (end + high) / 2
+            if byte(middle, at: depth) <= value { end = middle + 1 } else { high = middle }
+        }
+        return low..<end
+    }
+
+    /// The children of the trie node whose keys are `range` (they share their first `depth`
+    /// bytes): runs of keys sharing the next byte. Keys ending at `depth` sort first and belong to
+    /// no child. Each run's end is found by binary search.
+    func children(of range: Range<Int>, depth: Int) -> [SuggestionIndex.Child] {
+        var result: [SuggestionIndex.Child] = []
+        var start = range.lowerBound
+        while start < range.upperBound, byte(start, at: depth) < 0 { start += 1 }
+        while start < range.upperBound {
+            let value = byte(start, at: depth)
+            var low = start + 1
+            var high = range.upperBound
+            while low < high {
+                let middle = (low + high) / 2
+                if byte(middle, at: depth) == value { low = middle + 1 } else { high = middle }
+            }
+            result.append(.init(byte: UInt8(value), lower: Int32(start), upper: Int32(low)))
+            start = low
+        }
+        return result
+    }
+
+    /// The best `limit` keys of `range`, as ranks, one per keyword.
+    func best(ofRange range: Range<Int>, limit: Int) -> [Int32] {
+        var ranks = range.map { rankOfKey[$0] }
+        return ranked(&ranks, limit: limit)
+    }
+
+    /// The best `limit` of `ranks`, one per keyword (each keyword's best).
+    func ranked(_ ranks: inout [Int32], limit: Int) -> [Int32] {
+        ranks.sort()
+        var result: [Int32] = []
+        var keywords: [Int32] = []
+        for rank in ranks {
+            let keyword = keywordAtRank[Int(rank)]
+            guard !keywords.contains(keyword) else { continue }
+            keywords.append(keyword)
+            result.append(rank)
+            if result.count == limit { break }
+        }
+        return result
+    }
+}
