@@ -70,7 +70,7 @@ public enum CoimotionTransport {
     public static func reply(_ value: (any Encodable & Sendable)?, message: String = "Ok.", token: String? = nil) throws -> DialectResponse {
         var envelope = "{\"errCode\":0,\"message\":" + quoted(message)
         if let value {
-            envelope += ",\"value\":" + String(decoding: try JSONCoding.encoder.encode(AnyEncodable(value)), as: UTF8.self)
+            envelope += ",\"value\":" + String(decoding: try JSONStreamEncoder.encode(value), as: UTF8.self)
         }
         if let token { envelope += ",\"token\":" + quoted(token) }
         envelope += "}"
@@ -100,12 +100,8 @@ public enum CoimotionTransport {
     }
 
     private static func quoted(_ text: String) -> String {
-        String(decoding: (try? JSONEncoder().encode(text)) ?? Data("\"\"".utf8), as: UTF8.self)
-    }
-
-    private struct AnyEncodable: Encodable {
-        let value: any Encodable
-        init(_ value: any Encodable) { self.value = value }
-        func encode(to encoder: any Encoder) throws { try value.encode(to: encoder) }
+        var bytes: [UInt8] = []
+        JSONValue.write(string: text, into: &bytes)
+        return String(decoding: bytes, as: UTF8.self)
     }
 }

@@ -123,11 +123,38 @@ extension JSONValue {
     /// Appends `number` as JSON (integral values without a fraction; non-finite ones as null).
     public static func write(number: Double, into bytes: inout [UInt8]) {
         if number.isFinite, number == number.rounded(), abs(number) < 9.007_199_254_740_992e15 {
-            bytes.append(contentsOf: String(Int64(number)).utf8)
+            write(integer: Int64(number), into: &bytes)
         } else if number.isFinite {
             bytes.append(contentsOf: "\(number)".utf8)
         } else {
             bytes.append(contentsOf: "null".utf8)
+        }
+    }
+
+    /// Appends `integer` in decimal, without making a `String` first.
+    public static func write(integer: some BinaryInteger, into bytes: inout [UInt8]) {
+        if let value = Int64(exactly: integer) {
+            if value < 0 { bytes.append(UInt8(ascii: "-")) }
+            write(magnitude: value.magnitude, into: &bytes)
+        } else if let value = UInt64(exactly: integer) {
+            write(magnitude: value, into: &bytes)
+        } else {
+            bytes.append(contentsOf: String(integer).utf8)
+        }
+    }
+
+    private static func write(magnitude: UInt64, into bytes: inout [UInt8]) {
+        if magnitude < 10 { return bytes.append(UInt8(truncatingIfNeeded: magnitude) + UInt8(ascii: "0")) }
+        // Digits from the right into a small buffer, then appended in order.
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { buffer in
+            var rest = magnitude
+            var index = 20
+            while rest > 0 {
+                index -= 1
+                buffer[index] = UInt8(truncatingIfNeeded: rest % 10) + UInt8(ascii: "0")
+                rest /= 10
+            }
+            bytes.append(contentsOf: UnsafeBufferPointer(rebasing: buffer[index..<20]))
         }
     }
 

@@ -38,6 +38,35 @@ private struct KeyedParameters<Key: CodingKey>: KeyedDecodingContainerProtocol {
         return try ParameterValueDecoder(texts: texts, codingPath: codingPath + [key]).decode(type)
     }
 
+    // The common types directly: no decoder and no coding path per parameter unless it fails
+    // (the general path then throws the error, with the same message).
+    func decode(_ type: String.Type, forKey key: Key) throws -> String {
+        guard let texts = values[key.stringValue] else { return try decode(type as (any Decodable.Type), key) as! String }
+        return texts.last ?? ""
+    }
+
+    func decodeIfPresent(_ type: String.Type, forKey key: Key) throws -> String? {
+        guard let texts = values[key.stringValue], let text = texts.last else { return nil }
+        return text
+    }
+
+    func decode(_ type: Int.Type, forKey key: Key) throws -> Int {
+        if let text = values[key.stringValue]?.last, let value = Int(text) { return value }
+        return try decode(type as (any Decodable.Type), key) as! Int
+    }
+
+    func decodeIfPresent(_ type: Int.Type, forKey key: Key) throws -> Int? {
+        guard let texts = values[key.stringValue], let text = texts.last else { return nil }
+        if let value = Int(text) { return value }
+        return try decode(type as (any Decodable.Type), key) as? Int
+    }
+
+    /// The general path for `type`, which throws the precise error.
+    private func decode(_ type: any Decodable.Type, _ key: Key) throws -> any Decodable {
+        func open<T: Decodable>(_ type: T.Type) throws -> T { try decode(type, forKey: key) }
+        return try open(type)
+    }
+
     func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type, forKey key: Key) throws -> KeyedDecodingContainer<NestedKey> {
         throw DecodingError.typeMismatch([String: Any].self, .init(codingPath: codingPath + [key], debugDescription: "parameters cannot nest"))
     }

@@ -27,7 +27,6 @@ public struct GatewayResponder: HTTPResponder {
     let cache: any ResponseCacheStore
     let metrics: GatewayMetrics
     let logger: Logger
-    private let encoder = JSONCoding.encoder
 
     /// Settings of the pipeline that come from plugins.yaml.
     struct PipelineSettings: Sendable {
@@ -141,11 +140,11 @@ public struct GatewayResponder: HTTPResponder {
         }
     }
 
-    func limit(_ principal: Principal, plugin: String, cost: Int) async throws -> [(String, String)] {
+    func limit(_ principal: Principal, plugin: String, cost: Int) async throws -> [HTTPField] {
         let decision = try await rateLimiter.acquire(principal: principal, plugin: plugin, cost: cost)
         guard decision.allowed else {
             throw GatewayError.quotaExceeded(policy: decision.policy, retryAfter: decision.retryAfter)
-                .adding(headers: Dictionary(decision.headers, uniquingKeysWith: { _, new in new }))
+                .adding(headers: Dictionary(decision.headers.map { ($0.name.rawName, $0.value) }, uniquingKeysWith: { _, new in new }))
         }
         return decision.headers
     }
@@ -221,19 +220,26 @@ public struct GatewayResponder: HTTPResponder {
             OperationRequest(pathParameters: parameters, queryParameters: query, body: body, contentType: contentType),
             context: operationContext)
 
+        // The reply's fields: appended where no field of the name can be there yet (a search per
+        // field is a large part of a small reply's cost), set where the operation may have set it.
         var headers = HTTPFields()
-        for (name, value) in limitHeaders { if let field = Self.field(name) { headers[field] = value } }
+        headers.reserveCapacity(limitHeaders.count + reply.headers.count + 6)
+        headers.append(contentsOf: limitHeaders)
         for (name, value) in reply.headers { if let field = Self.field(name) { headers[field] = value } }
+        let operationSetHeaders = !reply.headers.isEmpty
+        func put(_ name: HTTPField.Name, _ value: String) {
+            if operationSetHeaders { headers[name] = value } else { headers.append(HTTPField(name: name, value: value)) }
+        }
         let bytes: ByteBuffer
         switch reply.body {
         case .empty:
             bytes = ByteBuffer()
         case .json(let value):
-            bytes = ByteBuffer(bytes: try encoder.encode(value))
-            headers[.contentType] = "application/json"
+            bytes = ByteBuffer(bytes: try JSONStreamEncoder.encode(value))
+            put(.contentType, "application/json")
         case .bytes(let buffer, let type):
             bytes = buffer
-            headers[.contentType] = type
+            put(.contentType, type)
         }
         let succeeded = (200..<300).contains(reply.status)
         if succeeded && !isRead && !mounted.cache.invalidates.isEmpty {
@@ -242,22 +248,27 @@ public struct GatewayResponder: HTTPResponder {
         guard isRead, reply.status == 200 else {
             return Response(status: .init(code: reply.status), headers: headers, body: .init(byteBuffer: bytes))
         }
-        let etag = headers[.eTag] ?? Self.strongETag(bytes)
-        headers[.eTag] = etag
+        let etag: String
+        if operationSetHeaders, let given = headers[.eTag] {
+            etag = given
+        } else {
+            etag = Self.strongETag(bytes)
+            put(.eTag, etag)
+        }
         if let cacheKey, let ttl = mounted.cache.ttl {
             let seconds = Int(ttl.components.seconds)
-            headers[.cacheControl] = mounted.cache.scope == .shared ? "public, max-age=\(seconds)" : "private, max-age=\(seconds)"
-            headers[Self.cacheField] = "MISS"
+            put(.cacheControl, mounted.cache.scope == .shared ? "public, max-age=\(seconds)" : "private, max-age=\(seconds)")
+            put(Self.cacheField, "MISS")
             if !requestCacheControl.contains("no-store") {
                 var stored = headers
-                for (name, _) in limitHeaders { if let field = Self.field(name) { stored[field] = nil } }
+                for field in limitHeaders { stored[field.name] = nil }
                 await cache.store(cacheKey, CachedReply(
                     status: 200, headers: stored.map { ($0.name.rawName, $0.value) }, body: Array(buffer: bytes), etag: etag,
                     storedAt: .now, ttl: ttl, tags: Self.resolve(tags: mounted.cache.tags, parameters: parameters)))
             }
         } else {
-            if headers[.cacheControl] == nil { headers[.cacheControl] = "no-cache" }
-            headers[Self.cacheField] = "BYPASS"
+            if !operationSetHeaders || headers[.cacheControl] == nil { put(.cacheControl, "no-cache") }
+            put(Self.cacheField, "BYPASS")
         }
         if Self.matches(ifNoneMatch: request.headers[.ifNoneMatch], etag: etag) {
             headers[.contentType] = nil
@@ -278,7 +289,7 @@ public struct GatewayResponder: HTTPResponder {
         let operationContext = OperationContext(principal: principal, requestID: requestID, logger: logger,
                                                 headers: request.headers, plugin: mounted.plugin)
         var response = Self.response(try await mounted.route.handler(dialectRequest, operationContext))
-        for (name, value) in limitHeaders { if let field = Self.field(name) { response.headers[field] = value } }
+        for field in limitHeaders { response.headers[field.name] = field.value }
         return response
     }
 
@@ -366,12 +377,15 @@ public struct GatewayResponder: HTTPResponder {
         return key
     }
 
-    static func cachedResponse(_ hit: CachedReply, age: Duration, request: Request, limitHeaders: [(String, String)]) -> Response {
+    static func cachedResponse(_ hit: CachedReply, age: Duration, request: Request, limitHeaders: [HTTPField]) -> Response {
+        // A stored reply has no rate-limit or Age fields and no name twice, so fields are appended
+        // without a search; only its X-Cache (MISS when stored) is replaced.
         var headers = HTTPFields()
-        for (name, value) in hit.headers { if let field = Self.field(name) { headers[field] = value } }
-        for (name, value) in limitHeaders { if let field = Self.field(name) { headers[field] = value } }
+        headers.reserveCapacity(hit.headers.count + limitHeaders.count + 2)
+        for (name, value) in hit.headers { if let field = Self.field(name) { headers.append(HTTPField(name: field, value: value)) } }
+        headers.append(contentsOf: limitHeaders)
         headers[cacheField] = "HIT"
-        headers[ageField] = String(age.components.seconds)
+        headers.append(HTTPField(name: ageField, value: String(age.components.seconds)))
         if matches(ifNoneMatch: request.headers[.ifNoneMatch], etag: hit.etag) {
             headers[.contentType] = nil
             return Response(status: .notModified, headers: headers, body: .init())

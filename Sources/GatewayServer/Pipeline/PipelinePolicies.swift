@@ -46,14 +46,14 @@ public struct GuestOnlyAuthenticator: Authenticator {
 public struct RateLimitDecision: Sendable {
     /// Whether the request may proceed.
     public var allowed: Bool
-    /// Headers for the reply (`RateLimit`, `RateLimit-Policy`, `X-RateLimit-*`, `Retry-After`).
-    public var headers: [(String, String)]
+    /// Header fields for the reply (`RateLimit`, `RateLimit-Policy`, `X-RateLimit-*`), one per name.
+    public var headers: [HTTPField]
     /// The policy name, for the 429 problem.
     public var policy: String
     /// Seconds until the request would be allowed (for 429).
     public var retryAfter: Int
 
-    public init(allowed: Bool, headers: [(String, String)] = [], policy: String = "default", retryAfter: Int = 0) {
+    public init(allowed: Bool, headers: [HTTPField] = [], policy: String = "default", retryAfter: Int = 0) {
         self.allowed = allowed
         self.headers = headers
         self.policy = policy

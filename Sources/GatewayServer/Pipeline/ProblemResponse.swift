@@ -35,7 +35,7 @@ enum ProblemResponse {
     }
 
     static func make(_ error: GatewayError, path: String, requestID: String) -> Response {
-        let data = (try? JSONCoding.encoder.encode(Document(error: error, instance: String(path.prefix(512)), requestID: requestID))) ?? Data()
+        let data = (try? JSONStreamEncoder.encode(Document(error: error, instance: String(path.prefix(512)), requestID: requestID))) ?? []
         var headers = HTTPFields()
         headers[.contentType] = "application/problem+json"
         headers[.cacheControl] = "no-store"

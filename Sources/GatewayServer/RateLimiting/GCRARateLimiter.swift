@@ -1,5 +1,6 @@
 import Foundation
 import GatewayCore
+import HTTPTypes
 import NIOConcurrencyHelpers
 import SQLKit
 
@@ -56,15 +57,50 @@ enum GCRA {
         return Outcome(allowed: true, newTAT: newTAT, remaining: remaining, resetSeconds: Int((newTAT - now).rounded(.up)), retryAfter: 0)
     }
 
+    static let policyField = HTTPField.Name("RateLimit-Policy")!
+    static let rateLimitField = HTTPField.Name("RateLimit")!
+    static let limitField = HTTPField.Name("X-RateLimit-Limit")!
+    static let remainingField = HTTPField.Name("X-RateLimit-Remaining")!
+    static let resetField = HTTPField.Name("X-RateLimit-Reset")!
+
+    /// The fields that depend on the policy alone (`RateLimit-Policy`, `X-RateLimit-Limit`), made
+    /// once per policy: most requests share a handful of policies.
+    private struct PolicyKey: Hashable {
+        var name: String
+        var count: Int
+        var period: Double
+    }
+    private static let policyFields = NIOLockedValueBox<[PolicyKey: (policy: HTTPField, limit: HTTPField)]>([:])
+
+    private static func fields(policy: String, rate: RateSpec) -> (policy: HTTPField, limit: HTTPField) {
+        let key = PolicyKey(name: policy, count: rate.count, period: rate.period)
+        if let known = policyFields.withLockedValue({ $0[key] }) { return known }
+        let made = (HTTPField(name: policyField, value: "\"\(policy)\";q=\(rate.count);w=\(Int(rate.period))"),
+                    HTTPField(name: limitField, value: String(rate.count)))
+        policyFields.withLockedValue { table in
+            // Keys with their own rates each add a policy: keep the table bounded.
+            if table.count >= 4096 { table.removeAll(keepingCapacity: true) }
+            table[key] = made
+        }
+        return made
+    }
+
     static func decision(_ outcome: Outcome, policy: String, rate: RateSpec) -> RateLimitDecision {
         let remaining = String(outcome.remaining)
         let reset = String(outcome.resetSeconds)
-        let headers: [(String, String)] = [
-            ("RateLimit-Policy", "\"" + policy + "\";q=" + String(rate.count) + ";w=" + String(Int(rate.period))),
-            ("RateLimit", "\"" + policy + "\";r=" + remaining + ";t=" + reset),
-            ("X-RateLimit-Limit", String(rate.count)),
-            ("X-RateLimit-Remaining", remaining),
-            ("X-RateLimit-Reset", reset),
+        let fixed = fields(policy: policy, rate: rate)
+        var rateValue = "\""
+        rateValue += policy
+        rateValue += "\";r="
+        rateValue += remaining
+        rateValue += ";t="
+        rateValue += reset
+        let headers = [
+            fixed.policy,
+            HTTPField(name: rateLimitField, value: rateValue),
+            fixed.limit,
+            HTTPField(name: remainingField, value: remaining),
+            HTTPField(name: resetField, value: reset),
         ]
         return RateLimitDecision(allowed: outcome.allowed, headers: headers, policy: policy, retryAfter: outcome.retryAfter)
     }
@@ -77,7 +113,12 @@ public final class LocalRateLimiter: RateLimiter {
     public let policies: RateLimitPolicies
     /// When a shard holds more buckets than this, its idle ones are swept.
     public let sweepThreshold: Int
-    private let shards: [NIOLockedValueBox<[String: Double]>]
+    /// A bucket: one caller's use of one plugin.
+    private struct Bucket: Hashable {
+        var plugin: String
+        var caller: String
+    }
+    private let shards: [NIOLockedValueBox<[Bucket: Double]>]
     private let epoch = ContinuousClock.now
 
     public init(policies: RateLimitPolicies, sweepThreshold: Int = 65_536) {
@@ -93,11 +134,9 @@ public final class LocalRateLimiter: RateLimiter {
 
     public func acquire(principal: Principal, plugin: String, cost: Int) async -> RateLimitDecision {
         let (policy, rate) = policies.policy(for: principal, plugin: plugin)
-        let key = plugin + "|" + principal.limitKey
+        let key = Bucket(plugin: plugin, caller: principal.limitKey)
         let now = self.now
-        var hasher = Hasher()
-        hasher.combine(key)
-        let shard = shards[Int(UInt(bitPattern: hasher.finalize()) % UInt(shards.count))]
+        let shard = shards[Int(UInt(bitPattern: key.hashValue) % UInt(shards.count))]
         let outcome = shard.withLockedValue { buckets in
             let outcome = GCRA.evaluate(tat: buckets[key], now: now, rate: rate, cost: max(0, cost))
             if outcome.allowed { buckets[key] = outcome.newTAT }

@@ -67,7 +67,13 @@ struct RouteTable<Endpoint: Sendable>: Sendable {
     func resolve(_ method: HTTPRequest.Method, path: Substring) throws(GatewayError) -> Resolution {
         var node = root
         var captured: [(String, Substring)] = []
-        for segment in path.split(separator: "/", omittingEmptySubsequences: true) {
+        // Segment by segment, without splitting the path into an array first.
+        var rest = path[...]
+        while !rest.isEmpty {
+            let end = rest.utf8.firstIndex(of: UInt8(ascii: "/")) ?? rest.endIndex
+            let segment = rest[..<end]
+            rest = end < rest.endIndex ? rest[rest.utf8.index(after: end)...] : rest[rest.endIndex...]
+            if segment.isEmpty { continue }
             if let child = node.literals[segment] {
                 node = child
             } else if let parameter = node.parameter {
@@ -150,10 +156,15 @@ enum PercentDecoding {
     /// Splits and decodes a query string (`a=1&b=x%20y`); throws 400 naming the first bad pair.
     static func queryParameters(_ query: Substring) throws(GatewayError) -> [(name: String, value: String)] {
         var result: [(name: String, value: String)] = []
-        for pair in query.split(separator: "&", omittingEmptySubsequences: true) {
-            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-            guard let name = decode(parts[0], plusIsSpace: true),
-                  let value = parts.count > 1 ? decode(parts[1], plusIsSpace: true) : "" else {
+        var rest = query
+        while !rest.isEmpty {
+            let end = rest.utf8.firstIndex(of: UInt8(ascii: "&")) ?? rest.endIndex
+            let pair = rest[..<end]
+            rest = end < rest.endIndex ? rest[rest.utf8.index(after: end)...] : rest[rest.endIndex...]
+            if pair.isEmpty { continue }
+            let equals = pair.utf8.firstIndex(of: UInt8(ascii: "="))
+            guard let name = decode(pair[..<(equals ?? pair.endIndex)], plusIsSpace: true),
+                  let value = equals.map({ decode(pair[pair.utf8.index(after: $0)...], plusIsSpace: true) }) ?? "" else {
                 throw GatewayError.badRequest("The query parameter '\(pair.prefix(80))' is not validly percent-encoded.")
             }
             result.append((name, value))
