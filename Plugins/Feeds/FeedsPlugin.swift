@@ -87,6 +87,18 @@ public struct FeedsPlugin: ServicePlugin {
 
     public var webSockets: [WebSocketRoute] { [NativeLiveProtocol(service: service, plugin: self).route] }
 
+    /// A v2 key bound to a source address, a `Referer` or a `minimum_interval` is checked on every
+    /// request, so its replies never come from the response cache (which knows none of these).
+    public func cacheAdmits(_ principal: Principal) async -> Bool {
+        guard case .apiKey = principal.kind else { return true }
+        do {
+            guard let key = try await service.keys.presented(by: principal) else { return true }
+            return !key.permissions.contains { $0.sourceIP != nil || $0.referer != nil || ($0.minimumInterval ?? 0) > 0 }
+        } catch {
+            return false
+        }
+    }
+
     public func loadDemoData() async throws {
         guard let demo = configuration.demo else { return }
         let file = context.resolve(path: demo)

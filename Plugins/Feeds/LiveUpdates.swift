@@ -136,10 +136,11 @@ struct NativeLiveProtocol: Sendable {
                 if let stream { reply["datastream"] = .string(stream) }
                 switch action {
                 case "subscribe":
-                    try await service.keys.authorize(context.principal, method: "get", feed: target.feed, stream: target.stream, referer: context.headers[.referer])
-                    _ = try await session.check(target, context.principal)
+                    let principal = try await Self.currentPrincipal(context, service: service)
+                    try await service.keys.authorize(principal, method: "get", feed: target.feed, stream: target.stream, referer: context.headers[.referer])
+                    _ = try await session.check(target, principal)
                     let plugin = self.plugin
-                    try session.subscribe(target, key: target.topic, principal: context.principal, credential: Self.credential(context.headers),
+                    try session.subscribe(target, key: target.topic, principal: principal, credential: context.credential,
                                           in: subscriptions) { feed, datastream in
                         var push: [String: JSONValue] = ["feed": .number(number)]
                         if let stream { push["datastream"] = .string(stream) }
@@ -148,7 +149,7 @@ struct NativeLiveProtocol: Sendable {
                             if let datastream {
                                 push["data"] = FeedsPlugin.render(datastream, points: nil)
                             } else {
-                                push["data"] = plugin.render(feed, streams: try await plugin.service.streams(of: feed, only: nil, context.principal))
+                                push["data"] = plugin.render(feed, streams: try await plugin.service.streams(of: feed, only: nil, principal))
                             }
                         } else {
                             push["type"] = .string("deleted")
@@ -170,16 +171,11 @@ struct NativeLiveProtocol: Sendable {
         }
     }
 
-    /// The credential of the upgrade request's headers (`Authorization: Bearer`, `X-Api-Key`, `X-ApiKey`).
-    /// (One given in the URL's query is not in the headers: such subscriptions are not checked again.)
-    static func credential(_ headers: HTTPFields) -> Credential? {
-        if let authorization = headers[.authorization], authorization.lowercased().hasPrefix("bearer ") {
-            return .sessionToken(String(authorization.dropFirst(7)).trimmingCharacters(in: .whitespaces))
-        }
-        for name in ["X-Api-Key", "X-ApiKey"] {
-            if let field = HTTPField.Name(name), let key = headers[field], !key.isEmpty { return .apiKey(key) }
-        }
-        return nil
+    /// The caller as of now: the connection's credential identified again, so that a key revoked or
+    /// a session ended since the upgrade is refused (401) rather than served until the socket closes.
+    static func currentPrincipal(_ context: OperationContext, service: FeedService) async throws -> Principal {
+        guard let credential = context.credential else { return context.principal }
+        return try await service.context.accounts.principal(for: credential, address: context.principal.address)
     }
 
     static func error(_ id: JSONValue?, _ problem: GatewayError) -> String {
@@ -214,7 +210,10 @@ struct XivelySocketProtocol: Sendable {
                 resource = request[path: ["resource"]]?.stringValue ?? ""
                 guard let method = request[path: ["method"]]?.stringValue?.lowercased() else { throw GatewayError.badRequest("A request needs a method.") }
                 var principal = context.principal
-                var credential = NativeLiveProtocol.credential(context.headers)
+                var credential = context.credential
+                if credential != nil, request[path: ["headers", "X-ApiKey"]] == nil, request[path: ["headers", "x-apikey"]] == nil {
+                    principal = try await NativeLiveProtocol.currentPrincipal(context, service: service)
+                }
                 if let key = request[path: ["headers", "X-ApiKey"]]?.stringValue ?? request[path: ["headers", "x-apikey"]]?.stringValue, !key.isEmpty {
                     principal = try await service.context.accounts.principal(for: .apiKey(key), address: context.principal.address)
                     credential = .apiKey(key)
@@ -245,7 +244,7 @@ struct XivelySocketProtocol: Sendable {
                     subscriptions.tasks.removeValue(forKey: resource)?.cancel()
                     try await send(connection, token: token, status: 200, resource: resource)
                 case "get", "put", "post", "delete":
-                    let response = try await dispatch(method: method, resource: resource, request: request, principal: principal, context: context)
+                    let response = try await dispatch(method: method, resource: resource, request: request, principal: principal, credential: credential, context: context)
                     let body = response.body.readableBytes > 0 ? (try? JSONValue.parse(response.body)) : nil
                     try await send(connection, token: token, status: response.status, resource: resource, body: body)
                 default:
@@ -266,7 +265,8 @@ struct XivelySocketProtocol: Sendable {
     }
 
     /// Runs the dialect route that serves `method` on `/v2<resource>`.
-    func dispatch(method: String, resource: String, request: JSONValue, principal: Principal, context: OperationContext) async throws -> DialectResponse {
+    func dispatch(method: String, resource: String, request: JSONValue, principal: Principal, credential: Credential?,
+                  context: OperationContext) async throws -> DialectResponse {
         let httpMethod: HTTPRequest.Method = switch method {
         case "get": .get
         case "put": .put
@@ -307,7 +307,7 @@ struct XivelySocketProtocol: Sendable {
             let dialectRequest = DialectRequest(method: httpMethod, path: path, pathParameters: parameters, queryParameters: query,
                                                 headers: context.headers, body: body)
             let scoped = OperationContext(principal: principal, requestID: context.requestID, logger: context.logger, headers: context.headers,
-                                          plugin: context.plugin)
+                                          plugin: context.plugin, credential: credential)
             return try await route.handler(dialectRequest, scoped)
         }
         throw GatewayError.notFound("No resource \(resource.prefix(100)).")

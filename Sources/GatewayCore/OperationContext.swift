@@ -20,6 +20,10 @@ public struct OperationContext: Sendable {
     public let headers: HTTPFields
     /// The plugin's shared services.
     public let plugin: PluginContext
+    /// The credential that identified ``principal`` (from the headers or, where the route accepts
+    /// it, the URL's query), for work that outlives the request — a WebSocket subscription checks
+    /// it again before each push. Nil for an anonymous caller.
+    public let credential: Credential?
 
     /// Charges the caller's rate limit for work done on its behalf outside a request the host
     /// already counted — each request a client sends over a WebSocket. Throws the quota problem
@@ -28,12 +32,13 @@ public struct OperationContext: Sendable {
 
     /// `logger` is the base logger; ``logger`` adds the request id to it.
     public init(principal: Principal, requestID: String, logger: Logger, headers: HTTPFields, plugin: PluginContext,
-                charge: @escaping @Sendable (_ cost: Int) async throws -> Void = { _ in }) {
+                credential: Credential? = nil, charge: @escaping @Sendable (_ cost: Int) async throws -> Void = { _ in }) {
         self.principal = principal
         self.requestID = requestID
         self.baseLogger = logger
         self.headers = headers
         self.plugin = plugin
+        self.credential = credential
         self.charge = charge
     }
 

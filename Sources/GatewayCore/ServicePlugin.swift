@@ -42,6 +42,14 @@ public protocol ServicePlugin: Sendable {
     /// The file formats `gateway import <id> FILE` can load.
     var importers: [any Importer] { get }
 
+    /// Whether a cached reply may answer `principal` (by default, yes). The response cache answers
+    /// from the operation, the caller, the path and the query alone; a plugin whose own checks
+    /// depend on more (the client's address, a header, the time since the caller's last request)
+    /// answers no for the callers those checks bind, and each of their requests then reaches the
+    /// handler, neither served from the cache nor stored in it. Called for cacheable reads only;
+    /// must answer quickly.
+    func cacheAdmits(_ principal: Principal) async -> Bool
+
     /// The plugin's current health, for `/readyz` and `gateway plugins`. Must answer quickly.
     func health() async -> PluginHealth
     /// Loads the demo data the plugin ships. Called once per database, on a start with `demo: true`.
@@ -55,6 +63,7 @@ extension ServicePlugin {
     public var webSockets: [WebSocketRoute] { [] }
     public var services: [any Service] { [] }
     public var importers: [any Importer] { [] }
+    public func cacheAdmits(_ principal: Principal) async -> Bool { true }
     public func health() async -> PluginHealth { .ok }
     public func loadDemoData() async throws {}
 }

@@ -227,8 +227,10 @@ public final class Gateway: Sendable {
                 if overrides?.enabled == false { cachePolicy.ttl = nil }
                 if let ttl = overrides?.ttl, cachePolicy.ttl != nil { cachePolicy.ttl = ttl.duration }
                 let template = joinPath(plugin.mount, operation.path)
+                let instance = plugin.instance
                 try add(operation.method, template, .operation(MountedOperation(
-                    pluginID: plugin.id, operation: operation, plugin: plugin.context, template: template, cache: cachePolicy, metrics: metrics)))
+                    pluginID: plugin.id, operation: operation, plugin: plugin.context, template: template, cache: cachePolicy,
+                    cacheAdmits: { await instance.cacheAdmits($0) }, metrics: metrics)))
             }
             // Native WebSockets: under the mount, with the native credentials and problem details.
             let native = Dialect(name: "native", routes: [], credential: NativeCredentials.extract(from:)) { error in

@@ -89,6 +89,20 @@ struct FeedsLiveTests {
                     #expect(try await gateway.call(.delete, "/v1/feeds/\(id)", token: ann.token).status == 204)
                     #expect(try await socket.next()?["type"] == .string("deleted"))
                 }
+                // A session from the URL is checked again: once it ends, pushes stop and requests are refused.
+                let carl = try await gateway.register("carl")
+                let other = try await gateway.call(.post, "/v1/feeds", token: ann.token, body: #"{"title": "Other", "datastreams": [{"id": "temp"}]}"#)
+                let otherID = try #require(other.json["id"]?.numberValue.map { Int($0) })
+                try await converse("ws://127.0.0.1:\(port)/v1/feeds/live?access_token=\(carl.token)") { socket in
+                    try await socket.send(#"{"action": "subscribe", "feed": \#(otherID), "datastream": "temp", "id": 5}"#)
+                    #expect(try await socket.next()?["type"] == .string("subscribed"))
+                    _ = try await gateway.gateway.handle(.post, "/v1/auth/logout", headers: [.authorization: "Bearer \(carl.token)"])
+                    #expect(try await gateway.call(.post, "/v1/feeds/\(otherID)/datastreams/temp/datapoints", token: ann.token,
+                                                    body: #"[{"at": "\#(at(-4))", "value": 22}]"#).status == 200)
+                    try await socket.send(#"{"action": "subscribe", "feed": \#(otherID), "id": 6}"#)
+                    let refused = try await socket.next()
+                    #expect(refused?["id"] == .number(6) && refused?["status"] == .number(401), "no push first, then a refusal")
+                }
             }
         }
     }
@@ -146,6 +160,22 @@ struct FeedsLiveTests {
                     try await socket.send(#"{"method": "get", "resource": "/feeds/\#(id)/datastreams/miles", "token": 7}"#)
                     let got = try await socket.next()
                     #expect(got?["token"] == .number(7) && got?["body"]?["current_value"] == .string("2400"))
+                }
+                // A subscription made with the key in the URL is checked again before each push as well.
+                let third = try await gateway.createKey(token: joe.token, grant: #"{"label": "k3", "scopes": ["feeds:read"]}"#)
+                try await converse("ws://127.0.0.1:\(port)/v2/socket?key=\(third.secret)") { socket in
+                    try await socket.send(#"{"method": "subscribe", "resource": "/feeds/\#(id)/datastreams/miles", "token": "u1"}"#)
+                    #expect(try await socket.next()?["status"] == .number(200))
+                    #expect(try await gateway.call(.put, "/v2/feeds/\(id)/datastreams/miles", key: key, body: #"{"current_value": "2401"}"#).status == 200)
+                    #expect(try await socket.next()?["token"] == .string("u1"), "pushes reach it while the key lives")
+                    #expect(try await gateway.call(.delete, "/v1/me/keys/\(third.id)", token: joe.token).status == 204)
+                    #expect(try await gateway.call(.put, "/v2/feeds/\(id)/datastreams/miles", key: key, body: #"{"current_value": "2402"}"#).status == 200)
+                    try await socket.send(#"{"method": "get", "resource": "/feeds/\#(id)/datastreams/miles", "headers": {"X-ApiKey": "\#(key)"}, "token": "u2"}"#)
+                    #expect(try await socket.next()?["token"] == .string("u2"), "no push reached the subscription of the revoked key from the URL")
+                    // Nor does the revoked key still serve requests over the open socket.
+                    try await socket.send(#"{"method": "get", "resource": "/feeds/\#(id)/datastreams/miles", "token": "u3"}"#)
+                    let refused = try await socket.next()
+                    #expect(refused?["token"] == .string("u3") && refused?["status"] == .number(401))
                 }
             }
         }

@@ -36,14 +36,18 @@ final class MountedOperation: Sendable {
     let template: String
     /// The cache policy after plugins.yaml overrides.
     let cache: CachePolicy
+    /// The plugin's ``ServicePlugin/cacheAdmits(_:)``.
+    let cacheAdmits: @Sendable (Principal) async -> Bool
     let metrics: GatewayMetrics.EndpointSeries
 
-    init(pluginID: String, operation: ServiceOperation, plugin: PluginContext, template: String, cache: CachePolicy, metrics: GatewayMetrics) {
+    init(pluginID: String, operation: ServiceOperation, plugin: PluginContext, template: String, cache: CachePolicy,
+         cacheAdmits: @escaping @Sendable (Principal) async -> Bool, metrics: GatewayMetrics) {
         self.pluginID = pluginID
         self.operation = operation
         self.plugin = plugin
         self.template = template
         self.cache = cache
+        self.cacheAdmits = cacheAdmits
         self.metrics = metrics.endpointSeries(operation.name, commonStatus: operation.successStatus)
     }
 }

@@ -188,14 +188,17 @@ public struct GatewayResponder: HTTPResponder {
 
     private func runOperation(_ mounted: MountedOperation, parameters: [String: String], request: Request, context: Context, requestID: String) async throws -> Response {
         let operation = mounted.operation
-        let principal = try await authenticator.principal(for: NativeCredentials.extract(from: request.headers), address: context.remoteAddress)
+        let credential = NativeCredentials.extract(from: request.headers)
+        let principal = try await authenticator.principal(for: credential, address: context.remoteAddress)
         let limitHeaders = try await limit(principal, plugin: mounted.pluginID, cost: operation.cost)
         let query = try PercentDecoding.queryParameters(Substring(request.uri.query ?? ""))
 
         let isRead = request.method == .get || request.method == .head
         let requestCacheControl = request.headers[.cacheControl]?.lowercased() ?? ""
-        let cacheKey: String? = isRead && mounted.cache.isCacheable && !requestCacheControl.contains("no-store")
-            ? Self.cacheKey(mounted, parameters: parameters, query: query, request: request, principal: principal) : nil
+        var cacheKey: String?
+        if isRead, mounted.cache.isCacheable, !requestCacheControl.contains("no-store"), await mounted.cacheAdmits(principal) {
+            cacheKey = Self.cacheKey(mounted, parameters: parameters, query: query, request: request, principal: principal)
+        }
         if let cacheKey, !requestCacheControl.contains("no-cache"), let hit = await cache.lookup(cacheKey) {
             let age = ContinuousClock.now - hit.storedAt
             let maxAge = Self.requestMaxAge(requestCacheControl)
@@ -215,7 +218,7 @@ public struct GatewayResponder: HTTPResponder {
         }
         let contentType = request.headers[.contentType].map { Self.mediaType($0) }
         let operationContext = OperationContext(principal: principal, requestID: requestID, logger: logger,
-                                                headers: request.headers, plugin: mounted.plugin)
+                                                headers: request.headers, plugin: mounted.plugin, credential: credential)
         let reply = try await operation(
             OperationRequest(pathParameters: parameters, queryParameters: query, body: body, contentType: contentType),
             context: operationContext)
@@ -284,10 +287,11 @@ public struct GatewayResponder: HTTPResponder {
         let body = try await collectBody(request)
         let dialectRequest = DialectRequest(method: request.method, path: request.uri.path, pathParameters: parameters,
                                             queryParameters: query, headers: request.headers, body: body, authority: request.head.authority)
-        let principal = try await authenticator.principal(for: mounted.dialect.credential(dialectRequest), address: context.remoteAddress)
+        let credential = mounted.dialect.credential(dialectRequest)
+        let principal = try await authenticator.principal(for: credential, address: context.remoteAddress)
         let limitHeaders = try await limit(principal, plugin: mounted.pluginID, cost: mounted.route.cost)
         let operationContext = OperationContext(principal: principal, requestID: requestID, logger: logger,
-                                                headers: request.headers, plugin: mounted.plugin)
+                                                headers: request.headers, plugin: mounted.plugin, credential: credential)
         var response = Self.response(try await mounted.route.handler(dialectRequest, operationContext))
         for field in limitHeaders { response.headers[field.name] = field.value }
         return response

@@ -43,7 +43,8 @@ extension Gateway {
         let request = DialectRequest(method: .get, path: String(path), pathParameters: parameters, queryParameters: queryParameters,
                                      headers: head.headerFields, authority: head.authority)
         let address = channel.remoteAddress?.ipAddress ?? "local"
-        guard let principal = try? await authenticator.principal(for: mounted.dialect.credential(request), address: address) else {
+        let credential = mounted.dialect.credential(request)
+        guard let principal = try? await authenticator.principal(for: credential, address: address) else {
             return .dontUpgrade
         }
         let requestID = GatewayResponder.requestID(from: head.headerFields)
@@ -52,7 +53,9 @@ extension Gateway {
         let pluginID = mounted.pluginID
         // Every request the client sends over the socket counts against the caller's rate limit.
         let context = OperationContext(principal: principal, requestID: requestID, logger: socketLogger,
-                                       headers: head.headerFields, plugin: mounted.plugin) { cost in try await limit(principal, pluginID, cost) }
+                                       headers: head.headerFields, plugin: mounted.plugin, credential: credential) { cost in
+            try await limit(principal, pluginID, cost)
+        }
         return .upgrade([:]) { inbound, outbound, _ in
             let (stream, continuation) = AsyncStream<GatewayCore.WebSocketMessage>.makeStream()
             try await withThrowingTaskGroup(of: Void.self) { group in
