@@ -43,6 +43,9 @@ struct StorageTests {
             struct Count: Decodable { var n: Int }
             let stored = try await sql.raw("SELECT COUNT(*) AS n FROM probe_t").first(decoding: Count.self)
             #expect(stored?.n == 400)
+            // Every row has its own values (the rows of a combined INSERT take their own binds).
+            let matching = try await sql.raw("SELECT COUNT(*) AS n FROM probe_t WHERE name = 'row ' || id").first(decoding: Count.self)
+            #expect(matching?.n == 400)
             // Updates with RETURNING still report per statement.
             let updated = try await withThrowingTaskGroup(of: Bool.self) { group in
                 for id in [1, 2, 1_000] {

@@ -156,7 +156,7 @@ private struct PooledSQLiteDatabase: SQLiteDatabase {
 
     func query(_ query: String, _ binds: [SQLiteData], logger: Logger, _ onRow: @escaping @Sendable (SQLiteRow) -> Void) -> EventLoopFuture<Void> {
         if Self.writes(query) {
-            return queue.submit(query, binds, onRow: onRow, on: pool.eventLoopGroup.any())
+            return queue.submit(query, binds, onRow: onRow)
         }
         return pool.withConnection(logger: logger) { $0.query(query, binds, logger: logger, onRow) }
     }
@@ -205,7 +205,11 @@ private final class SQLiteWriteQueue: Sendable {
         self.logger = logger
     }
 
-    func submit(_ sql: String, _ binds: [SQLiteData], onRow: @escaping @Sendable (SQLiteRow) -> Void, on eventLoop: any EventLoop) -> EventLoopFuture<Void> {
+    /// Queues a statement. Everything after this runs on the writer connection's event loop, as
+    /// one chain of futures: no task to start and no hop between threads beyond the thread pool
+    /// SQLite runs on (each hop is a wake-up, which costs more than a small INSERT).
+    func submit(_ sql: String, _ binds: [SQLiteData], onRow: @escaping @Sendable (SQLiteRow) -> Void) -> EventLoopFuture<Void> {
+        let eventLoop = writer.eventLoop
         let promise = eventLoop.makePromise(of: Void.self)
         let start = state.withLock { state -> Bool in
             state.pending.append(Pending(sql: sql, binds: binds, onRow: onRow, promise: promise))
@@ -213,7 +217,7 @@ private final class SQLiteWriteQueue: Sendable {
             state.draining = true
             return true
         }
-        if start { Task { await drain() } }
+        if start { eventLoop.execute { self.drain() } }
         return promise.futureResult
     }
 
@@ -234,24 +238,25 @@ private final class SQLiteWriteQueue: Sendable {
         state.withLock { $0.pending.insert(contentsOf: items, at: 0) }
     }
 
-    private func drain() async {
-        let connection: SQLiteConnection
-        do {
-            connection = try await writer.requestConnection(logger: logger).get()
-        } catch {
-            while let batch = nextBatch() { for item in batch { item.promise.fail(error) } }
-            return
-        }
-        defer { writer.releaseConnection(connection, logger: logger) }
-        while let batch = nextBatch() {
-            await run(batch, on: connection)
+    /// Runs the waiting batches one after another on the writer connection (on its event loop).
+    private func drain() {
+        writer.requestConnection(logger: logger).whenComplete { result in
+            switch result {
+            case .failure(let error):
+                while let batch = self.nextBatch() { for item in batch { item.promise.fail(error) } }
+            case .success(let connection):
+                self.drainBatches(on: connection)
+            }
         }
     }
 
-    private func run(_ batch: [Pending], on connection: SQLiteConnection) async {
-        // The batch runs as one chain of futures on the connection's event loop: no hop back to
-        // the task between statements. The chain never fails; each caller's promise carries its outcome.
-        _ = try? await execute(batch, on: connection).get()
+    private func drainBatches(on connection: SQLiteConnection) {
+        guard let batch = nextBatch() else {
+            writer.releaseConnection(connection, logger: logger)
+            return
+        }
+        // The chain never fails; each caller's promise carries its outcome.
+        execute(batch, on: connection).whenComplete { _ in self.drainBatches(on: connection) }
     }
 
     private func execute(_ batch: [Pending], on connection: SQLiteConnection) -> EventLoopFuture<Void> {
@@ -277,18 +282,11 @@ private final class SQLiteWriteQueue: Sendable {
             .recover { error in for item in batch { item.promise.fail(error) } }
     }
 
-    /// The batch as one statement when it is several single-row `INSERT`s of the same text (no
-    /// `RETURNING`, no `ON CONFLICT`, no `SELECT`): `INSERT … VALUES (?, …), (?, …), …`.
+    /// The batch as one statement when it is several single-row `INSERT`s of the same text.
     static func combinedInsert(_ batch: [Pending]) -> (sql: String, binds: [SQLiteData])? {
-        guard batch.count > 1, let first = batch.first, first.sql.hasPrefix("INSERT INTO "), first.sql.hasSuffix(")"),
-              batch.allSatisfy({ $0.sql == first.sql }), batch.count * first.binds.count <= 30_000 else { return nil }
-        let upper = first.sql.uppercased()
-        guard !upper.contains("RETURNING"), !upper.contains("ON CONFLICT"), !upper.contains("SELECT"),
-              let values = first.sql.range(of: " VALUES (", options: .backwards),
-              first.sql.components(separatedBy: " VALUES (").count == 2 else { return nil }
-        let tuple = first.sql[first.sql.index(before: values.upperBound)...]
-        var sql = String(first.sql[..<values.upperBound].dropLast())
-        sql += Array(repeating: String(tuple), count: batch.count).joined(separator: ", ")
+        guard batch.count > 1, let first = batch.first, batch.allSatisfy({ $0.sql == first.sql }),
+              batch.count * first.binds.count <= 30_000,
+              let sql = CombinedInsert.sql(first.sql, rows: batch.count, bindsPerRow: first.binds.count) else { return nil }
         return (sql, batch.flatMap(\.binds))
     }
 
@@ -316,5 +314,60 @@ private final class SQLiteWriteQueue: Sendable {
                 for item in done { item.promise.fail(error) }
                 return connection.query("ROLLBACK", [], logger: self.logger) { _ in }.recover { _ in }
             }
+    }
+}
+
+/// One multi-row `INSERT` from copies of a single-row one (no `RETURNING`, no `ON CONFLICT`, no
+/// `SELECT`): `INSERT … VALUES (?1, …), (?10, …), …`. Each row's numbered placeholders (`?N`, `$N`,
+/// as SQLKit writes them) move past the rows before it; bare `?` placeholders stay, as their
+/// positions already follow the binds.
+enum CombinedInsert {
+    static func sql(_ single: String, rows: Int, bindsPerRow: Int) -> String? {
+        guard rows > 1, single.hasPrefix("INSERT INTO "), single.hasSuffix(")") else { return nil }
+        let upper = single.uppercased()
+        guard !upper.contains("RETURNING"), !upper.contains("ON CONFLICT"), !upper.contains("SELECT"),
+              let values = single.range(of: " VALUES (", options: .backwards),
+              single.components(separatedBy: " VALUES (").count == 2 else { return nil }
+        let tuple = Array(single[single.index(before: values.upperBound)...].utf8)
+        var sql = Array(single[..<values.upperBound].dropLast().utf8)
+        for row in 0..<rows {
+            if row > 0 { sql.append(contentsOf: Array(", ".utf8)) }
+            guard renumber(tuple, by: row * bindsPerRow, into: &sql) else { return nil }
+        }
+        return String(decoding: sql, as: UTF8.self)
+    }
+
+    /// Appends `tuple` with every numbered placeholder outside string literals raised by `offset`.
+    /// False for what cannot be moved safely: named placeholders, or bare and numbered ones mixed.
+    static func renumber(_ tuple: [UInt8], by offset: Int, into sql: inout [UInt8]) -> Bool {
+        var index = 0
+        var quoted = false
+        var bare = false
+        var numbered = false
+        while index < tuple.count {
+            let byte = tuple[index]
+            index += 1
+            if byte == UInt8(ascii: "'") { quoted.toggle() }
+            guard !quoted, byte == UInt8(ascii: "?") || byte == UInt8(ascii: "$") else {
+                sql.append(byte)
+                continue
+            }
+            var number = 0
+            var digits = 0
+            while index < tuple.count, tuple[index] >= UInt8(ascii: "0"), tuple[index] <= UInt8(ascii: "9") {
+                number = number * 10 + Int(tuple[index] - UInt8(ascii: "0"))
+                digits += 1
+                index += 1
+            }
+            sql.append(byte)
+            if digits == 0 {
+                guard byte == UInt8(ascii: "?") else { return false }
+                bare = true
+            } else {
+                numbered = true
+                sql.append(contentsOf: Array(String(number + offset).utf8))
+            }
+        }
+        return !(bare && numbered)
     }
 }
