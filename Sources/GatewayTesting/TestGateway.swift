@@ -53,6 +53,31 @@ public struct TestGateway: Sendable {
         }
     }
 
+    /// Starts two gateways on one configuration (two instances sharing one database), runs `body`
+    /// with both and shuts both down afterwards, whatever happens: a gateway released without
+    /// its shutdown trips the connection pools' checks.
+    public static func withTwo<R: Sendable>(configuration: GatewayConfiguration, registrations: [PluginRegistration], options: Gateway.Options,
+                                            _ body: @Sendable (Gateway, Gateway) async throws -> R) async throws -> R {
+        let first = try await Gateway.start(configuration: configuration, registrations: registrations, options: options)
+        let second: Gateway
+        do {
+            second = try await Gateway.start(configuration: configuration, registrations: registrations, options: options)
+        } catch {
+            await first.shutdown()
+            throw error
+        }
+        do {
+            let result = try await body(first, second)
+            await first.shutdown()
+            await second.shutdown()
+            return result
+        } catch {
+            await first.shutdown()
+            await second.shutdown()
+            throw error
+        }
+    }
+
     /// Runs `body` with a client of the gateway's application: `.router` in-process, `.live` over a real socket.
     public func test<R: Sendable>(_ setup: TestingSetup = .router, _ body: @Sendable (any TestClientProtocol) async throws -> R) async throws -> R {
         try await gateway.makeApplication(host: "127.0.0.1", port: 0).test(setup, body)

@@ -191,16 +191,9 @@ struct FeedsLiveTests {
             options.logger.logLevel = .critical
             options.loadDemoData = false
             options.rateLimiter = UnlimitedRateLimiter()
-            let first = try await Gateway.start(configuration: configuration, registrations: feeds, options: options)
-            let second: Gateway
-            do {
-                second = try await Gateway.start(configuration: configuration, registrations: feeds, options: options)
-            } catch {
-                await first.shutdown()
-                throw error
-            }
-            let group = ServiceGroup(configuration: .init(services: (first.hostServices + second.hostServices).map { .init(service: $0) }, logger: options.logger))
-            do {
+            let logger = options.logger
+            try await TestGateway.withTwo(configuration: configuration, registrations: feeds, options: options) { first, second in
+            let group = ServiceGroup(configuration: .init(services: (first.hostServices + second.hostServices).map { .init(service: $0) }, logger: logger))
             try await withThrowingTaskGroup(of: Void.self) { tasks in
                 tasks.addTask { try await group.run() }
                 let deadline = ContinuousClock.now + .seconds(10)
@@ -227,13 +220,7 @@ struct FeedsLiveTests {
                 await group.triggerGracefulShutdown()
                 try await tasks.waitForAll()
             }
-            } catch {
-                await first.shutdown()
-                await second.shutdown()
-                throw error
             }
-            await first.shutdown()
-            await second.shutdown()
         }
     }
 }

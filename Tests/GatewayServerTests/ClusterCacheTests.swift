@@ -20,42 +20,41 @@ struct ClusterCacheTests {
             options.logger.logLevel = .critical
             options.loadDemoData = false
             options.rateLimiter = UnlimitedRateLimiter()
-            let first = try await Gateway.start(configuration: configuration, registrations: notes, options: options)
-            let second = try await Gateway.start(configuration: configuration, registrations: notes, options: options)
-            let group = ServiceGroup(configuration: .init(services: (first.hostServices + second.hostServices).map { .init(service: $0) },
-                                                          logger: options.logger))
-            let xCache = HTTPField.Name("X-Cache")!
-            try await withThrowingTaskGroup(of: Void.self) { tasks in
-                tasks.addTask { try await group.run() }
-                // Wait until both listeners are connected.
-                let deadline = ContinuousClock.now + .seconds(10)
-                while ContinuousClock.now < deadline {
-                    if first.isListeningForInvalidations && second.isListeningForInvalidations { break }
-                    try await Task.sleep(for: .milliseconds(50))
-                }
-                #expect(first.isListeningForInvalidations && second.isListeningForInvalidations)
-                _ = try await second.handle(.get, "/v1/notes/notes")
-                #expect(try await second.handle(.get, "/v1/notes/notes").headers[xCache] == "HIT")
-                let created = try await first.handle(.post, "/v1/notes/notes", headers: [.contentType: "application/json"],
-                                                     body: ByteBuffer(string: #"{"title": "from the first", "body": "b"}"#))
-                #expect(created.status == 201)
-                var purged = false
-                let until = ContinuousClock.now + .seconds(5)
-                while ContinuousClock.now < until {
-                    let response = try await second.handle(.get, "/v1/notes/notes")
-                    if response.headers[xCache] == "MISS" {
-                        #expect(String(buffer: response.body).contains("from the first"))
-                        purged = true
-                        break
+            let logger = options.logger
+            try await TestGateway.withTwo(configuration: configuration, registrations: notes, options: options) { first, second in
+                let group = ServiceGroup(configuration: .init(services: (first.hostServices + second.hostServices).map { .init(service: $0) },
+                                                              logger: logger))
+                let xCache = HTTPField.Name("X-Cache")!
+                try await withThrowingTaskGroup(of: Void.self) { tasks in
+                    tasks.addTask { try await group.run() }
+                    // Wait until both listeners are connected.
+                    let deadline = ContinuousClock.now + .seconds(10)
+                    while ContinuousClock.now < deadline {
+                        if first.isListeningForInvalidations && second.isListeningForInvalidations { break }
+                        try await Task.sleep(for: .milliseconds(50))
                     }
-                    try await Task.sleep(for: .milliseconds(20))
+                    #expect(first.isListeningForInvalidations && second.isListeningForInvalidations)
+                    _ = try await second.handle(.get, "/v1/notes/notes")
+                    #expect(try await second.handle(.get, "/v1/notes/notes").headers[xCache] == "HIT")
+                    let created = try await first.handle(.post, "/v1/notes/notes", headers: [.contentType: "application/json"],
+                                                         body: ByteBuffer(string: #"{"title": "from the first", "body": "b"}"#))
+                    #expect(created.status == 201)
+                    var purged = false
+                    let until = ContinuousClock.now + .seconds(5)
+                    while ContinuousClock.now < until {
+                        let response = try await second.handle(.get, "/v1/notes/notes")
+                        if response.headers[xCache] == "MISS" {
+                            #expect(String(buffer: response.body).contains("from the first"))
+                            purged = true
+                            break
+                        }
+                        try await Task.sleep(for: .milliseconds(20))
+                    }
+                    #expect(purged, "the second instance kept serving its stale entry")
+                    await group.triggerGracefulShutdown()
+                    try await tasks.waitForAll()
                 }
-                #expect(purged, "the second instance kept serving its stale entry")
-                await group.triggerGracefulShutdown()
-                try await tasks.waitForAll()
             }
-            await first.shutdown()
-            await second.shutdown()
         }
     }
 }

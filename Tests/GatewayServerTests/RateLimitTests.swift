@@ -98,20 +98,12 @@ struct RateLimitTests {
             var options = Gateway.Options(baseDirectory: directory)
             options.logger.logLevel = .critical
             options.loadDemoData = false
-            let first = try await Gateway.start(configuration: configuration, registrations: notes, options: options)
-            let second = try await Gateway.start(configuration: configuration, registrations: notes, options: options)
-            do {
+            try await TestGateway.withTwo(configuration: configuration, registrations: notes, options: options) { first, second in
                 let (allowed, answered, elapsed) = try await Self.hammer([first, second], seconds: 3)
                 let bound = 40 + Int((40 * elapsed).rounded(.down))
                 #expect(allowed <= bound, "allowed \(allowed) in \(elapsed) s, bound \(bound)")
                 #expect(allowed >= min(40, answered), "the limiter let too few through: \(allowed) of \(answered) in \(elapsed) s")
-            } catch {
-                await first.shutdown()
-                await second.shutdown()
-                throw error
             }
-            await first.shutdown()
-            await second.shutdown()
         }
     }
 
