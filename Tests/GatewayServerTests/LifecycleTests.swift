@@ -26,13 +26,19 @@ struct LifecycleTests {
             let app = gateway.makeApplication(host: "127.0.0.1", port: 0) { port in portContinuation.yield(port) }
             let group = ServiceGroup(configuration: .init(services: [.init(service: app)] + gateway.plugins.flatMap(\.instance.services).map { .init(service: $0) },
                                                           logger: Logger(label: "test")))
-            try await withThrowingTaskGroup(of: Void.self) { tasks in
-                tasks.addTask { try await group.run() }
-                var ports = portStream.makeAsyncIterator()
-                let port = try #require(await ports.next())
-                try await body(port, group)
-                await group.triggerGracefulShutdown()
-                try await tasks.waitForAll()
+            do {
+                try await withThrowingTaskGroup(of: Void.self) { tasks in
+                    tasks.addTask { try await group.run() }
+                    var ports = portStream.makeAsyncIterator()
+                    let port = try #require(await ports.next())
+                    try await body(port, group)
+                    await group.triggerGracefulShutdown()
+                    try await tasks.waitForAll()
+                }
+            } catch {
+                // Shut down on every path: a gateway released without it trips its pools' checks.
+                await gateway.shutdown()
+                throw error
             }
             await gateway.shutdown()
         }
