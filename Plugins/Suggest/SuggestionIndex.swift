@@ -334,20 +334,18 @@ public final class SuggestionIndex: Sendable {
         func isInert(_ value: UInt32) -> Bool { value == 0x2013 || value == 0x2014 || value == 0x2018 || value == 0x2019 || value == 0x201C || value == 0x201D }
         func lower(_ value: UInt32) -> UInt32 { value >= 0x41 && value <= 0x5A ? value | 0x20 : value }
         func isSpace(_ value: UInt32) -> Bool { value == 0x20 || (0x09...0x0D).contains(value) }
-        var pattern: [UInt32] = []
-        pattern.reserveCapacity(query.utf8.count)
-        for scalar in query.unicodeScalars {
-            let value = scalar.value
-            guard (value < 0x80 && value != 0x0D) || isIdeograph(value) || isInert(value) else { return nil }
-            pattern.append(lower(value))
+        /// The text's scalars, ASCII lowercased; nil when one is outside what the fast path knows.
+        func folded(_ text: String) -> [UInt32]? {
+            var result: [UInt32] = []
+            result.reserveCapacity(text.utf8.count)
+            for scalar in text.unicodeScalars {
+                let value = scalar.value
+                guard (value < 0x80 && value != 0x0D) || isIdeograph(value) || isInert(value) else { return nil }
+                result.append(lower(value))
+            }
+            return result
         }
-        var haystack: [UInt32] = []
-        haystack.reserveCapacity(text.utf8.count)
-        for scalar in text.unicodeScalars {
-            let value = scalar.value
-            guard (value < 0x80 && value != 0x0D) || isIdeograph(value) || isInert(value) else { return nil }
-            haystack.append(lower(value))
-        }
+        guard let pattern = folded(query), let haystack = folded(text) else { return nil }
         var from = 0
         var to = pattern.count
         while from < to, isSpace(pattern[from]) { from += 1 }
