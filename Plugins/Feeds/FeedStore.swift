@@ -5,8 +5,9 @@ import SQLKit
 /// The feeds plugin's tables and every query on them. Knows nothing of callers and access: the
 /// plugin decides who may do what and then calls the store.
 ///
-/// Datapoints live in one narrow table keyed by (stream, at) — `WITHOUT ROWID` on SQLite — so a
-/// history range is one index range scan and re-sending a datapoint replaces it.
+/// Datapoints live in chunks (`DatapointChunks`): rows of up to 512 consecutive datapoints of a
+/// stream, keyed by (stream, first_at), so that a batch is a few rows to write and a history range
+/// is one index range scan. Re-sending a datapoint replaces it.
 struct FeedStore: Sendable {
     let database: any SQLDatabase
     let clock: any WallClock
@@ -32,6 +33,33 @@ struct FeedStore: Sendable {
                 CREATE TABLE feeds_datapoints (stream BIGINT NOT NULL, at BIGINT NOT NULL, value DOUBLE PRECISION NOT NULL,
                   PRIMARY KEY (stream, at))\(unsafeRaw: db.isSQLite ? " WITHOUT ROWID" : "")
                 """).run()
+        },
+        Migration(4, "datapoints in chunks") { db in
+            // `total` is NULL where the sum is not a number (SQLite keeps NaN as NULL).
+            try await db.raw("""
+                CREATE TABLE feeds_chunks (stream BIGINT NOT NULL, first_at BIGINT NOT NULL, last_at BIGINT NOT NULL, n BIGINT NOT NULL,
+                  low DOUBLE PRECISION NOT NULL, high DOUBLE PRECISION NOT NULL, total DOUBLE PRECISION,
+                  first_value DOUBLE PRECISION NOT NULL, last_value DOUBLE PRECISION NOT NULL, points \(unsafeRaw: db.isSQLite ? "BLOB" : "BYTEA") NOT NULL,
+                  PRIMARY KEY (stream, first_at))\(unsafeRaw: db.isSQLite ? " WITHOUT ROWID" : "")
+                """).run()
+            if !db.isSQLite {
+                // Packed doubles do not compress: spare PostgreSQL the attempt.
+                try await db.raw("ALTER TABLE feeds_chunks ALTER COLUMN points SET STORAGE EXTERNAL").run()
+            }
+            // Datapoints of the one-row-per-datapoint table move into chunks, a stream at a time.
+            let streams = try await db.raw("SELECT DISTINCT stream FROM feeds_datapoints").all().map { try $0.decode(column: "stream", as: Int64.self) }
+            for stream in streams {
+                var after = Int64.min
+                while true {
+                    let points = try await db.raw("""
+                        SELECT at, value FROM feeds_datapoints WHERE stream = \(bind: stream) AND at > \(bind: after) ORDER BY at LIMIT 102400
+                        """).all().map(FeedStore.decodePoint)
+                    guard let last = points.last else { break }
+                    try await FeedStore.insertChunks(DatapointChunks.split(points), stream: stream, on: db)
+                    after = last.at
+                }
+            }
+            try await db.raw("DROP TABLE feeds_datapoints").run()
         },
     ]
 
@@ -151,7 +179,7 @@ struct FeedStore: Sendable {
     /// Deletes a feed with its datastreams and datapoints.
     func deleteFeed(_ id: Int64) async throws {
         try await database.transaction { db in
-            try await db.raw("DELETE FROM feeds_datapoints WHERE stream IN (SELECT stream_key FROM feeds_datastreams WHERE feed_id = \(bind: id))").run()
+            try await db.raw("DELETE FROM feeds_chunks WHERE stream IN (SELECT stream_key FROM feeds_datastreams WHERE feed_id = \(bind: id))").run()
             try await db.raw("DELETE FROM feeds_datastreams WHERE feed_id = \(bind: id)").run()
             try await db.raw("DELETE FROM feeds_feeds WHERE id = \(bind: id)").run()
         }
@@ -349,7 +377,7 @@ struct FeedStore: Sendable {
     func deleteDatastream(_ stream: DatastreamRecord) async throws {
         let now = now()
         try await database.transaction { db in
-            try await db.raw("DELETE FROM feeds_datapoints WHERE stream = \(bind: stream.key)").run()
+            try await db.raw("DELETE FROM feeds_chunks WHERE stream = \(bind: stream.key)").run()
             try await db.raw("DELETE FROM feeds_datastreams WHERE stream_key = \(bind: stream.key)").run()
             try await db.raw("UPDATE feeds_feeds SET updated = \(bind: now) WHERE id = \(bind: stream.feedID) AND updated < \(bind: now)").run()
         }
@@ -367,37 +395,17 @@ struct FeedStore: Sendable {
         }
     }
 
-    private func write(_ points: [Datapoint], stream: Int64, feedID: Int64, now: Int64, on db: any SQLDatabase) async throws {
-        var start = 0
-        while start < points.count {
-            // The rows travel as one JSON array of [at, value] pairs that the database unpacks
-            // itself (json_each, jsonb_array_elements): a short statement to parse and one bind,
-            // far cheaper than a thousand. Nothing from the client is copied into it: the plugin
-            // writes the numbers, in forms that read back as the same doubles.
-            let chunk = points[start..<min(points.count, start + Self.rowsPerInsert)]
-            var text: [UInt8] = []
-            text.reserveCapacity(2 + chunk.count * 40)
-            text.append(UInt8(ascii: "["))
-            for (index, point) in chunk.enumerated() {
-                text.append(contentsOf: index > 0 ? [UInt8(ascii: ","), UInt8(ascii: "[")] : [UInt8(ascii: "[")])
-                Self.write(integer: point.at, into: &text)
-                text.append(UInt8(ascii: ","))
-                Self.write(double: point.value, into: &text)
-                text.append(UInt8(ascii: "]"))
-            }
-            text.append(UInt8(ascii: "]"))
-            let rows = String(decoding: text, as: UTF8.self)
-            let sql: SQLQueryString = db.isSQLite
-                ? "INSERT INTO feeds_datapoints (stream, at, value) SELECT \(bind: stream), value ->> 0, value ->> 1 FROM jsonb_each(\(bind: rows)) WHERE true ON CONFLICT (stream, at) DO UPDATE SET value = excluded.value"
-                : "INSERT INTO feeds_datapoints (stream, at, value) SELECT \(bind: stream), (e ->> 0)::bigint, (e ->> 1)::double precision FROM jsonb_array_elements(\(bind: rows)::jsonb) AS e ON CONFLICT (stream, at) DO UPDATE SET value = excluded.value"
-            try await db.raw(sql).run()
-            start += Self.rowsPerInsert
-        }
-        var latest = points[0]
-        var low = points[0].value
-        var high = points[0].value
-        for point in points.dropFirst() {
-            if point.at >= latest.at { latest = point }
+    /// Writes datapoints into the stream's chunks. The datastream's row is updated first: on
+    /// PostgreSQL its lock makes concurrent writers of one stream take turns (SQLite has one
+    /// writer anyway). The chunks the batch touches — those it overlaps, and for a small batch the
+    /// newest chunk before it when that one has room — are read, merged with the batch and written
+    /// back.
+    private func write(_ incoming: [Datapoint], stream: Int64, feedID: Int64, now: Int64, on db: any SQLDatabase) async throws {
+        let points = DatapointChunks.normalized(incoming)
+        guard let first = points.first, let latest = points.last else { return }
+        var low = first.value
+        var high = first.value
+        for point in points {
             low = min(low, point.value)
             high = max(high, point.value)
         }
@@ -410,43 +418,82 @@ struct FeedStore: Sendable {
               updated = \(bind: now)
             WHERE stream_key = \(bind: stream)
             """).run()
+        // The chunk at or before the batch's first time comes with its blob only when the batch
+        // overlaps it, or when the batch is small and the chunk has room (so that datapoints sent
+        // one at a time fill chunks; a large batch makes full chunks of its own). The chunks
+        // starting inside the batch's range always come.
+        let room = points.count < DatapointChunks.capacity / 2 ? DatapointChunks.capacity : 0
+        let rows = try await db.raw("""
+            SELECT first_at, CASE WHEN first_at > \(bind: first.at) OR last_at >= \(bind: first.at) OR n < \(literal: room)
+                                  THEN points END AS points
+            FROM feeds_chunks WHERE stream = \(bind: stream) AND first_at <= \(bind: latest.at)
+              AND first_at >= COALESCE((SELECT MAX(first_at) FROM feeds_chunks WHERE stream = \(bind: stream) AND first_at <= \(bind: first.at)), \(bind: first.at))
+            ORDER BY first_at
+            """).all()
+        var existing: [Datapoint] = []
+        var touched: ClosedRange<Int64>?
+        for row in rows {
+            guard let blob = try row.decode(column: "points", as: Data?.self) else { continue }
+            let firstAt = try row.decode(column: "first_at", as: Int64.self)
+            try DatapointChunks.decode(blob, into: &existing)
+            touched = touched.map { $0.lowerBound...firstAt } ?? firstAt...firstAt
+        }
+        if let touched {
+            try await db.raw("""
+                DELETE FROM feeds_chunks WHERE stream = \(bind: stream) AND first_at >= \(bind: touched.lowerBound) AND first_at <= \(bind: touched.upperBound)
+                """).run()
+        }
+        try await Self.insertChunks(DatapointChunks.split(DatapointChunks.merge(existing, points)), stream: stream, on: db)
         try await db.raw("UPDATE feeds_feeds SET updated = \(bind: now) WHERE id = \(bind: feedID) AND updated < \(bind: now)").run()
     }
 
-    static func write(integer: Int64, into text: inout [UInt8]) {
-        if integer < 0 { text.append(UInt8(ascii: "-")) }
-        var magnitude = integer.magnitude
-        var digits: (UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8,
-                     UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8) = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
-        var count = 0
-        withUnsafeMutableBytes(of: &digits) { buffer in
-            repeat {
-                buffer[count] = UInt8(truncatingIfNeeded: 48 + magnitude % 10)
-                magnitude /= 10
-                count += 1
-            } while magnitude > 0
-            for position in stride(from: count - 1, through: 0, by: -1) { text.append(buffer[position]) }
+    /// Inserts chunks (each non-empty, in increasing time), in statements of up to 50 rows.
+    static func insertChunks(_ chunks: [ArraySlice<Datapoint>], stream: Int64, on db: any SQLDatabase) async throws {
+        var start = 0
+        while start < chunks.count {
+            var query: SQLQueryString = "INSERT INTO feeds_chunks (stream, first_at, last_at, n, low, high, total, first_value, last_value, points) VALUES "
+            for (index, chunk) in chunks[start..<min(chunks.count, start + 50)].enumerated() {
+                let summary = DatapointChunks.summary(of: chunk)
+                if index > 0 { query.appendLiteral(", ") }
+                query += """
+                    (\(bind: stream), \(bind: summary.firstAt), \(bind: summary.lastAt), \(bind: Int64(summary.count)), \(bind: summary.low), \
+                    \(bind: summary.high), \(bind: summary.total), \(bind: summary.firstValue), \(bind: summary.lastValue), \(bind: DatapointChunks.encode(chunk)))
+                    """
+            }
+            try await db.raw(query).run()
+            start += 50
         }
     }
 
-    /// A finite double as a JSON number that reads back as the same double (its shortest
-    /// round-trip form; always with a dot or an exponent, so that it stays REAL).
-    static func write(double: Double, into text: inout [UInt8]) {
-        let start = text.count
-        text.append(contentsOf: double.description.utf8)
-        if !text[start...].contains(where: { $0 == UInt8(ascii: ".") || $0 == UInt8(ascii: "e") }) { text.append(contentsOf: ".0".utf8) }
+    /// The chunks of a stream that may hold datapoints in [start, end], oldest first: the one at
+    /// or before `start` and those starting inside the range. `columns` are selected.
+    private static func overlapping(_ stream: Int64, from start: Int64, through end: Int64, columns: String, limit: Int? = nil) -> SQLQueryString {
+        """
+        SELECT \(unsafeRaw: columns) FROM feeds_chunks WHERE stream = \(bind: stream) AND first_at <= \(bind: end)
+          AND first_at >= COALESCE((SELECT MAX(first_at) FROM feeds_chunks WHERE stream = \(bind: stream) AND first_at <= \(bind: start)), \(bind: start))
+        ORDER BY first_at\(unsafeRaw: limit.map { " LIMIT \($0)" } ?? "")
+        """
     }
 
     /// One datapoint, or nil.
     func datapoint(_ stream: DatastreamRecord, at: Int64) async throws -> Datapoint? {
-        try await database.raw("SELECT at, value FROM feeds_datapoints WHERE stream = \(bind: stream.key) AND at = \(bind: at)").first().map(Self.decodePoint)
+        try await Self.datapoint(stream.key, at: at, on: database)
+    }
+
+    private static func datapoint(_ stream: Int64, at: Int64, on db: any SQLDatabase) async throws -> Datapoint? {
+        guard let row = try await db.raw("""
+            SELECT points FROM feeds_chunks WHERE stream = \(bind: stream) AND first_at <= \(bind: at) ORDER BY first_at DESC LIMIT 1
+            """).first() else { return nil }
+        let points = try DatapointChunks.decode(try row.decode(column: "points", as: Data.self))
+        guard let index = DatapointChunks.lastIndex(atOrBefore: at, in: points), points[index].at == at else { return nil }
+        return points[index]
     }
 
     /// Changes the value of an existing datapoint; false when there is none at `at`.
     func updateDatapoint(_ stream: DatastreamRecord, at: Int64, value: Double) async throws -> Bool {
         let now = now()
         return try await database.transaction { db in
-            guard try await db.raw("SELECT 1 AS x FROM feeds_datapoints WHERE stream = \(bind: stream.key) AND at = \(bind: at)").first() != nil else { return false }
+            guard try await Self.datapoint(stream.key, at: at, on: db) != nil else { return false }
             try await write([Datapoint(at: at, value: value)], stream: stream.key, feedID: stream.feedID, now: now, on: db)
             return true
         }
@@ -457,16 +504,37 @@ struct FeedStore: Sendable {
     func deleteDatapoints(_ stream: DatastreamRecord, from start: Int64, through end: Int64) async throws -> Int {
         let now = now()
         return try await database.transaction { db in
-            let count = try await db.raw("SELECT COUNT(*) AS n FROM feeds_datapoints WHERE stream = \(bind: stream.key) AND at >= \(bind: start) AND at <= \(bind: end)")
-                .first()?.decode(column: "n", as: Int.self) ?? 0
+            // First the row lock that orders writers of the stream (see `write`).
+            try await db.raw("UPDATE feeds_datastreams SET updated = updated WHERE stream_key = \(bind: stream.key)").run()
+            // Chunks wholly inside the range go without being read; the (at most two) that
+            // straddle an end are rewritten without the datapoints inside.
+            var count = try await db.raw("""
+                SELECT CAST(COALESCE(SUM(n), 0) AS BIGINT) AS n FROM feeds_chunks WHERE stream = \(bind: stream.key) AND first_at >= \(bind: start) AND last_at <= \(bind: end)
+                """).first()?.decode(column: "n", as: Int.self) ?? 0
+            if count > 0 {
+                try await db.raw("""
+                    DELETE FROM feeds_chunks WHERE stream = \(bind: stream.key) AND first_at >= \(bind: start) AND last_at <= \(bind: end)
+                    """).run()
+            }
+            for row in try await db.raw(Self.overlapping(stream.key, from: start, through: end, columns: "first_at, last_at, points")).all() {
+                guard try row.decode(column: "last_at", as: Int64.self) >= start else { continue }
+                let points = try DatapointChunks.decode(try row.decode(column: "points", as: Data.self))
+                let kept = points.filter { $0.at < start || $0.at > end }
+                guard kept.count < points.count else { continue }
+                count += points.count - kept.count
+                try await db.raw("""
+                    DELETE FROM feeds_chunks WHERE stream = \(bind: stream.key) AND first_at = \(bind: try row.decode(column: "first_at", as: Int64.self))
+                    """).run()
+                if !kept.isEmpty { try await Self.insertChunks([kept[...]], stream: stream.key, on: db) }
+            }
             guard count > 0 else { return 0 }
-            try await db.raw("DELETE FROM feeds_datapoints WHERE stream = \(bind: stream.key) AND at >= \(bind: start) AND at <= \(bind: end)").run()
+            let newest = try await db.raw("""
+                SELECT last_at, last_value FROM feeds_chunks WHERE stream = \(bind: stream.key) ORDER BY first_at DESC LIMIT 1
+                """).first()
+            let at = try newest?.decode(column: "last_at", as: Int64.self)
+            let value = try newest?.decode(column: "last_value", as: Double.self)
             try await db.raw("""
-                UPDATE feeds_datastreams SET
-                  current_value = (SELECT value FROM feeds_datapoints WHERE stream = \(bind: stream.key) ORDER BY at DESC LIMIT 1),
-                  at = (SELECT at FROM feeds_datapoints WHERE stream = \(bind: stream.key) ORDER BY at DESC LIMIT 1),
-                  updated = \(bind: now)
-                WHERE stream_key = \(bind: stream.key)
+                UPDATE feeds_datastreams SET current_value = \(bind: value), at = \(bind: at), updated = \(bind: now) WHERE stream_key = \(bind: stream.key)
                 """).run()
             try await db.raw("UPDATE feeds_feeds SET updated = \(bind: now) WHERE id = \(bind: stream.feedID) AND updated < \(bind: now)").run()
             return count
@@ -503,49 +571,110 @@ struct FeedStore: Sendable {
         if let interval = query.interval, interval > 0 {
             return try await sampled(stream, query, interval: interval)
         }
-        var points: [Datapoint]
-        if query.newest {
-            points = try await database.raw("""
-                SELECT at, value FROM feeds_datapoints WHERE stream = \(bind: stream.key) AND at <= \(bind: query.end)
-                ORDER BY at DESC LIMIT \(literal: query.limit)
-                """).all().map(Self.decodePoint).reversed()
-        } else {
-            points = try await database.raw("""
-                SELECT at, value FROM feeds_datapoints WHERE stream = \(bind: stream.key) AND at >= \(bind: query.start) AND at <= \(bind: query.end)
-                ORDER BY at LIMIT \(literal: query.limit)
-                """).all().map(Self.decodePoint)
+        if query.newest { return try await newest(stream, query) }
+        // Chunks are read a few at a time until `limit` datapoints are found. A later page only
+        // takes datapoints after the last one taken, so a chunk rewritten meanwhile cannot repeat one.
+        let lowest = query.findPrevious ? Int64.min / 2 : query.start
+        var previous: Datapoint?
+        var points: [Datapoint] = []
+        var decoded: [Datapoint] = []
+        var after: Int64?
+        page: while true {
+            let sql: SQLQueryString = if let after {
+                "SELECT first_at, points FROM feeds_chunks WHERE stream = \(bind: stream.key) AND first_at > \(bind: after) AND first_at <= \(bind: query.end) ORDER BY first_at LIMIT 4"
+            } else {
+                Self.overlapping(stream.key, from: query.start, through: query.end, columns: "first_at, points", limit: 4)
+            }
+            let rows = try await database.raw(sql).all()
+            for row in rows {
+                decoded.removeAll(keepingCapacity: true)
+                try DatapointChunks.decode(try row.decode(column: "points", as: Data.self), into: &decoded)
+                for point in decoded where point.at <= query.end && point.at > (points.last?.at ?? Int64.min) {
+                    if point.at < query.start {
+                        if point.at >= lowest { previous = point }
+                        continue
+                    }
+                    points.append(point)
+                    if points.count == query.limit { break page }
+                }
+                after = try row.decode(column: "first_at", as: Int64.self)
+            }
+            if rows.count < 4 { break }
         }
-        if query.findPrevious, !query.newest,
-           let previous = try await database.raw("""
-               SELECT at, value FROM feeds_datapoints WHERE stream = \(bind: stream.key) AND at < \(bind: query.start) ORDER BY at DESC LIMIT 1
-               """).first().map(Self.decodePoint) {
-            points.insert(previous, at: 0)
-            if points.count > query.limit { points.removeLast() }
+        if query.findPrevious {
+            if previous == nil {
+                // Not in the chunks read (one of them starts at `start`): the last datapoint of
+                // the newest chunk that ends before it.
+                previous = try await database.raw("""
+                    SELECT last_at AS at, last_value AS value FROM feeds_chunks WHERE stream = \(bind: stream.key) AND last_at < \(bind: query.start)
+                    ORDER BY first_at DESC LIMIT 1
+                    """).first().map(Self.decodePoint)
+            }
+            if let previous {
+                points.insert(previous, at: 0)
+                if points.count > query.limit { points.removeLast() }
+            }
         }
         return points
     }
 
-    /// The value in force at each interval point from `start` (one index seek per point, in one
-    /// statement). Without `discrete` each datapoint found appears once, at its own time; with it,
-    /// every point appears, at the point's time.
+    /// The newest `limit` datapoints up to `end`, oldest first: chunks read newest first.
+    private func newest(_ stream: DatastreamRecord, _ query: HistoryQuery) async throws -> [Datapoint] {
+        var reversed: [Datapoint] = []
+        var before: Int64?
+        var decoded: [Datapoint] = []
+        page: while true {
+            let sql: SQLQueryString = if let before {
+                "SELECT first_at, points FROM feeds_chunks WHERE stream = \(bind: stream.key) AND first_at < \(bind: before) ORDER BY first_at DESC LIMIT 4"
+            } else {
+                "SELECT first_at, points FROM feeds_chunks WHERE stream = \(bind: stream.key) AND first_at <= \(bind: query.end) ORDER BY first_at DESC LIMIT 4"
+            }
+            let rows = try await database.raw(sql).all()
+            for row in rows {
+                decoded.removeAll(keepingCapacity: true)
+                try DatapointChunks.decode(try row.decode(column: "points", as: Data.self), into: &decoded)
+                for point in decoded.reversed() where point.at <= query.end && point.at < (reversed.last?.at ?? Int64.max) {
+                    reversed.append(point)
+                    if reversed.count == query.limit { break page }
+                }
+                before = try row.decode(column: "first_at", as: Int64.self)
+            }
+            if rows.count < 4 { break }
+        }
+        return reversed.reversed()
+    }
+
+    /// The value in force at each interval point from `start`. One statement finds, for each
+    /// point, the chunk that holds it (an index seek each) and reads each such chunk once. Without
+    /// `discrete` each datapoint found appears once, at its own time; with it, every point
+    /// appears, at the point's time.
     private func sampled(_ stream: DatastreamRecord, _ query: HistoryQuery, interval: Int64) async throws -> [Datapoint] {
         let step = interval * 1_000_000
         let lowest = query.findPrevious ? Int64.min / 2 : query.start
         let count = min(query.discrete ? Int64(query.limit) : HistoryQuery.maximumPoints, (query.end - query.start) / step + 1)
         let rows = try await database.raw("""
-            WITH RECURSIVE grid(t, n) AS (SELECT CAST(\(bind: query.start) AS BIGINT), 1 UNION ALL SELECT t + \(bind: step), n + 1 FROM grid WHERE n < \(bind: count))
-            SELECT t, (SELECT at FROM feeds_datapoints WHERE stream = \(bind: stream.key) AND at <= grid.t AND at >= \(bind: lowest) ORDER BY at DESC LIMIT 1) AS at,
-                   (SELECT value FROM feeds_datapoints WHERE stream = \(bind: stream.key) AND at <= grid.t AND at >= \(bind: lowest) ORDER BY at DESC LIMIT 1) AS value
-            FROM grid ORDER BY t
+            WITH RECURSIVE grid(t, n) AS (SELECT CAST(\(bind: query.start) AS BIGINT), 1 UNION ALL SELECT t + \(bind: step), n + 1 FROM grid WHERE n < \(bind: count)),
+            picks AS (SELECT DISTINCT (SELECT first_at FROM feeds_chunks WHERE stream = \(bind: stream.key) AND first_at <= grid.t ORDER BY first_at DESC LIMIT 1) AS f FROM grid)
+            SELECT points FROM feeds_chunks WHERE stream = \(bind: stream.key) AND first_at IN (SELECT f FROM picks) ORDER BY first_at
             """).all()
+        // The chunks read, in order; the value at t is the last datapoint at or before t of the
+        // last chunk starting at or before t.
+        var chunks: [[Datapoint]] = []
+        chunks.reserveCapacity(rows.count)
+        for row in rows { chunks.append(try DatapointChunks.decode(try row.decode(column: "points", as: Data.self))) }
         var points: [Datapoint] = []
-        points.reserveCapacity(min(rows.count, query.limit))
-        for row in rows {
-            guard let at = try row.decode(column: "at", as: Int64?.self), let value = try row.decode(column: "value", as: Double?.self) else { continue }
+        points.reserveCapacity(min(chunks.count, query.limit))
+        var chunk = -1
+        for k in 0..<count {
+            let t = query.start + k * step
+            while chunk + 1 < chunks.count, chunks[chunk + 1][0].at <= t { chunk += 1 }
+            guard chunk >= 0, let index = DatapointChunks.lastIndex(atOrBefore: t, in: chunks[chunk]) else { continue }
+            let found = chunks[chunk][index]
+            guard found.at >= lowest else { continue }
             if query.discrete {
-                points.append(Datapoint(at: try row.decode(column: "t", as: Int64.self), value: value))
-            } else if points.last?.at != at {
-                points.append(Datapoint(at: at, value: value))
+                points.append(Datapoint(at: t, value: found.value))
+            } else if points.last?.at != found.at {
+                points.append(found)
             }
             if points.count == query.limit { break }
         }
@@ -553,31 +682,100 @@ struct FeedStore: Sendable {
     }
 
     /// One value per interval that holds datapoints: the function over them, at the interval's
-    /// start. Each interval is its own index range scan (in one statement), so the rows come in
-    /// order without a sort; first and last are one seek each.
+    /// start. A chunk wholly inside one interval counts through its summary; only chunks that
+    /// straddle an interval's edge or the range's are unpacked.
     private func aggregated(_ stream: DatastreamRecord, _ query: HistoryQuery, interval: Int64, function: HistoryFunction) async throws -> [Datapoint] {
         let step = max(1, interval) * 1_000_000
-        let range = "FROM feeds_datapoints WHERE stream = \(stream.key) AND at >= grid.t AND at < grid.t + \(step) AND at <= \(query.end)"
-        let expression: String = switch function {
-        case .avg: "(SELECT AVG(value) \(range))"
-        case .min: "(SELECT MIN(value) \(range))"
-        case .max: "(SELECT MAX(value) \(range))"
-        case .sum: "(SELECT SUM(value) \(range))"
-        case .count: "(SELECT CAST(NULLIF(COUNT(*), 0) AS DOUBLE PRECISION) \(range))"
-        case .first: "(SELECT value \(range) ORDER BY at LIMIT 1)"
-        case .last: "(SELECT value \(range) ORDER BY at DESC LIMIT 1)"
+        let start = query.start
+        let end = query.end
+        // Only the summary columns the function needs are read (a row's columns are each decoded).
+        let summaryColumns = switch function {
+        case .avg, .sum: "total"
+        case .count: "CAST(n AS DOUBLE PRECISION) AS total"
+        case .min: "low AS total"
+        case .max: "high AS total"
+        case .first: "first_value AS total"
+        case .last: "last_value AS total"
         }
-        let count = min(HistoryQuery.maximumPoints, (query.end - query.start) / step + 1)
-        let rows = try await database.raw("""
-            WITH RECURSIVE grid(t, n) AS (SELECT CAST(\(bind: query.start) AS BIGINT), 1 UNION ALL SELECT t + \(bind: step), n + 1 FROM grid WHERE n < \(bind: count))
-            SELECT t, \(unsafeRaw: expression) AS value FROM grid ORDER BY t
-            """).all()
-        var points: [Datapoint] = []
+        let columns = """
+            first_at, last_at, n, \(summaryColumns), \
+            CASE WHEN first_at < \(start) OR last_at > \(end) OR (first_at - \(start)) / \(step) <> (last_at - \(start)) / \(step) THEN points END AS points
+            """
+        let rows = try await database.raw(Self.overlapping(stream.key, from: start, through: end, columns: columns)).all()
+        var buckets: [Int64: Bucket] = [:]
+        var order: [Int64] = []
+        func bucket(_ index: Int64) -> Int64 {
+            if buckets[index] == nil {
+                buckets[index] = Bucket()
+                order.append(index)
+            }
+            return index
+        }
+        var decoded: [Datapoint] = []
         for row in rows {
-            guard let value = try row.decode(column: "value", as: Double?.self) else { continue }
-            points.append(Datapoint(at: try row.decode(column: "t", as: Int64.self), value: value))
+            if let blob = try row.decode(column: "points", as: Data?.self) {
+                decoded.removeAll(keepingCapacity: true)
+                try DatapointChunks.decode(blob, into: &decoded)
+                for point in decoded where point.at >= start && point.at <= end {
+                    buckets[bucket((point.at - start) / step)]!.add(point)
+                }
+            } else {
+                // The one summary value the function needs stands in for all of them.
+                let firstAt = try row.decode(column: "first_at", as: Int64.self)
+                let value = try row.decode(column: "total", as: Double?.self) ?? .nan
+                let summary = DatapointChunks.Summary(
+                    firstAt: firstAt, lastAt: try row.decode(column: "last_at", as: Int64.self), count: try row.decode(column: "n", as: Int.self),
+                    low: value, high: value, total: value, firstValue: value, lastValue: value)
+                buckets[bucket((firstAt - start) / step)]!.add(summary)
+            }
+        }
+        var points: [Datapoint] = []
+        for index in order.sorted() {
+            guard let value = buckets[index]!.value(function) else { continue }
+            points.append(Datapoint(at: start + index * step, value: value))
             if points.count == query.limit { break }
         }
         return points
+    }
+
+    /// What an aggregate keeps of one interval.
+    private struct Bucket {
+        var count = 0
+        var sum = CompensatedSum()
+        var low = Double.infinity
+        var high = -Double.infinity
+        var first: Datapoint?
+        var last: Datapoint?
+
+        mutating func add(_ point: Datapoint) {
+            count += 1
+            sum.add(point.value)
+            low = min(low, point.value)
+            high = max(high, point.value)
+            if first.map({ point.at < $0.at }) ?? true { first = point }
+            if last.map({ point.at > $0.at }) ?? true { last = point }
+        }
+
+        mutating func add(_ summary: DatapointChunks.Summary) {
+            count += summary.count
+            sum.add(summary.total)
+            low = min(low, summary.low)
+            high = max(high, summary.high)
+            if first.map({ summary.firstAt < $0.at }) ?? true { first = Datapoint(at: summary.firstAt, value: summary.firstValue) }
+            if last.map({ summary.lastAt > $0.at }) ?? true { last = Datapoint(at: summary.lastAt, value: summary.lastValue) }
+        }
+
+        func value(_ function: HistoryFunction) -> Double? {
+            guard count > 0 else { return nil }
+            return switch function {
+            case .avg: sum.value / Double(count)
+            case .min: low
+            case .max: high
+            case .sum: sum.value
+            case .count: Double(count)
+            case .first: first?.value
+            case .last: last?.value
+            }
+        }
     }
 }

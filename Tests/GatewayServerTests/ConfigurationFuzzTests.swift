@@ -1,22 +1,12 @@
 import Foundation
 import GatewayServer
+import GatewayTesting
 import Testing
 
 /// Random mutations of the shipped plugins.yaml: each must end in a valid configuration or a
 /// located error — never a crash or a hang.
 @Suite("plugins.yaml fuzzing")
 struct ConfigurationFuzzTests {
-    /// A small deterministic generator, so a failure can be replayed from its seed.
-    struct SplitMix: RandomNumberGenerator {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-    }
 
     static let base: String = {
         let file = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../plugins.yaml").standardized

@@ -12,16 +12,6 @@ import Testing
 /// success), never a 500.
 @Suite("request fuzzing")
 struct RequestFuzzTests {
-    struct SplitMix: RandomNumberGenerator {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-    }
 
     static let paths = ["/v1/notes/echo", "/v1/notes/notes", "/v1/notes/notes/0123456789abcdef0123456789abcdef", "/v1/notes/notes/%00",
                         "/v1/notes/notes/..%2F..%2Fetc", "/v1/notes/slow", "/legacy/notes", "/legacy/notes.txt", "/v1/notes/me/notes",

@@ -3,6 +3,7 @@ import GatewayCore
 import GatewayServer
 import Logging
 import NotesFixturePlugin
+import SuggestPlugin
 
 // The gateway with the notes fixture plugin on a fresh SQLite database, for the benchmark.
 //   --port N          where to listen
@@ -12,6 +13,8 @@ import NotesFixturePlugin
 //                     pipeline in process (no socket) and print the time per request: the
 //                     pipeline's own cost, without HTTP parsing and the kernel, for profiling
 //   --target PATH     with --in-process: only this target
+//   --suggest DIR     also host the suggest plugin (uncached) on DIR's jieba_dict.txt and movies.tsv,
+//                     so that --in-process --target '/v1/suggest?q=...' times a suggest request
 // Quotas are set far above what the load generator can reach, so rate limiting is measured as
 // work done, not as rejections. Logging is at warning level, as a production gateway would run.
 func argument(_ name: String) -> String? {
@@ -25,7 +28,16 @@ let directory = FileManager.default.temporaryDirectory.appendingPathComponent("g
 try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
 var configuration = GatewayConfiguration(storage: .sqlite(path: directory.appendingPathComponent("bench.sqlite").path))
 configuration.plugins = ["notes": PluginSettings()]
-configuration.auth.bcryptCost = 10
+let suggestData = argument("--suggest")
+if let suggestData {
+    let yaml = """
+    plugins:
+      suggest:
+        cache: { enabled: false }
+        config: { dictionaries: ["\(suggestData)/jieba_dict.txt", "\(suggestData)/movies.tsv"] }
+    """
+    configuration.plugins["suggest"] = try GatewayConfiguration.parse(Data(yaml.utf8), file: "suggest.yaml", knownPlugins: ["suggest"]).plugins["suggest"]
+}
 let unlimited = RateSpec(count: 1_000_000_000, period: 1)
 configuration.limits.anonymous = unlimited
 configuration.limits.user = unlimited
@@ -37,7 +49,7 @@ if unprotected {
     options.rateLimiter = UnlimitedRateLimiter()
     options.cache = DisabledResponseCache()
 }
-let gateway = try await Gateway.start(configuration: configuration, registrations: [PluginRegistration(NotesPlugin.self)], options: options)
+let gateway = try await Gateway.start(configuration: configuration, registrations: [PluginRegistration(NotesPlugin.self)] + (suggestData == nil ? [] : [PluginRegistration(SuggestPlugin.self)]), options: options)
 for index in 0..<20 {
     _ = try await gateway.handle(.post, "/v1/notes/notes", headers: [.contentType: "application/json"],
                                  body: ByteBuffer(string: #"{"title": "note \#(index)", "body": "benchmark data"}"#))

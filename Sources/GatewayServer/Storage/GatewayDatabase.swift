@@ -87,7 +87,9 @@ public final class GatewayDatabase: Sendable {
 }
 
 /// Opens SQLite connections tuned for a server: a busy timeout instead of an endless spin,
-/// foreign keys on, and `synchronous=NORMAL`, which is durable under WAL against process crashes.
+/// foreign keys on, `synchronous=NORMAL`, which is durable under WAL against process crashes, and
+/// reads through a memory map of up to 256 MiB of the file (pages come straight from the OS's
+/// cache instead of a read call each; writes still go through the WAL).
 private struct TunedSQLiteSource: ConnectionPoolSource {
     let path: String
 
@@ -97,6 +99,8 @@ private struct TunedSQLiteSource: ConnectionPoolSource {
                 connection.query("PRAGMA foreign_keys = ON")
             }.flatMap { _ in
                 connection.query("PRAGMA synchronous = NORMAL")
+            }.flatMap { _ in
+                connection.query("PRAGMA mmap_size = 268435456")
             }.flatMap { _ in
                 connection.install(customFunction: SQLiteRegularExpressions.function)
             }.map { _ in connection }
