@@ -72,7 +72,7 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Listen on this port (overrides server.port; 0 picks a free one).") var port: Int?
 
     func run() async throws {
-        LoggingSystem.bootstrap(StreamLogHandler.standardError)
+        LoggingSystem.bootstrap { label in GatewayLogHandler(label: label) }
         let (configuration, gateway) = try await options.start()
         let host = host ?? configuration.server.host
         try await gateway.run(host: host, port: port) { port in

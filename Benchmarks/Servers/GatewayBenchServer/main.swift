@@ -21,6 +21,8 @@ func argument(_ name: String) -> String? {
     guard let index = CommandLine.arguments.firstIndex(of: name), index + 1 < CommandLine.arguments.count else { return nil }
     return CommandLine.arguments[index + 1]
 }
+// Logs as `gateway serve` does.
+LoggingSystem.bootstrap { label in GatewayLogHandler(label: label) }
 let port = argument("--port").flatMap(Int.init) ?? 8080
 let unprotected = CommandLine.arguments.contains("--unprotected")
 

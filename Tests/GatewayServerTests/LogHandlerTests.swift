@@ -1,0 +1,48 @@
+import Foundation
+import GatewayServer
+import Logging
+import Synchronization
+import Testing
+
+@Suite("log lines")
+struct LogHandlerTests {
+    final class Lines: Sendable {
+        let lines = Mutex<[String]>([])
+        func append(_ line: String) { lines.withLock { $0.append(line) } }
+        var all: [String] { lines.withLock { $0 } }
+    }
+
+    @Test("lines read as StreamLogHandler's: time, level, label, sorted metadata (set, provided, per line, error), source, message")
+    func format() throws {
+        let lines = Lines()
+        let provider = Logger.MetadataProvider { ["trace": "t1"] }
+        var logger = Logger(label: "gateway") { label in GatewayLogHandler(label: label, metadataProvider: provider) { lines.append($0) } }
+        logger.logLevel = .info
+        logger[metadataKey: "request.id"] = "abc"
+        logger[metadataKey: "a"] = "first"
+        logger.debug("not written")
+        logger.info("served", metadata: ["a": "override", "micros": "12"])
+        struct Failure: Error {}
+        logger.error("failed", error: Failure())
+        logger[metadataKey: "request.id"] = nil
+        logger.warning("plain")
+        #expect(logger[metadataKey: "a"] == "first")
+        let written = lines.all
+        try #require(written.count == 3)
+        let first = try #require(written[0].firstMatch(of: /^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d{4}) info gateway: (.*) \[(\w+)\] served\n$/))
+        #expect(first.output.2 == "a=override micros=12 request.id=abc trace=t1")
+        #expect(first.output.3 == "GatewayServerTests")
+        #expect(written[1].contains(" error gateway: a=first error.message=Failure() error.type=GatewayServerTests.LogHandlerTests.(unknown context at "))
+        #expect(written[1].hasSuffix("] failed\n"))
+        #expect(written[2].hasSuffix(" warning gateway: a=first trace=t1 [GatewayServerTests] plain\n"))
+    }
+
+    @Test("with no metadata at all, the line has none")
+    func bare() {
+        let lines = Lines()
+        let logger = Logger(label: "x") { label in GatewayLogHandler(label: label) { lines.append($0) } }
+        logger.info("hello")
+        #expect(lines.all.count == 1)
+        #expect(lines.all.first?.hasSuffix(" info x: [GatewayServerTests] hello\n") == true)
+    }
+}
