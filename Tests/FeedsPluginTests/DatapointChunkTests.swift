@@ -255,3 +255,46 @@ struct DatapointChunkMigrationTests {
         }
     }
 }
+
+@Suite("datapoint chunks under concurrent writers")
+struct DatapointChunkConcurrencyTests {
+    @Test("eight writers send interleaved batches into one datastream at once: every datapoint is kept, once", arguments: TestStorage.available)
+    func interleaved(storage: TestStorage) async throws {
+        try await withFeeds(storage) { gateway in
+            let ann = try await gateway.register("ann")
+            let feed = try await gateway.call(.post, "/v1/feeds", token: ann.token, body: #"{"title": "Busy", "datastreams": [{"id": "c"}]}"#)
+            let id = try #require(feed.json["id"]?.numberValue.map { Int($0) })
+            let points = "/v1/feeds/\(id)/datastreams/c/datapoints"
+            // Writer w sends rounds of 40 datapoints at seconds w, w + 8, w + 16, …: every batch
+            // overlaps the others' in time, so they merge into the same chunks.
+            let writers = 8
+            let rounds = 6
+            let perBatch = 40
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for writer in 0..<writers {
+                    group.addTask {
+                        for round in 0..<rounds {
+                            let seconds = (0..<perBatch).map { (round * perBatch + $0) * writers + writer }
+                            let body = seconds.map { #"{"at": "\#(at(-10_000 + $0))", "value": \#($0)}"# }.joined(separator: ",")
+                            let reply = try await gateway.call(.post, points, token: ann.token, body: #"{"datapoints": [\#(body)]}"#)
+                            #expect(reply.status == 200, "\(reply.text.prefix(200))")
+                        }
+                    }
+                }
+                try await group.waitForAll()
+            }
+            let total = writers * rounds * perBatch
+            var read: [Double] = []
+            var start = at(-10_000)
+            while true {
+                let page = try await gateway.call(.get, "\(points)?start=\(start)&end=\(at(0))&limit=1000").json["datapoints"]?.arrayValue ?? []
+                read += page.compactMap { $0["value"]?.numberValue }
+                guard page.count == 1000, let last = page.last?["value"]?.numberValue else { break }
+                start = at(-10_000 + Int(last) + 1)
+            }
+            #expect(read == (0..<total).map(Double.init))
+            let stream = try await gateway.call(.get, "/v1/feeds/\(id)/datastreams/c").json
+            #expect(stream["currentValue"] == .number(Double(total - 1)))
+        }
+    }
+}
