@@ -1,4 +1,7 @@
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 import GatewayCore
 import Synchronization
 import SQLKit
@@ -34,14 +37,46 @@ final class TermStore: Sendable {
         var weight: Double
     }
 
+    /// The index of the table's terms. Rows are turned into terms as they arrive, so that the
+    /// database's rows for hundreds of thousands of terms are never all held at once.
     private func readIndex() async throws -> SuggestionIndex {
-        let rows = try await database.select().columns("dictionary", "keyword", "text", "weight").from("suggest_terms").all(decoding: Row.self)
-        return SuggestionIndex(terms: rows.map { Term(dictionary: $0.dictionary, keyword: $0.keyword, text: $0.text, weight: $0.weight) })
+        let terms = Mutex<[Term]>([])
+        let failure = Mutex<(any Error)?>(nil)
+        try await database.select().columns("dictionary", "keyword", "text", "weight").from("suggest_terms").run { row in
+            do {
+                let term = Term(dictionary: try row.decode(column: "dictionary", as: String.self), keyword: try row.decode(column: "keyword", as: String.self),
+                                text: try row.decode(column: "text", as: String.self), weight: try row.decode(column: "weight", as: Double.self))
+                terms.withLock { $0.append(term) }
+            } catch {
+                failure.withLock { $0 = $0 ?? error }
+            }
+        }
+        if let error = failure.withLock({ $0 }) { throw error }
+        let index = SuggestionIndex(terms: terms.withLock { $0 })
+        Self.returnFreedMemory()
+        return index
     }
+
+    /// Hands the heap's free pages back to the system after a rebuild: building an index of
+    /// hundreds of thousands of terms frees most of what it allocates, and glibc would otherwise
+    /// keep it all as resident memory.
+    static func returnFreedMemory() {
+        #if canImport(Glibc)
+        _ = mallocTrim?(0)
+        #endif
+    }
+
+    #if canImport(Glibc)
+    /// glibc's `malloc_trim`, looked up at run time (its header is not part of the Glibc module).
+    private static let mallocTrim: (@convention(c) (Int) -> Int32)? = dlsym(nil, "malloc_trim").map {
+        unsafeBitCast($0, to: (@convention(c) (Int) -> Int32).self)
+    }
+    #endif
 
     /// Rebuilds the index from the table.
     func reload() async throws {
         index.reset(to: try await readIndex())
+        Self.returnFreedMemory()
     }
 
     /// Puts one change into the index; when enough have gathered, rebuilds the base in the background.
