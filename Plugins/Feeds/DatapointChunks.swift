@@ -131,9 +131,22 @@ enum DatapointChunks {
         return result
     }
 
-    /// Consecutive runs of at most `capacity` datapoints, all full but the last.
+    /// Consecutive runs of at most `capacity` datapoints, as few as can be and of even sizes, so
+    /// that one datapoint added to a full chunk leaves two halves with room rather than a full
+    /// chunk and a chunk of one.
     static func split(_ points: [Datapoint]) -> [ArraySlice<Datapoint>] {
-        stride(from: 0, to: points.count, by: capacity).map { points[$0..<min(points.count, $0 + capacity)] }
+        guard !points.isEmpty else { return [] }
+        let pieces = (points.count + capacity - 1) / capacity
+        let base = points.count / pieces
+        let larger = points.count % pieces
+        var result: [ArraySlice<Datapoint>] = []
+        var start = 0
+        for piece in 0..<pieces {
+            let size = base + (piece < larger ? 1 : 0)
+            result.append(points[start..<(start + size)])
+            start += size
+        }
+        return result
     }
 
     /// The index of the last datapoint at or before `at` in `points` (increasing time), or nil.

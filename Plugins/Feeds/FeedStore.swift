@@ -179,8 +179,12 @@ struct FeedStore: Sendable {
     /// Deletes a feed with its datastreams and datapoints.
     func deleteFeed(_ id: Int64) async throws {
         try await database.transaction { db in
-            try await db.raw("DELETE FROM feeds_chunks WHERE stream IN (SELECT stream_key FROM feeds_datastreams WHERE feed_id = \(bind: id))").run()
-            try await db.raw("DELETE FROM feeds_datastreams WHERE feed_id = \(bind: id)").run()
+            // The datastream rows go first: writers lock a stream's row before its chunks, so
+            // taking the locks in the same order cannot deadlock, and a writer that waited finds
+            // its stream gone.
+            let keys = try await db.raw("DELETE FROM feeds_datastreams WHERE feed_id = \(bind: id) RETURNING stream_key").all()
+                .map { try $0.decode(column: "stream_key", as: Int64.self) }
+            if !keys.isEmpty { try await db.raw("DELETE FROM feeds_chunks WHERE stream IN (\(binds: keys))").run() }
             try await db.raw("DELETE FROM feeds_feeds WHERE id = \(bind: id)").run()
         }
     }
@@ -377,8 +381,9 @@ struct FeedStore: Sendable {
     func deleteDatastream(_ stream: DatastreamRecord) async throws {
         let now = now()
         try await database.transaction { db in
-            try await db.raw("DELETE FROM feeds_chunks WHERE stream = \(bind: stream.key)").run()
+            // The row first, as in `deleteFeed`.
             try await db.raw("DELETE FROM feeds_datastreams WHERE stream_key = \(bind: stream.key)").run()
+            try await db.raw("DELETE FROM feeds_chunks WHERE stream = \(bind: stream.key)").run()
             try await db.raw("UPDATE feeds_feeds SET updated = \(bind: now) WHERE id = \(bind: stream.feedID) AND updated < \(bind: now)").run()
         }
     }
@@ -397,9 +402,10 @@ struct FeedStore: Sendable {
 
     /// Writes datapoints into the stream's chunks. The datastream's row is updated first: on
     /// PostgreSQL its lock makes concurrent writers of one stream take turns (SQLite has one
-    /// writer anyway). The chunks the batch touches — those it overlaps, and for a small batch the
-    /// newest chunk before it when that one has room — are read, merged with the batch and written
-    /// back.
+    /// writer anyway), and a stream deleted meanwhile is a 404. Only the chunks that hold a time of
+    /// the batch are read, merged with it and written back; for a small batch also the chunks just
+    /// before and after it when they have room, so that datapoints sent one at a time (in either
+    /// order) fill chunks. Chunks in between that hold none of its times stay as they are.
     private func write(_ incoming: [Datapoint], stream: Int64, feedID: Int64, now: Int64, on db: any SQLDatabase) async throws {
         let points = DatapointChunks.normalized(incoming)
         guard let first = points.first, let latest = points.last else { return }
@@ -409,41 +415,56 @@ struct FeedStore: Sendable {
             low = min(low, point.value)
             high = max(high, point.value)
         }
-        try await db.raw("""
+        guard try await db.raw("""
             UPDATE feeds_datastreams SET
               current_value = CASE WHEN at IS NULL OR at <= \(bind: latest.at) THEN \(bind: latest.value) ELSE current_value END,
               at = CASE WHEN at IS NULL OR at <= \(bind: latest.at) THEN \(bind: latest.at) ELSE at END,
               min_value = CASE WHEN min_value IS NULL OR min_value > \(bind: low) THEN \(bind: low) ELSE min_value END,
               max_value = CASE WHEN max_value IS NULL OR max_value < \(bind: high) THEN \(bind: high) ELSE max_value END,
               updated = \(bind: now)
-            WHERE stream_key = \(bind: stream)
-            """).run()
-        // The chunk at or before the batch's first time comes with its blob only when the batch
-        // overlaps it, or when the batch is small and the chunk has room (so that datapoints sent
-        // one at a time fill chunks; a large batch makes full chunks of its own). The chunks
-        // starting inside the batch's range always come.
-        let room = points.count < DatapointChunks.capacity / 2 ? DatapointChunks.capacity : 0
-        let rows = try await db.raw("""
-            SELECT first_at, CASE WHEN first_at > \(bind: first.at) OR last_at >= \(bind: first.at) OR n < \(literal: room)
-                                  THEN points END AS points
-            FROM feeds_chunks WHERE stream = \(bind: stream) AND first_at <= \(bind: latest.at)
+            WHERE stream_key = \(bind: stream) RETURNING stream_key
+            """).first() != nil else { throw GatewayError.notFound("The datastream no longer exists.") }
+        // The candidates, without their blobs: the chunk at or before the batch's first time,
+        // those starting inside its range, and the one after it.
+        let candidates = try await db.raw("""
+            SELECT first_at, last_at, n FROM feeds_chunks WHERE stream = \(bind: stream)
               AND first_at >= COALESCE((SELECT MAX(first_at) FROM feeds_chunks WHERE stream = \(bind: stream) AND first_at <= \(bind: first.at)), \(bind: first.at))
+              AND first_at <= COALESCE((SELECT MIN(first_at) FROM feeds_chunks WHERE stream = \(bind: stream) AND first_at > \(bind: latest.at)), \(bind: latest.at))
             ORDER BY first_at
             """).all()
-        var existing: [Datapoint] = []
-        var touched: ClosedRange<Int64>?
-        for row in rows {
-            guard let blob = try row.decode(column: "points", as: Data?.self) else { continue }
+        let small = points.count < DatapointChunks.capacity / 2
+        var touched: [Int64] = []
+        var untouched: [Int64] = []
+        for row in candidates {
             let firstAt = try row.decode(column: "first_at", as: Int64.self)
-            try DatapointChunks.decode(blob, into: &existing)
-            touched = touched.map { $0.lowerBound...firstAt } ?? firstAt...firstAt
+            let lastAt = try row.decode(column: "last_at", as: Int64.self)
+            let holds = DatapointChunks.lastIndex(atOrBefore: lastAt, in: points).map { points[$0].at >= firstAt } ?? false
+            let count = try row.decode(column: "n", as: Int.self)
+            let neighbour = small && (lastAt < first.at || firstAt > latest.at) && count < DatapointChunks.capacity
+            if holds || neighbour { touched.append(firstAt) } else { untouched.append(firstAt) }
         }
-        if let touched {
-            try await db.raw("""
-                DELETE FROM feeds_chunks WHERE stream = \(bind: stream) AND first_at >= \(bind: touched.lowerBound) AND first_at <= \(bind: touched.upperBound)
-                """).run()
+        var existing: [Datapoint] = []
+        for group in stride(from: 0, to: touched.count, by: 500).map({ Array(touched[$0..<min(touched.count, $0 + 500)]) }) {
+            for row in try await db.raw("""
+                SELECT points FROM feeds_chunks WHERE stream = \(bind: stream) AND first_at IN (\(binds: group)) ORDER BY first_at
+                """).all() {
+                try DatapointChunks.decode(try row.decode(column: "points", as: Data.self), into: &existing)
+            }
+            try await db.raw("DELETE FROM feeds_chunks WHERE stream = \(bind: stream) AND first_at IN (\(binds: group))").run()
         }
-        try await Self.insertChunks(DatapointChunks.split(DatapointChunks.merge(existing, points)), stream: stream, on: db)
+        // The merged datapoints, cut wherever a chunk left alone lies between two of them.
+        var runs: [[Datapoint]] = [[]]
+        var next = 0
+        for point in DatapointChunks.merge(existing, points) {
+            var passed = false
+            while next < untouched.count, untouched[next] < point.at {
+                passed = true
+                next += 1
+            }
+            if passed, !runs[runs.count - 1].isEmpty { runs.append([]) }
+            runs[runs.count - 1].append(point)
+        }
+        try await Self.insertChunks(runs.flatMap(DatapointChunks.split), stream: stream, on: db)
         try await db.raw("UPDATE feeds_feeds SET updated = \(bind: now) WHERE id = \(bind: feedID) AND updated < \(bind: now)").run()
     }
 
@@ -493,6 +514,9 @@ struct FeedStore: Sendable {
     func updateDatapoint(_ stream: DatastreamRecord, at: Int64, value: Double) async throws -> Bool {
         let now = now()
         return try await database.transaction { db in
+            // The stream's lock first (see `write`), so that a concurrent delete cannot slip in
+            // between the check and the write.
+            try await db.raw("UPDATE feeds_datastreams SET updated = updated WHERE stream_key = \(bind: stream.key)").run()
             guard try await Self.datapoint(stream.key, at: at, on: db) != nil else { return false }
             try await write([Datapoint(at: at, value: value)], stream: stream.key, feedID: stream.feedID, now: now, on: db)
             return true
@@ -509,11 +533,12 @@ struct FeedStore: Sendable {
             // Chunks wholly inside the range go without being read; the (at most two) that
             // straddle an end are rewritten without the datapoints inside.
             var count = try await db.raw("""
-                SELECT CAST(COALESCE(SUM(n), 0) AS BIGINT) AS n FROM feeds_chunks WHERE stream = \(bind: stream.key) AND first_at >= \(bind: start) AND last_at <= \(bind: end)
+                SELECT CAST(COALESCE(SUM(n), 0) AS BIGINT) AS n FROM feeds_chunks WHERE stream = \(bind: stream.key) AND first_at >= \(bind: start) AND first_at <= \(bind: end)
+                  AND last_at <= \(bind: end)
                 """).first()?.decode(column: "n", as: Int.self) ?? 0
             if count > 0 {
                 try await db.raw("""
-                    DELETE FROM feeds_chunks WHERE stream = \(bind: stream.key) AND first_at >= \(bind: start) AND last_at <= \(bind: end)
+                    DELETE FROM feeds_chunks WHERE stream = \(bind: stream.key) AND first_at >= \(bind: start) AND first_at <= \(bind: end) AND last_at <= \(bind: end)
                     """).run()
             }
             for row in try await db.raw(Self.overlapping(stream.key, from: start, through: end, columns: "first_at, last_at, points")).all() {
@@ -572,41 +597,41 @@ struct FeedStore: Sendable {
             return try await sampled(stream, query, interval: interval)
         }
         if query.newest { return try await newest(stream, query) }
-        // Chunks are read a few at a time until `limit` datapoints are found. A later page only
-        // takes datapoints after the last one taken, so a chunk rewritten meanwhile cannot repeat one.
+        // Chunks are read a few at a time until `limit` datapoints are found. Each page starts at
+        // the chunk holding the first time not yet read, and takes only datapoints from that time
+        // on: a chunk split or merged by a writer between two pages can neither hide a datapoint
+        // nor give one twice.
         let lowest = query.findPrevious ? Int64.min / 2 : query.start
         var previous: Datapoint?
         var points: [Datapoint] = []
         var decoded: [Datapoint] = []
-        var after: Int64?
-        page: while true {
-            let sql: SQLQueryString = if let after {
-                "SELECT first_at, points FROM feeds_chunks WHERE stream = \(bind: stream.key) AND first_at > \(bind: after) AND first_at <= \(bind: query.end) ORDER BY first_at LIMIT 4"
-            } else {
-                Self.overlapping(stream.key, from: query.start, through: query.end, columns: "first_at, points", limit: 4)
-            }
-            let rows = try await database.raw(sql).all()
+        var cursor = query.start
+        page: while cursor <= query.end {
+            let rows = try await database.raw(Self.overlapping(stream.key, from: cursor, through: query.end, columns: "last_at, points", limit: 4)).all()
+            var reached = cursor
             for row in rows {
                 decoded.removeAll(keepingCapacity: true)
                 try DatapointChunks.decode(try row.decode(column: "points", as: Data.self), into: &decoded)
-                for point in decoded where point.at <= query.end && point.at > (points.last?.at ?? Int64.min) {
-                    if point.at < query.start {
-                        if point.at >= lowest { previous = point }
+                for point in decoded where point.at <= query.end {
+                    if point.at < cursor {
+                        if point.at < query.start, point.at >= lowest { previous = point }
                         continue
                     }
                     points.append(point)
                     if points.count == query.limit { break page }
                 }
-                after = try row.decode(column: "first_at", as: Int64.self)
+                reached = max(reached, try row.decode(column: "last_at", as: Int64.self) + 1)
             }
-            if rows.count < 4 { break }
+            guard rows.count == 4, reached > cursor else { break }
+            cursor = reached
         }
         if query.findPrevious {
             if previous == nil {
                 // Not in the chunks read (one of them starts at `start`): the last datapoint of
                 // the newest chunk that ends before it.
                 previous = try await database.raw("""
-                    SELECT last_at AS at, last_value AS value FROM feeds_chunks WHERE stream = \(bind: stream.key) AND last_at < \(bind: query.start)
+                    SELECT last_at AS at, last_value AS value FROM feeds_chunks WHERE stream = \(bind: stream.key) AND first_at < \(bind: query.start)
+                      AND last_at < \(bind: query.start)
                     ORDER BY first_at DESC LIMIT 1
                     """).first().map(Self.decodePoint)
             }
@@ -656,6 +681,7 @@ struct FeedStore: Sendable {
             WITH RECURSIVE grid(t, n) AS (SELECT CAST(\(bind: query.start) AS BIGINT), 1 UNION ALL SELECT t + \(bind: step), n + 1 FROM grid WHERE n < \(bind: count)),
             picks AS (SELECT DISTINCT (SELECT first_at FROM feeds_chunks WHERE stream = \(bind: stream.key) AND first_at <= grid.t ORDER BY first_at DESC LIMIT 1) AS f FROM grid)
             SELECT points FROM feeds_chunks WHERE stream = \(bind: stream.key) AND first_at IN (SELECT f FROM picks) ORDER BY first_at
+            LIMIT \(literal: query.limit + 1)
             """).all()
         // The chunks read, in order; the value at t is the last datapoint at or before t of the
         // last chunk starting at or before t.

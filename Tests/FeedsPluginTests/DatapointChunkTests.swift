@@ -32,15 +32,18 @@ struct DatapointChunkTests {
     func splitAndEncode() throws {
         let many = (0..<1_300).map { Datapoint(at: Int64($0) * 1_000_000 - 500_000_000, value: Double($0) / 3) }
         let chunks = DatapointChunks.split(many)
-        #expect(chunks.map(\.count) == [512, 512, 276])
+        #expect(chunks.map(\.count) == [434, 433, 433], "as few chunks as can be, of even sizes")
+        #expect(DatapointChunks.split(Array(many.prefix(513))).map(\.count) == [257, 256])
+        #expect(DatapointChunks.split(Array(many.prefix(512))).map(\.count) == [512])
+        #expect(DatapointChunks.split([]).isEmpty)
         #expect(Array(chunks.joined()) == many)
         let odd = points([(Int64.min / 2, -0.0), (-1, .leastNonzeroMagnitude), (0, .greatestFiniteMagnitude), (Int64.max / 2, -.infinity)])
         let decoded = try DatapointChunks.decode(DatapointChunks.encode(odd[...]))
         #expect(decoded.map(\.at) == odd.map(\.at))
         #expect(decoded.map(\.value.bitPattern) == odd.map(\.value.bitPattern))
         let summary = DatapointChunks.summary(of: chunks[2])
-        #expect(summary == .init(firstAt: many[1024].at, lastAt: many[1299].at, count: 276, low: many[1024].value, high: many[1299].value,
-                                 total: many[1024...].reduce(0) { $0 + $1.value }, firstValue: many[1024].value, lastValue: many[1299].value))
+        #expect(summary == .init(firstAt: many[867].at, lastAt: many[1299].at, count: 433, low: many[867].value, high: many[1299].value,
+                                 total: many[867...].reduce(0) { $0 + $1.value }, firstValue: many[867].value, lastValue: many[1299].value))
     }
 
     @Test("a damaged blob is refused rather than read wrongly")
@@ -295,6 +298,59 @@ struct DatapointChunkConcurrencyTests {
             #expect(read == (0..<total).map(Double.init))
             let stream = try await gateway.call(.get, "/v1/feeds/\(id)/datastreams/c").json
             #expect(stream["currentValue"] == .number(Double(total - 1)))
+        }
+    }
+}
+
+@Suite("datapoint chunk layout")
+struct DatapointChunkLayoutTests {
+    /// Runs `body` with a store on a fresh database holding feed 1 with datastream "s".
+    func withStore(_ storage: TestStorage, _ body: (FeedStore, DatastreamRecord, any SQLDatabase) async throws -> Void) async throws {
+        try await storage.withDatabase { database in
+            _ = try await MigrationRunner(database: database.sql, logger: .init(label: "test")).migrate([(owner: "feeds", steps: FeedsPlugin.migrations)])
+            let db = database.sql
+            try await db.raw("INSERT INTO feeds_feeds (title, tags, private, created, updated) VALUES ('Layout', '[]', 0, 0, 0)").run()
+            try await db.raw("INSERT INTO feeds_datastreams (feed_id, id, tags, created, updated) VALUES (1, 's', '[]', 0, 0)").run()
+            let store = FeedStore(database: db, clock: SystemClock())
+            let stream = try #require(try await store.datastreams(of: 1).first)
+            try await body(store, stream, db)
+        }
+    }
+
+    func chunkSizes(_ db: any SQLDatabase) async throws -> [Int] {
+        try await db.raw("SELECT n FROM feeds_chunks ORDER BY first_at").all().map { try $0.decode(column: "n", as: Int.self) }
+    }
+
+    @Test("datapoints sent one at a time, oldest last or into a full chunk, still fill chunks", arguments: TestStorage.available)
+    func noFragments(storage: TestStorage) async throws {
+        try await withStore(storage) { store, stream, db in
+            for second in stride(from: 700, to: 0, by: -1) {
+                try await store.ingest([Datapoint(at: Int64(second) * 1_000_000, value: Double(second))], into: stream)
+            }
+            #expect(try await chunkSizes(db) == [188, 512], "a backfill fills the chunk after it")
+            for second in [1_500, 1_600, 1_700, 1_800] { try await store.ingest([Datapoint(at: Int64(second) * 1_000, value: 0)], into: stream) }
+            let sizes = try await chunkSizes(db)
+            #expect(sizes.reduce(0, +) == 704)
+            #expect(sizes.allSatisfy { $0 > 100 }, "no chunk of a few datapoints: \(sizes)")
+        }
+    }
+
+    @Test("a small batch far apart rewrites only the chunks it lands in; a stream deleted meanwhile refuses the write", arguments: TestStorage.available)
+    func sparseBatch(storage: TestStorage) async throws {
+        try await withStore(storage) { store, stream, db in
+            try await store.ingest((0..<2_000).map { Datapoint(at: Int64($0) * 1_000_000, value: 1) }, into: stream)
+            let before = try await db.raw("SELECT first_at, points FROM feeds_chunks ORDER BY first_at").all()
+            #expect(before.count == 4)
+            // Times inside the first and the last chunk: the two in between must not be rewritten.
+            try await store.ingest([Datapoint(at: 10 * 1_000_000 + 1, value: 2), Datapoint(at: 1_990 * 1_000_000 + 1, value: 2)], into: stream)
+            let after = try await db.raw("SELECT first_at, points FROM feeds_chunks ORDER BY first_at").all()
+            for index in 1...2 {
+                #expect(try after[index].decode(column: "points", as: Data.self) == before[index].decode(column: "points", as: Data.self))
+            }
+            #expect(try await chunkSizes(db).reduce(0, +) == 2_002)
+            try await store.deleteDatastream(stream)
+            await #expect(throws: GatewayError.self) { try await store.ingest([Datapoint(at: 5, value: 1)], into: stream) }
+            #expect(try await chunkSizes(db).isEmpty, "nothing written for a stream that is gone")
         }
     }
 }
