@@ -63,9 +63,6 @@ struct FeedStore: Sendable {
         },
     ]
 
-    /// Rows per INSERT statement.
-    static let rowsPerInsert = 5_000
-
     func now() -> Int64 { UTCTimestamp.micros(clock.now()) }
 
     // MARK: Feeds
