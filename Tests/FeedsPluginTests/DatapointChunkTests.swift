@@ -86,10 +86,7 @@ struct DatapointChunkModelTests {
         let seed = UInt64.random(in: 0...UInt64.max)
         try await withFeeds(storage) { gateway in
             var random = SplitMix(state: seed)
-            let ann = try await gateway.register("ann")
-            let feed = try await gateway.call(.post, "/v1/feeds", token: ann.token, body: #"{"title": "Model", "datastreams": [{"id": "m"}]}"#)
-            let id = try #require(feed.json["id"]?.numberValue.map { Int($0) })
-            let stream = "/v1/feeds/\(id)/datastreams/m"
+            let (token, stream) = try await gateway.feedWithStream("m")
             let points = "\(stream)/datapoints"
             // Second k of the window is at(base + k); values are quarters, so sums are exact.
             let base = -20_000
@@ -129,24 +126,24 @@ struct DatapointChunkModelTests {
                         batch = seconds.map { ($0, value()) }
                     }
                     let body = batch.map { #"{"at": "\#(at(base + $0.0))", "value": \#($0.1)}"# }.joined(separator: ",")
-                    let reply = try await gateway.call(.post, points, token: ann.token, body: #"{"datapoints": [\#(body)]}"#)
+                    let reply = try await gateway.call(.post, points, token: token, body: #"{"datapoints": [\#(body)]}"#)
                     #expect(reply.status == 200, "seed \(seed): step \(step): \(reply.text.prefix(200))")
                     for (k, v) in batch { model[k] = v }
                 case 6..<8:
                     let a = Int.random(in: 0..<span, using: &random)
                     let b = min(span - 1, a + Int.random(in: 0...(Bool.random(using: &random) ? 50 : 3_000), using: &random))
-                    let reply = try await gateway.call(.delete, "\(points)?start=\(at(base + a))&end=\(at(base + b))", token: ann.token)
+                    let reply = try await gateway.call(.delete, "\(points)?start=\(at(base + a))&end=\(at(base + b))", token: token)
                     let expected = model.keys.filter { $0 >= a && $0 <= b }.count
                     #expect(reply.json["deleted"] == .number(Double(expected)), "seed \(seed): step \(step): \(reply.text.prefix(200))")
                     for k in a...b { model[k] = nil }
                 default:
                     guard let k = model.keys.randomElement(using: &random) else { continue }
                     let v = value()
-                    #expect(try await gateway.call(.put, "\(points)/\(at(base + k))", token: ann.token, body: #"{"value": \#(v)}"#).status == 200)
+                    #expect(try await gateway.call(.put, "\(points)/\(at(base + k))", token: token, body: #"{"value": \#(v)}"#).status == 200)
                     model[k] = v
                     let missing = (0..<span).first { model[$0] == nil }
                     if let missing {
-                        #expect(try await gateway.call(.put, "\(points)/\(at(base + missing))", token: ann.token, body: #"{"value": 1}"#).status == 404)
+                        #expect(try await gateway.call(.put, "\(points)/\(at(base + missing))", token: token, body: #"{"value": 1}"#).status == 404)
                     }
                 }
                 guard step % 4 == 3 else { continue }
@@ -264,10 +261,8 @@ struct DatapointChunkConcurrencyTests {
     @Test("eight writers send interleaved batches into one datastream at once: every datapoint is kept, once", arguments: TestStorage.available)
     func interleaved(storage: TestStorage) async throws {
         try await withFeeds(storage) { gateway in
-            let ann = try await gateway.register("ann")
-            let feed = try await gateway.call(.post, "/v1/feeds", token: ann.token, body: #"{"title": "Busy", "datastreams": [{"id": "c"}]}"#)
-            let id = try #require(feed.json["id"]?.numberValue.map { Int($0) })
-            let points = "/v1/feeds/\(id)/datastreams/c/datapoints"
+            let (token, stream) = try await gateway.feedWithStream("c")
+            let points = "\(stream)/datapoints"
             // Writer w sends rounds of 40 datapoints at seconds w, w + 8, w + 16, …: every batch
             // overlaps the others' in time, so they merge into the same chunks.
             let writers = 8
@@ -279,7 +274,7 @@ struct DatapointChunkConcurrencyTests {
                         for round in 0..<rounds {
                             let seconds = (0..<perBatch).map { (round * perBatch + $0) * writers + writer }
                             let body = seconds.map { #"{"at": "\#(at(-10_000 + $0))", "value": \#($0)}"# }.joined(separator: ",")
-                            let reply = try await gateway.call(.post, points, token: ann.token, body: #"{"datapoints": [\#(body)]}"#)
+                            let reply = try await gateway.call(.post, points, token: token, body: #"{"datapoints": [\#(body)]}"#)
                             #expect(reply.status == 200, "\(reply.text.prefix(200))")
                         }
                     }
@@ -296,8 +291,8 @@ struct DatapointChunkConcurrencyTests {
                 start = at(-10_000 + Int(last) + 1)
             }
             #expect(read == (0..<total).map(Double.init))
-            let stream = try await gateway.call(.get, "/v1/feeds/\(id)/datastreams/c").json
-            #expect(stream["currentValue"] == .number(Double(total - 1)))
+            let current = try await gateway.call(.get, stream).json
+            #expect(current["currentValue"] == .number(Double(total - 1)))
         }
     }
 }

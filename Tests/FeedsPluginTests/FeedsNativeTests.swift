@@ -232,10 +232,8 @@ struct DatapointReadingTests {
     @Test("values survive the round trip to the database exactly, through the fast reader and the general one", arguments: TestStorage.available)
     func exactValues(storage: TestStorage) async throws {
         try await withFeeds(storage) { gateway in
-            let ann = try await gateway.register("ann")
-            let feed = try await gateway.call(.post, "/v1/feeds", token: ann.token, body: #"{"title": "Exact", "datastreams": [{"id": "v"}]}"#)
-            let id = try #require(feed.json["id"]?.numberValue.map { Int($0) })
-            let points = "/v1/feeds/\(id)/datastreams/v/datapoints"
+            let (token, stream) = try await gateway.feedWithStream("v")
+            let points = "\(stream)/datapoints"
             var generator = SystemRandomNumberGenerator()
             var values: [Double] = [0.1, 0.2, 1.0 / 3, -2.5e-300, .greatestFiniteMagnitude, 123456789.123456789, .leastNonzeroMagnitude, 42, -0.0, 9_007_199_254_740_992]
             for _ in 0..<490 { values.append(Double(bitPattern: generator.next() & 0x7FEF_FFFF_FFFF_FFFF | (generator.next() & 0x8000_0000_0000_0000))) }
@@ -244,7 +242,7 @@ struct DatapointReadingTests {
                 let text: String = index % 2 == 0 ? String(describing: value) : String(format: "%.17g", value)
                 return #"{"at": "\#(at(-10_000 + index))", "value": "\#(text)"}"#
             }.joined(separator: ",")
-            let reply = try await gateway.call(.post, points, token: ann.token, body: #"{"datapoints": [\#(body)]}"#)
+            let reply = try await gateway.call(.post, points, token: token, body: #"{"datapoints": [\#(body)]}"#)
             #expect(reply.status == 200, "\(reply.text.prefix(300))")
             let read = try await gateway.call(.get, "\(points)?start=\(at(-10_000))&limit=1000")
             let stored = (read.json["datapoints"]?.arrayValue ?? []).compactMap { $0["value"]?.numberValue }

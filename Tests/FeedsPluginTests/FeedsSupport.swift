@@ -71,3 +71,14 @@ extension JSONValue {
 func at(_ seconds: Int) -> String {
     UTCTimestamp.format(micros: (1_700_000_000 + Int64(seconds)) * 1_000_000)
 }
+
+extension TestGateway {
+    /// Registers `user` and creates a feed with one datastream `id`: the user's token and the
+    /// datastream's path (`/v1/feeds/N/datastreams/id`).
+    func feedWithStream(_ id: String, user: String = "ann") async throws -> (token: String, stream: String) {
+        let owner = try await register(user)
+        let feed = try await call(.post, "/v1/feeds", token: owner.token, body: #"{"title": "Test feed", "datastreams": [{"id": "\#(id)"}]}"#)
+        let feedID = try #require(feed.json["id"]?.numberValue.map { Int($0) })
+        return (owner.token, "/v1/feeds/\(feedID)/datastreams/\(id)")
+    }
+}
