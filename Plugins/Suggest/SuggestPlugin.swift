@@ -154,7 +154,7 @@ public struct SuggestPlugin: ServicePlugin {
                     bytes.append(UInt8(ascii: "["))
                     for (valueIndex, value) in span.enumerated() {
                         if valueIndex > 0 { bytes.append(UInt8(ascii: ",")) }
-                        JSONValue.write(integer: value, into: &bytes)
+                        JSONValue.write(int64: Int64(value), into: &bytes)
                     }
                     bytes.append(UInt8(ascii: "]"))
                 }
@@ -169,7 +169,7 @@ public struct SuggestPlugin: ServicePlugin {
             bytes.append(contentsOf: #"],"query":"#.utf8)
             JSONValue.write(string: query, into: &bytes)
             bytes.append(contentsOf: #","tookMicros":"#.utf8)
-            JSONValue.write(integer: tookMicros, into: &bytes)
+            JSONValue.write(int64: Int64(tookMicros), into: &bytes)
             bytes.append(UInt8(ascii: "}"))
         }
     }

@@ -7,17 +7,15 @@ import NIOCore
 enum InputDecoder {
     static func decodeParameters<T: Decodable>(_ type: T.Type, from values: [String: String], location: String) throws -> T {
         if T.self == NoInput.self { return NoInput() as! T }
-        return try decodeParameters(type, from: values.mapValues { [$0] }, location: location)
+        return try decodeParameters(type, from: ParameterValues.named(values), location: location)
     }
 
     static func decodeParameters<T: Decodable>(_ type: T.Type, from pairs: [(name: String, value: String)], location: String) throws -> T {
         if T.self == NoInput.self { return NoInput() as! T }
-        var values: [String: [String]] = [:]
-        for pair in pairs { values[pair.name, default: []].append(pair.value) }
-        return try decodeParameters(type, from: values, location: location)
+        return try decodeParameters(type, from: ParameterValues.pairs(pairs), location: location)
     }
 
-    static func decodeParameters<T: Decodable>(_ type: T.Type, from values: [String: [String]], location: String) throws -> T {
+    static func decodeParameters<T: Decodable>(_ type: T.Type, from values: ParameterValues, location: String) throws -> T {
         do {
             return try T(from: ParameterDecoder(values: values))
         } catch let error as DecodingError {

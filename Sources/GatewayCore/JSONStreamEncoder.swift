@@ -72,7 +72,7 @@ final class JSONStreamWriter {
         guard float.isFinite else {
             throw EncodingError.invalidValue(float, .init(codingPath: [], debugDescription: "\(float) is not a valid JSON number."))
         }
-        if float == float.rounded(), abs(float) < 16_777_216 { JSONValue.write(integer: Int32(float), into: &bytes) } else { bytes.append(contentsOf: "\(float)".utf8) }
+        if float == float.rounded(), abs(float) < 16_777_216 { JSONValue.write(int64: Int64(float), into: &bytes) } else { bytes.append(contentsOf: "\(float)".utf8) }
     }
 
     static let null: [UInt8] = Array("null".utf8)
@@ -84,15 +84,10 @@ final class JSONStreamWriter {
         bytes.append(contentsOf: bool ? Self.true : Self.false)
     }
 
-    @inline(__always)
-    func write(integer: some BinaryInteger) {
-        JSONValue.write(integer: integer, into: &bytes)
-    }
-
     /// Writes one value, with the containers it opens closed behind it.
     func encodeValue<Value: Encodable>(_ value: Value) throws {
         if Value.self == String.self { return JSONValue.write(string: value as! String, into: &bytes) }
-        if Value.self == Int.self { return write(integer: value as! Int) }
+        if Value.self == Int.self { return JSONValue.write(int64: Int64(value as! Int), into: &bytes) }
         if Value.self == Double.self { return try write(double: value as! Double) }
         if Value.self == Bool.self { return write(bool: value as! Bool) }
         if Value.self == Date.self { return JSONValue.write(string: Timestamp.format(value as! Date), into: &bytes) }
@@ -196,21 +191,29 @@ struct JSONStreamKeyedContainer<Key: CodingKey>: KeyedEncodingContainerProtocol 
         try writer.write(float: value)
     }
 
-    mutating func encode(_ value: Int, forKey key: Key) throws { try integer(value, key) }
-    mutating func encode(_ value: Int8, forKey key: Key) throws { try integer(value, key) }
-    mutating func encode(_ value: Int16, forKey key: Key) throws { try integer(value, key) }
-    mutating func encode(_ value: Int32, forKey key: Key) throws { try integer(value, key) }
-    mutating func encode(_ value: Int64, forKey key: Key) throws { try integer(value, key) }
-    mutating func encode(_ value: UInt, forKey key: Key) throws { try integer(value, key) }
-    mutating func encode(_ value: UInt8, forKey key: Key) throws { try integer(value, key) }
-    mutating func encode(_ value: UInt16, forKey key: Key) throws { try integer(value, key) }
-    mutating func encode(_ value: UInt32, forKey key: Key) throws { try integer(value, key) }
-    mutating func encode(_ value: UInt64, forKey key: Key) throws { try integer(value, key) }
+    // Integers widen to 64 bits first: the container is generic over its keys and so runs
+    // unspecialized, where arithmetic on `some BinaryInteger` goes through witness tables.
+    mutating func encode(_ value: Int, forKey key: Key) throws { try signed(Int64(value), key) }
+    mutating func encode(_ value: Int8, forKey key: Key) throws { try signed(Int64(value), key) }
+    mutating func encode(_ value: Int16, forKey key: Key) throws { try signed(Int64(value), key) }
+    mutating func encode(_ value: Int32, forKey key: Key) throws { try signed(Int64(value), key) }
+    mutating func encode(_ value: Int64, forKey key: Key) throws { try signed(value, key) }
+    mutating func encode(_ value: UInt, forKey key: Key) throws { try unsigned(UInt64(value), key) }
+    mutating func encode(_ value: UInt8, forKey key: Key) throws { try unsigned(UInt64(value), key) }
+    mutating func encode(_ value: UInt16, forKey key: Key) throws { try unsigned(UInt64(value), key) }
+    mutating func encode(_ value: UInt32, forKey key: Key) throws { try unsigned(UInt64(value), key) }
+    mutating func encode(_ value: UInt64, forKey key: Key) throws { try unsigned(value, key) }
 
-    private func integer(_ value: some BinaryInteger, _ key: Key) throws {
+    private func signed(_ value: Int64, _ key: Key) throws {
         try refuse(depth)
         writer.writeKey(key, at: depth)
-        writer.write(integer: value)
+        JSONValue.write(int64: value, into: &writer.bytes)
+    }
+
+    private func unsigned(_ value: UInt64, _ key: Key) throws {
+        try refuse(depth)
+        writer.writeKey(key, at: depth)
+        JSONValue.write(uint64: value, into: &writer.bytes)
     }
 
     mutating func encode<T: Encodable>(_ value: T, forKey key: Key) throws {
@@ -318,20 +321,25 @@ extension JSONStreamValueWriting {
         try writer.write(float: value)
     }
 
-    mutating func encode(_ value: Int) throws { try integer(value) }
-    mutating func encode(_ value: Int8) throws { try integer(value) }
-    mutating func encode(_ value: Int16) throws { try integer(value) }
-    mutating func encode(_ value: Int32) throws { try integer(value) }
-    mutating func encode(_ value: Int64) throws { try integer(value) }
-    mutating func encode(_ value: UInt) throws { try integer(value) }
-    mutating func encode(_ value: UInt8) throws { try integer(value) }
-    mutating func encode(_ value: UInt16) throws { try integer(value) }
-    mutating func encode(_ value: UInt32) throws { try integer(value) }
-    mutating func encode(_ value: UInt64) throws { try integer(value) }
+    mutating func encode(_ value: Int) throws { try signed(Int64(value)) }
+    mutating func encode(_ value: Int8) throws { try signed(Int64(value)) }
+    mutating func encode(_ value: Int16) throws { try signed(Int64(value)) }
+    mutating func encode(_ value: Int32) throws { try signed(Int64(value)) }
+    mutating func encode(_ value: Int64) throws { try signed(value) }
+    mutating func encode(_ value: UInt) throws { try unsigned(UInt64(value)) }
+    mutating func encode(_ value: UInt8) throws { try unsigned(UInt64(value)) }
+    mutating func encode(_ value: UInt16) throws { try unsigned(UInt64(value)) }
+    mutating func encode(_ value: UInt32) throws { try unsigned(UInt64(value)) }
+    mutating func encode(_ value: UInt64) throws { try unsigned(value) }
 
-    private mutating func integer(_ value: some BinaryInteger) throws {
+    private mutating func signed(_ value: Int64) throws {
         try begin()
-        writer.write(integer: value)
+        JSONValue.write(int64: value, into: &writer.bytes)
+    }
+
+    private mutating func unsigned(_ value: UInt64) throws {
+        try begin()
+        JSONValue.write(uint64: value, into: &writer.bytes)
     }
 
     mutating func encode<T: Encodable>(_ value: T) throws {

@@ -123,7 +123,7 @@ extension JSONValue {
     /// Appends `number` as JSON (integral values without a fraction; non-finite ones as null).
     public static func write(number: Double, into bytes: inout [UInt8]) {
         if number.isFinite, number == number.rounded(), abs(number) < 9.007_199_254_740_992e15 {
-            write(integer: Int64(number), into: &bytes)
+            write(int64: Int64(number), into: &bytes)
         } else if number.isFinite {
             bytes.append(contentsOf: "\(number)".utf8)
         } else {
@@ -141,6 +141,17 @@ extension JSONValue {
         } else {
             bytes.append(contentsOf: String(integer).utf8)
         }
+    }
+
+    /// Writes a signed integer without going through `BinaryInteger`'s generic arithmetic.
+    public static func write(int64 value: Int64, into bytes: inout [UInt8]) {
+        if value < 0 { bytes.append(UInt8(ascii: "-")) }
+        write(magnitude: value.magnitude, into: &bytes)
+    }
+
+    /// Writes an unsigned integer without going through `BinaryInteger`'s generic arithmetic.
+    public static func write(uint64 value: UInt64, into bytes: inout [UInt8]) {
+        write(magnitude: value, into: &bytes)
     }
 
     private static func write(magnitude: UInt64, into bytes: inout [UInt8]) {

@@ -1,11 +1,48 @@
 import Foundation
 
+/// Named string parameters as the pipeline has them: path parameters by name, or query
+/// parameters in request order (a name may repeat). Read in place: a request's few parameters are
+/// searched rather than regrouped into a dictionary of arrays first.
+enum ParameterValues {
+    case named([String: String])
+    case pairs([(name: String, value: String)])
+
+    /// The last value of `name` (a repeated scalar parameter takes its last value), or nil.
+    func last(_ name: String) -> String? {
+        switch self {
+        case .named(let values):
+            return values[name]
+        case .pairs(let pairs):
+            for index in pairs.indices.reversed() where pairs[index].name == name { return pairs[index].value }
+            return nil
+        }
+    }
+
+    /// Every value of `name` in order, or nil when it is absent.
+    func all(_ name: String) -> [String]? {
+        switch self {
+        case .named(let values):
+            return values[name].map { [$0] }
+        case .pairs(let pairs):
+            let found = pairs.lazy.filter { $0.name == name }.map(\.value)
+            return found.isEmpty ? nil : Array(found)
+        }
+    }
+
+    var names: [String] {
+        switch self {
+        case .named(let values): Array(values.keys)
+        case .pairs(let pairs): pairs.map(\.name)
+        }
+    }
+}
+
 /// Decodes a `Decodable` value from string parameters (path or query): each property is one
 /// parameter, converted from text to its declared type. Arrays take repeated parameters
 /// (`tag=a&tag=b`) or one comma-separated value (`tag=a,b`). Failures are `DecodingError`s with the
 /// parameter's name in the coding path, so the caller can point at it.
 struct ParameterDecoder: Decoder {
-    let values: [String: [String]]
+    let values: ParameterValues
     var codingPath: [any CodingKey] = []
     var userInfo: [CodingUserInfoKey: Any] { [:] }
 
@@ -23,16 +60,19 @@ struct ParameterDecoder: Decoder {
 }
 
 private struct KeyedParameters<Key: CodingKey>: KeyedDecodingContainerProtocol {
-    let values: [String: [String]]
+    let values: ParameterValues
     let codingPath: [any CodingKey]
-    var allKeys: [Key] { values.keys.compactMap { Key(stringValue: $0) } }
+    var allKeys: [Key] {
+        var seen = Set<String>()
+        return values.names.filter { seen.insert($0).inserted }.compactMap { Key(stringValue: $0) }
+    }
 
-    func contains(_ key: Key) -> Bool { values[key.stringValue] != nil }
+    func contains(_ key: Key) -> Bool { values.last(key.stringValue) != nil }
 
-    func decodeNil(forKey key: Key) throws -> Bool { values[key.stringValue]?.isEmpty ?? true }
+    func decodeNil(forKey key: Key) throws -> Bool { values.last(key.stringValue) == nil }
 
     func decode<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T {
-        guard let texts = values[key.stringValue] else {
+        guard let texts = values.all(key.stringValue) else {
             throw DecodingError.keyNotFound(key, .init(codingPath: codingPath, debugDescription: "missing parameter"))
         }
         return try ParameterValueDecoder(texts: texts, codingPath: codingPath + [key]).decode(type)
@@ -41,22 +81,21 @@ private struct KeyedParameters<Key: CodingKey>: KeyedDecodingContainerProtocol {
     // The common types directly: no decoder and no coding path per parameter unless it fails
     // (the general path then throws the error, with the same message).
     func decode(_ type: String.Type, forKey key: Key) throws -> String {
-        guard let texts = values[key.stringValue] else { return try decode(type as (any Decodable.Type), key) as! String }
-        return texts.last ?? ""
-    }
-
-    func decodeIfPresent(_ type: String.Type, forKey key: Key) throws -> String? {
-        guard let texts = values[key.stringValue], let text = texts.last else { return nil }
+        guard let text = values.last(key.stringValue) else { return try decode(type as (any Decodable.Type), key) as! String }
         return text
     }
 
+    func decodeIfPresent(_ type: String.Type, forKey key: Key) throws -> String? {
+        values.last(key.stringValue)
+    }
+
     func decode(_ type: Int.Type, forKey key: Key) throws -> Int {
-        if let text = values[key.stringValue]?.last, let value = Int(text) { return value }
+        if let text = values.last(key.stringValue), let value = Int(text) { return value }
         return try decode(type as (any Decodable.Type), key) as! Int
     }
 
     func decodeIfPresent(_ type: Int.Type, forKey key: Key) throws -> Int? {
-        guard let texts = values[key.stringValue], let text = texts.last else { return nil }
+        guard let text = values.last(key.stringValue) else { return nil }
         if let value = Int(text) { return value }
         return try decode(type as (any Decodable.Type), key) as? Int
     }
@@ -72,12 +111,12 @@ private struct KeyedParameters<Key: CodingKey>: KeyedDecodingContainerProtocol {
     }
 
     func nestedUnkeyedContainer(forKey key: Key) throws -> any UnkeyedDecodingContainer {
-        try ParameterValueDecoder(texts: values[key.stringValue] ?? [], codingPath: codingPath + [key]).unkeyedContainer()
+        try ParameterValueDecoder(texts: values.all(key.stringValue) ?? [], codingPath: codingPath + [key]).unkeyedContainer()
     }
 
     func superDecoder() throws -> any Decoder { ParameterDecoder(values: values, codingPath: codingPath) }
     func superDecoder(forKey key: Key) throws -> any Decoder {
-        ParameterValueDecoder(texts: values[key.stringValue] ?? [], codingPath: codingPath + [key])
+        ParameterValueDecoder(texts: values.all(key.stringValue) ?? [], codingPath: codingPath + [key])
     }
 }
 

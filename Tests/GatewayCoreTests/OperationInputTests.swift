@@ -73,6 +73,18 @@ struct OperationInputTests {
         #expect((value as? Output)?.tags == ["x", "y"])
     }
 
+    @Test("a repeated scalar parameter takes its last value; a repeated list keeps its order among other parameters")
+    func repeatedScalarAndInterleavedList() async throws {
+        let reply = try await call(query: [("limit", "3"), ("tags", "x"), ("limit", "7"), ("other", "z"), ("tags", "y")],
+                                   body: #"{"title": "t", "count": 1}"#)
+        guard case .json(let value) = reply.body, let output = value as? Output else {
+            Issue.record("expected a JSON output")
+            return
+        }
+        #expect(output.limit == 7)
+        #expect(output.tags == ["x", "y"])
+    }
+
     @Test("a query value of the wrong type is a 422 naming the parameter", arguments: [
         ("limit", "ten", "query.limit"), ("limit", "99999999999999999999999", "query.limit"), ("exact", "perhaps", "query.exact"),
         ("since", "yesterday", "query.since"),

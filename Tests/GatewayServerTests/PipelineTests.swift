@@ -22,8 +22,23 @@ struct PipelineTests {
                 #expect(response.status == .ok)
                 #expect(try response.decode(Echo.self) == Echo(greeting: "hello, café au lait", length: 12))
                 #expect(response.headers[.contentType] == "application/json")
-                #expect(response.headers[.eTag]?.hasPrefix("\"") == true)
-                #expect(response.headers[HTTPField.Name("X-Request-Id")!]?.count == 16)
+                // The ETag is the body's FNV-1a 64 hash, as 16 hex digits between quotes.
+                var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+                for byte in response.body.readableBytesView {
+                    hash ^= UInt64(byte)
+                    hash &*= 0x0000_0100_0000_01b3
+                }
+                let hex = String(hash, radix: 16)
+                #expect(response.headers[.eTag] == "\"" + String(repeating: "0", count: 16 - hex.count) + hex + "\"")
+                // Generated request ids: 16 lowercase hex digits, a fresh one per request.
+                let id = HTTPField.Name("X-Request-Id")!
+                let first = try #require(response.headers[id])
+                let second = try #require(try await client.execute(uri: "/healthz", method: .get).headers[id])
+                for generated in [first, second] {
+                    #expect(generated.count == 16 && generated.allSatisfy { "0123456789abcdef".contains($0) })
+                }
+                #expect(first != second)
+                #expect(first.prefix(8) == second.prefix(8))
             }
         }
     }

@@ -52,6 +52,11 @@ public struct GatewayResponder: HTTPResponder {
         knownFields[name] ?? HTTPField.Name(name)
     }
     static let cacheField = HTTPField.Name("X-Cache")!
+    // Fields of fixed value, checked once rather than on every reply.
+    static let jsonContentType = HTTPField(name: .contentType, value: "application/json")
+    static let noCache = HTTPField(name: .cacheControl, value: "no-cache")
+    static let cacheMiss = HTTPField(name: cacheField, value: "MISS")
+    static let cacheBypass = HTTPField(name: cacheField, value: "BYPASS")
     static let ageField = HTTPField.Name("Age")!
 
     public func respond(to request: Request, context: Context) async throws -> Response {
@@ -233,13 +238,16 @@ public struct GatewayResponder: HTTPResponder {
         func put(_ name: HTTPField.Name, _ value: String) {
             if operationSetHeaders { headers[name] = value } else { headers.append(HTTPField(name: name, value: value)) }
         }
+        func put(_ field: HTTPField) {
+            if operationSetHeaders { headers[field.name] = field.value } else { headers.append(field) }
+        }
         let bytes: ByteBuffer
         switch reply.body {
         case .empty:
             bytes = ByteBuffer()
         case .json(let value):
             bytes = ByteBuffer(bytes: try JSONStreamEncoder.encode(value))
-            put(.contentType, "application/json")
+            put(Self.jsonContentType)
         case .bytes(let buffer, let type):
             bytes = buffer
             put(.contentType, type)
@@ -261,7 +269,7 @@ public struct GatewayResponder: HTTPResponder {
         if let cacheKey, let ttl = mounted.cache.ttl {
             let seconds = Int(ttl.components.seconds)
             put(.cacheControl, mounted.cache.scope == .shared ? "public, max-age=\(seconds)" : "private, max-age=\(seconds)")
-            put(Self.cacheField, "MISS")
+            put(Self.cacheMiss)
             if !requestCacheControl.contains("no-store") {
                 var stored = headers
                 for field in limitHeaders { stored[field.name] = nil }
@@ -270,8 +278,8 @@ public struct GatewayResponder: HTTPResponder {
                     storedAt: .now, ttl: ttl, tags: Self.resolve(tags: mounted.cache.tags, parameters: parameters)))
             }
         } else {
-            if !operationSetHeaders || headers[.cacheControl] == nil { put(.cacheControl, "no-cache") }
-            put(Self.cacheField, "BYPASS")
+            if !operationSetHeaders || headers[.cacheControl] == nil { put(Self.noCache) }
+            put(Self.cacheBypass)
         }
         if Self.matches(ifNoneMatch: request.headers[.ifNoneMatch], etag: etag) {
             headers[.contentType] = nil
@@ -312,8 +320,25 @@ public struct GatewayResponder: HTTPResponder {
         }
         // A random per-process prefix and a counter: unique without a system call per request.
         let value = requestIDPrefix | (requestIDCounter.wrappingAdd(1, ordering: .relaxed).oldValue & 0xFFFF_FFFF)
-        let hex = String(value, radix: 16)
-        return String(repeating: "0", count: 16 - hex.count) + hex
+        return hex16(value)
+    }
+
+    /// `value` as 16 lowercase hex digits, optionally between double quotes, in one allocation-free
+    /// pass (a small string holds up to 15 bytes, so 16 digits take one allocation; no padding
+    /// strings, no concatenation).
+    static func hex16(_ value: UInt64, quoted: Bool = false) -> String {
+        let digits: StaticString = "0123456789abcdef"
+        let length = quoted ? 18 : 16
+        return String(unsafeUninitializedCapacity: length) { buffer in
+            var position = 0
+            if quoted { buffer[0] = UInt8(ascii: "\""); position = 1 }
+            for shift in stride(from: 60, through: 0, by: -4) {
+                buffer[position] = digits.utf8Start[Int((value >> UInt64(shift)) & 0xF)]
+                position += 1
+            }
+            if quoted { buffer[position] = UInt8(ascii: "\""); position += 1 }
+            return position
+        }
     }
 
     static func mediaType(_ header: String) -> String {
@@ -331,8 +356,7 @@ public struct GatewayResponder: HTTPResponder {
                 hash &*= 0x0000_0100_0000_01b3
             }
         }
-        let hex = String(hash, radix: 16)
-        return "\"" + String(repeating: "0", count: 16 - hex.count) + hex + "\""
+        return hex16(hash, quoted: true)
     }
 
     static func matches(ifNoneMatch header: String?, etag: String) -> Bool {

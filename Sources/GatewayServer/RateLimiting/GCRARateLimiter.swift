@@ -72,7 +72,7 @@ enum GCRA {
     }
     private static let policyFields = NIOLockedValueBox<[PolicyKey: (policy: HTTPField, limit: HTTPField)]>([:])
 
-    private static func fields(policy: String, rate: RateSpec) -> (policy: HTTPField, limit: HTTPField) {
+    fileprivate static func fields(policy: String, rate: RateSpec) -> (policy: HTTPField, limit: HTTPField) {
         let key = PolicyKey(name: policy, count: rate.count, period: rate.period)
         if let known = policyFields.withLockedValue({ $0[key] }) { return known }
         let made = (HTTPField(name: policyField, value: "\"\(policy)\";q=\(rate.count);w=\(Int(rate.period))"),
@@ -85,24 +85,44 @@ enum GCRA {
         return made
     }
 
-    static func decision(_ outcome: Outcome, policy: String, rate: RateSpec) -> RateLimitDecision {
+    /// A policy with the fields that depend on it alone made in advance (the local limiter
+    /// resolves one per plugin and caller kind at start).
+    final class ResolvedPolicy: Sendable {
+        let name: String
+        let rate: RateSpec
+        let policyField: HTTPField
+        let limitField: HTTPField
+        /// `"name";r=` — the start of every `RateLimit` value of this policy.
+        let ratePrefix: String
+
+        init(name: String, rate: RateSpec) {
+            self.name = name
+            self.rate = rate
+            (policyField, limitField) = GCRA.fields(policy: name, rate: rate)
+            ratePrefix = "\"\(name)\";r="
+        }
+    }
+
+    static func decision(_ outcome: Outcome, policy: ResolvedPolicy) -> RateLimitDecision {
+        var rateValue = policy.ratePrefix
+        rateValue.reserveCapacity(policy.ratePrefix.utf8.count + 24)
         let remaining = String(outcome.remaining)
         let reset = String(outcome.resetSeconds)
-        let fixed = fields(policy: policy, rate: rate)
-        var rateValue = "\""
-        rateValue += policy
-        rateValue += "\";r="
         rateValue += remaining
         rateValue += ";t="
         rateValue += reset
         let headers = [
-            fixed.policy,
+            policy.policyField,
             HTTPField(name: rateLimitField, value: rateValue),
-            fixed.limit,
+            policy.limitField,
             HTTPField(name: remainingField, value: remaining),
             HTTPField(name: resetField, value: reset),
         ]
-        return RateLimitDecision(allowed: outcome.allowed, headers: headers, policy: policy, retryAfter: outcome.retryAfter)
+        return RateLimitDecision(allowed: outcome.allowed, headers: headers, policy: policy.name, retryAfter: outcome.retryAfter)
+    }
+
+    static func decision(_ outcome: Outcome, policy: String, rate: RateSpec) -> RateLimitDecision {
+        decision(outcome, policy: ResolvedPolicy(name: policy, rate: rate))
     }
 }
 
@@ -113,18 +133,35 @@ public final class LocalRateLimiter: RateLimiter {
     public let policies: RateLimitPolicies
     /// When a shard holds more buckets than this, its idle ones are swept.
     public let sweepThreshold: Int
-    /// A bucket: one caller's use of one plugin.
+    /// A bucket: one caller's use of one plugin. The caller is its kind and its address, user id
+    /// or key id (the parts of ``Principal/limitKey``, without building that string).
     private struct Bucket: Hashable {
         var plugin: String
+        var kind: UInt8
         var caller: String
+    }
+    /// The policies of one plugin (or the defaults), per caller kind, resolved once.
+    private struct KindPolicies {
+        var anonymous: GCRA.ResolvedPolicy
+        var user: GCRA.ResolvedPolicy
+        var key: GCRA.ResolvedPolicy
     }
     private let shards: [NIOLockedValueBox<[Bucket: Double]>]
     private let epoch = ContinuousClock.now
+    private let defaultPolicies: KindPolicies
+    private let pluginPolicies: [String: KindPolicies]
 
     public init(policies: RateLimitPolicies, sweepThreshold: Int = 65_536) {
         self.policies = policies
         self.sweepThreshold = sweepThreshold
         self.shards = (0..<32).map { _ in NIOLockedValueBox([:]) }
+        func resolve(_ overrides: LimitOverrides?) -> KindPolicies {
+            KindPolicies(anonymous: .init(name: "anonymous", rate: overrides?.anonymous ?? policies.defaults.anonymous),
+                         user: .init(name: "user", rate: overrides?.user ?? policies.defaults.user),
+                         key: .init(name: "key", rate: overrides?.key ?? policies.defaults.key))
+        }
+        defaultPolicies = resolve(nil)
+        pluginPolicies = policies.plugins.mapValues(resolve)
     }
 
     private var now: Double {
@@ -133,9 +170,23 @@ public final class LocalRateLimiter: RateLimiter {
     }
 
     public func acquire(principal: Principal, plugin: String, cost: Int) async -> RateLimitDecision {
-        let (policy, rate) = policies.policy(for: principal, plugin: plugin)
-        let key = Bucket(plugin: plugin, caller: principal.limitKey)
+        let kinds = pluginPolicies.isEmpty ? defaultPolicies : pluginPolicies[plugin] ?? defaultPolicies
+        let policy: GCRA.ResolvedPolicy
+        let key: Bucket
+        switch principal.kind {
+        case .anonymous:
+            policy = kinds.anonymous
+            key = Bucket(plugin: plugin, kind: 0, caller: principal.address)
+        case .user:
+            policy = kinds.user
+            key = Bucket(plugin: plugin, kind: 1, caller: principal.userID ?? "")
+        case .apiKey(let keyID):
+            // A key with its own rate has a policy of its own (made per request: such keys are few).
+            policy = principal.quota.map { .init(name: "key-\(keyID.prefix(8))", rate: RateSpec(count: $0.count, period: $0.seconds)) } ?? kinds.key
+            key = Bucket(plugin: plugin, kind: 2, caller: keyID)
+        }
         let now = self.now
+        let rate = policy.rate
         let shard = shards[Int(UInt(bitPattern: key.hashValue) % UInt(shards.count))]
         let outcome = shard.withLockedValue { buckets in
             let outcome = GCRA.evaluate(tat: buckets[key], now: now, rate: rate, cost: max(0, cost))
@@ -143,7 +194,7 @@ public final class LocalRateLimiter: RateLimiter {
             if buckets.count > sweepThreshold { buckets = buckets.filter { $0.value > now } }
             return outcome
         }
-        return GCRA.decision(outcome, policy: policy, rate: rate)
+        return GCRA.decision(outcome, policy: policy)
     }
 
     /// Buckets held now (for tests and metrics).
