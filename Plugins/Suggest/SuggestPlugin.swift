@@ -143,12 +143,23 @@ public struct SuggestPlugin: ServicePlugin {
         var items: [Suggestion]
         var tookMicros: Int
 
+        // The fixed parts of the document as bytes, copied whole.
+        private static let open = Array(#"{"items":["#.utf8)
+        private static let itemOpen = Array(#"{"highlight":["#.utf8)
+        private static let keywordKey = Array(#"],"keyword":"#.utf8)
+        private static let textKey = Array(#","text":"#.utf8)
+        private static let weightKey = Array(#","weight":"#.utf8)
+        private static let queryKey = Array(#"],"query":"#.utf8)
+        private static let tookKey = Array(#","tookMicros":"#.utf8)
+
         /// What `JSONEncoder` would write, several times faster (this is the plugin's hot path).
         func writeJSON(into bytes: inout [UInt8]) {
-            bytes.append(contentsOf: #"{"items":["#.utf8)
+            // Room for the whole document up front: one allocation instead of a few regrowths.
+            bytes.reserveCapacity(bytes.count + items.reduce(64 + query.utf8.count) { $0 + 64 + $1.keyword.utf8.count + $1.text.utf8.count })
+            bytes.append(contentsOf: Self.open)
             for (index, item) in items.enumerated() {
                 if index > 0 { bytes.append(UInt8(ascii: ",")) }
-                bytes.append(contentsOf: #"{"highlight":["#.utf8)
+                bytes.append(contentsOf: Self.itemOpen)
                 for (spanIndex, span) in item.highlight.enumerated() {
                     if spanIndex > 0 { bytes.append(UInt8(ascii: ",")) }
                     bytes.append(UInt8(ascii: "["))
@@ -158,17 +169,17 @@ public struct SuggestPlugin: ServicePlugin {
                     }
                     bytes.append(UInt8(ascii: "]"))
                 }
-                bytes.append(contentsOf: #"],"keyword":"#.utf8)
+                bytes.append(contentsOf: Self.keywordKey)
                 JSONValue.write(string: item.keyword, into: &bytes)
-                bytes.append(contentsOf: #","text":"#.utf8)
+                bytes.append(contentsOf: Self.textKey)
                 JSONValue.write(string: item.text, into: &bytes)
-                bytes.append(contentsOf: #","weight":"#.utf8)
+                bytes.append(contentsOf: Self.weightKey)
                 JSONValue.write(number: item.weight, into: &bytes)
                 bytes.append(UInt8(ascii: "}"))
             }
-            bytes.append(contentsOf: #"],"query":"#.utf8)
+            bytes.append(contentsOf: Self.queryKey)
             JSONValue.write(string: query, into: &bytes)
-            bytes.append(contentsOf: #","tookMicros":"#.utf8)
+            bytes.append(contentsOf: Self.tookKey)
             JSONValue.write(int64: Int64(tookMicros), into: &bytes)
             bytes.append(UInt8(ascii: "}"))
         }

@@ -334,30 +334,55 @@ public final class SuggestionIndex: Sendable {
         func isInert(_ value: UInt32) -> Bool { value == 0x2013 || value == 0x2014 || value == 0x2018 || value == 0x2019 || value == 0x201C || value == 0x201D }
         func lower(_ value: UInt32) -> UInt32 { value >= 0x41 && value <= 0x5A ? value | 0x20 : value }
         func isSpace(_ value: UInt32) -> Bool { value == 0x20 || (0x09...0x0D).contains(value) }
-        /// The text's scalars, ASCII lowercased; nil when one is outside what the fast path knows.
-        func folded(_ text: String) -> [UInt32]? {
-            var result: [UInt32] = []
-            result.reserveCapacity(text.utf8.count)
-            for scalar in text.unicodeScalars {
-                let value = scalar.value
-                guard (value < 0x80 && value != 0x0D) || isIdeograph(value) || isInert(value) else { return nil }
-                result.append(lower(value))
+        /// Writes the text's scalars, ASCII lowercased, into `buffer` (at least as long as the
+        /// text's UTF-8) and returns how many; nil when one is outside what the fast path knows.
+        func fold(_ text: String, into buffer: UnsafeMutableBufferPointer<UInt32>) -> Int? {
+            var text = text
+            // Decoded from the (always valid) UTF-8 directly: cheaper than the scalar view.
+            return text.withUTF8 { utf8 -> Int? in
+                var count = 0
+                var index = 0
+                while index < utf8.count {
+                    let lead = UInt32(utf8[index])
+                    let value: UInt32
+                    if lead < 0x80 {
+                        value = lead
+                        index += 1
+                    } else if lead < 0xE0 {
+                        value = (lead & 0x1F) << 6 | UInt32(utf8[index + 1] & 0x3F)
+                        index += 2
+                    } else if lead < 0xF0 {
+                        value = (lead & 0x0F) << 12 | UInt32(utf8[index + 1] & 0x3F) << 6 | UInt32(utf8[index + 2] & 0x3F)
+                        index += 3
+                    } else {
+                        return nil  // beyond the Basic Multilingual Plane: not for the fast path
+                    }
+                    guard (value < 0x80 && value != 0x0D) || isIdeograph(value) || isInert(value) else { return nil }
+                    buffer[count] = lower(value)
+                    count += 1
+                }
+                return count
             }
-            return result
         }
-        guard let pattern = folded(query), let haystack = folded(text) else { return nil }
-        var from = 0
-        var to = pattern.count
-        while from < to, isSpace(pattern[from]) { from += 1 }
-        while to > from, isSpace(pattern[to - 1]) { to -= 1 }
-        let length = to - from
-        guard length > 0, length <= haystack.count else { return [] }
-        for start in 0...(haystack.count - length) {
-            var index = 0
-            while index < length, haystack[start + index] == pattern[from + index] { index += 1 }
-            if index == length { return [[start, start + length]] }
+        // Both folds go to temporary (stack) buffers: this runs for every suggestion served.
+        return withUnsafeTemporaryAllocation(of: UInt32.self, capacity: max(1, query.utf8.count)) { pattern -> [[Int]]? in
+            guard let patternCount = fold(query, into: pattern) else { return nil }
+            var from = 0
+            var to = patternCount
+            while from < to, isSpace(pattern[from]) { from += 1 }
+            while to > from, isSpace(pattern[to - 1]) { to -= 1 }
+            let length = to - from
+            return withUnsafeTemporaryAllocation(of: UInt32.self, capacity: max(1, text.utf8.count)) { haystack -> [[Int]]? in
+                guard let count = fold(text, into: haystack) else { return nil }
+                guard length > 0, length <= count else { return [] }
+                for start in 0...(count - length) {
+                    var index = 0
+                    while index < length, haystack[start + index] == pattern[from + index] { index += 1 }
+                    if index == length { return [[start, start + length]] }
+                }
+                return []
+            }
         }
-        return []
     }
 
     /// A string compared and hashed by its UTF-8 bytes: `String`'s own hashing and equality

@@ -70,6 +70,16 @@ struct SuggestionIndexTests {
         #expect(Self.index.suggestions(for: "zzz", limit: 10).isEmpty)
     }
 
+    /// Foundation's search, which the fast highlight must agree with.
+    func foundationHighlight(_ query: String, in text: String) -> [[Int]] {
+        let trimmed = query.trimmingCharacters(in: .whitespacesAndNewlines)
+        guard !trimmed.isEmpty, let range = text.range(of: trimmed, options: [.caseInsensitive, .widthInsensitive, .diacriticInsensitive]) else {
+            return []
+        }
+        let start = text.distance(from: text.startIndex, to: range.lowerBound)
+        return [[start, start + text.distance(from: range.lowerBound, to: range.upperBound)]]
+    }
+
     @Test("highlights mark the matched part of the text in characters")
     func highlight() {
         #expect(SuggestionIndex.highlight("jack", in: "Michael Jackson") == [[8, 12]])
@@ -80,17 +90,30 @@ struct SuggestionIndexTests {
                               ("abcd", "abc"), ("a b", "x A B a b"), ("北京", "在北京"), ("fosse", "Star 80 (1983) — Bob Fosse"),
                               ("don’t", "I Don’t Know — “Someone”"), ("bob f", "Star 80 (1983) — Bob Fosse"), ("电影 a", "老电影 A"), ("\t北", "南北")] {
             let fast = SuggestionIndex.highlightFast(query, in: text)
-            let trimmed = query.trimmingCharacters(in: .whitespacesAndNewlines)
-            var slow: [[Int]] = []
-            if !trimmed.isEmpty, let range = text.range(of: trimmed, options: [.caseInsensitive, .widthInsensitive, .diacriticInsensitive]) {
-                let start = text.distance(from: text.startIndex, to: range.lowerBound)
-                slow = [[start, start + text.distance(from: range.lowerBound, to: range.upperBound)]]
-            }
+            let slow = foundationHighlight(query, in: text)
             #expect(fast == slow, "\(query) in \(text)")
         }
         #expect(SuggestionIndex.highlightFast("Ａ", in: "ＡＢ") == nil, "full-width letters take Foundation's path")
         #expect(SuggestionIndex.highlightFast("e", in: "Amélie") == nil, "so do letters with diacritics")
         #expect(SuggestionIndex.highlightFast("a", in: "a\r\nb") == nil, "and CR LF, one character of two scalars")
+        #expect(SuggestionIndex.highlightFast("a", in: "a😀") == nil, "and scalars beyond the Basic Multilingual Plane")
+    }
+
+    @Test("the fast highlight agrees with Foundation's search on random text, or leaves it to Foundation")
+    func highlightAgreesOnRandomText() {
+        let alphabet: [String] = ["a", "b", "A", "B", " ", "北", "京", "—", "’", "é", "😀", "\r", "\t", "1"]
+        var random = SplitMix(state: 42)
+        func randomText(_ length: Int) -> String { (0..<length).map { _ in alphabet.randomElement(using: &random)! }.joined() }
+        var checked = 0
+        for _ in 0..<3_000 {
+            let query = randomText(Int.random(in: 0...3, using: &random))
+            let text = randomText(Int.random(in: 0...12, using: &random))
+            guard let fast = SuggestionIndex.highlightFast(query, in: text) else { continue }
+            let slow = foundationHighlight(query, in: text)
+            #expect(fast == slow, "\(query.debugDescription) in \(text.debugDescription)")
+            checked += 1
+        }
+        #expect(checked > 300, "the fast path took too few of the random cases to tell")
     }
 
     @Test("the importer reads both formats and reports every bad line with its number")
