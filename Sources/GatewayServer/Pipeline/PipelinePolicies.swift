@@ -13,12 +13,14 @@ public protocol Authenticator: Sendable {
 
 /// Reads the credential a native request carries: `Authorization: Bearer <token>` or `X-Api-Key`.
 public enum NativeCredentials {
+    static let apiKeyField = HTTPField.Name("X-Api-Key")!
+
     public static func extract(from headers: HTTPFields) -> Credential? {
         if let authorization = headers[.authorization] {
             let parts = authorization.split(separator: " ", maxSplits: 1)
             if parts.count == 2, parts[0].lowercased() == "bearer" { return .sessionToken(String(parts[1]).trimmingCharacters(in: .whitespaces)) }
         }
-        if let name = HTTPField.Name("X-Api-Key"), let key = headers[name] { return .apiKey(key) }
+        if let key = headers[apiKeyField] { return .apiKey(key) }
         return nil
     }
 

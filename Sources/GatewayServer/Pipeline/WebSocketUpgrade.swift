@@ -42,7 +42,7 @@ extension Gateway {
         }
         let request = DialectRequest(method: .get, path: String(path), pathParameters: parameters, queryParameters: queryParameters,
                                      headers: head.headerFields, authority: head.authority)
-        let address = channel.remoteAddress?.ipAddress ?? "local"
+        let address = channel.remoteAddress.map(GatewayRequestContext.text(of:)) ?? "local"
         let credential = mounted.dialect.credential(request)
         guard let principal = try? await authenticator.principal(for: credential, address: address) else {
             return .dontUpgrade
