@@ -107,7 +107,13 @@ public struct SuggestPlugin: ServicePlugin {
     /// The local suggestions for `query`, then (in upstream mode) the upstream service's lines
     /// whose keyword is not among them, `limit` in all.
     static func suggestions(for query: String, limit: Int, store: TermStore, upstream: UpstreamSuggestions?) async -> [Found] {
-        var found = store.index.suggestions(for: query, limit: limit).map { Found(keyword: $0.term.keyword, text: $0.term.text, weight: $0.term.weight) }
+        // Moved out of the matches rather than copied: each copy of a term's strings changes
+        // reference counts that every thread serving suggestions shares.
+        var matches = store.index.suggestions(for: query, limit: limit)
+        var found: [Found] = []
+        found.reserveCapacity(matches.count)
+        while let match = matches.popLast() { found.append(Found(keyword: match.term.keyword, text: match.term.text, weight: match.term.weight)) }
+        found.reverse()
         guard let upstream, found.count < limit else { return found }
         var seen = Set(found.map { SuggestNormalizer.normalize($0.keyword) })
         for line in await upstream.suggestions(for: query) where found.count < limit {
@@ -143,23 +149,24 @@ public struct SuggestPlugin: ServicePlugin {
         var items: [Suggestion]
         var tookMicros: Int
 
-        // The fixed parts of the document as bytes, copied whole.
-        private static let open = Array(#"{"items":["#.utf8)
-        private static let itemOpen = Array(#"{"highlight":["#.utf8)
-        private static let keywordKey = Array(#"],"keyword":"#.utf8)
-        private static let textKey = Array(#","text":"#.utf8)
-        private static let weightKey = Array(#","weight":"#.utf8)
-        private static let queryKey = Array(#"],"query":"#.utf8)
-        private static let tookKey = Array(#","tookMicros":"#.utf8)
+        // The fixed parts of the document. Static strings, not arrays: appending a shared array
+        // retains its buffer, and under load that count is contended between threads.
+        private static let open: StaticString = #"{"items":["#
+        private static let itemOpen: StaticString = #"{"highlight":["#
+        private static let keywordKey: StaticString = #"],"keyword":"#
+        private static let textKey: StaticString = #","text":"#
+        private static let weightKey: StaticString = #","weight":"#
+        private static let queryKey: StaticString = #"],"query":"#
+        private static let tookKey: StaticString = #","tookMicros":"#
 
         /// What `JSONEncoder` would write, several times faster (this is the plugin's hot path).
         func writeJSON(into bytes: inout [UInt8]) {
             // Room for the whole document up front: one allocation instead of a few regrowths.
             bytes.reserveCapacity(bytes.count + items.reduce(64 + query.utf8.count) { $0 + 64 + $1.keyword.utf8.count + $1.text.utf8.count })
-            bytes.append(contentsOf: Self.open)
+            JSONValue.write(literal: Self.open, into: &bytes)
             for (index, item) in items.enumerated() {
                 if index > 0 { bytes.append(UInt8(ascii: ",")) }
-                bytes.append(contentsOf: Self.itemOpen)
+                JSONValue.write(literal: Self.itemOpen, into: &bytes)
                 for (spanIndex, span) in item.highlight.enumerated() {
                     if spanIndex > 0 { bytes.append(UInt8(ascii: ",")) }
                     bytes.append(UInt8(ascii: "["))
@@ -169,17 +176,17 @@ public struct SuggestPlugin: ServicePlugin {
                     }
                     bytes.append(UInt8(ascii: "]"))
                 }
-                bytes.append(contentsOf: Self.keywordKey)
+                JSONValue.write(literal: Self.keywordKey, into: &bytes)
                 JSONValue.write(string: item.keyword, into: &bytes)
-                bytes.append(contentsOf: Self.textKey)
+                JSONValue.write(literal: Self.textKey, into: &bytes)
                 JSONValue.write(string: item.text, into: &bytes)
-                bytes.append(contentsOf: Self.weightKey)
+                JSONValue.write(literal: Self.weightKey, into: &bytes)
                 JSONValue.write(number: item.weight, into: &bytes)
                 bytes.append(UInt8(ascii: "}"))
             }
-            bytes.append(contentsOf: Self.queryKey)
+            JSONValue.write(literal: Self.queryKey, into: &bytes)
             JSONValue.write(string: query, into: &bytes)
-            bytes.append(contentsOf: Self.tookKey)
+            JSONValue.write(literal: Self.tookKey, into: &bytes)
             JSONValue.write(int64: Int64(tookMicros), into: &bytes)
             bytes.append(UInt8(ascii: "}"))
         }
@@ -230,12 +237,17 @@ public struct SuggestPlugin: ServicePlugin {
                 .returns(Suggestions.self) { input, _ in
                     let started = ContinuousClock.now
                     let query = input.query.q ?? ""
-                    let matches = await Self.suggestions(for: query, limit: input.query.limit ?? 10, store: store, upstream: upstream)
+                    var matches = await Self.suggestions(for: query, limit: input.query.limit ?? 10, store: store, upstream: upstream)
                     let elapsed = ContinuousClock.now - started
+                    var items: [Suggestion] = []
+                    items.reserveCapacity(matches.count)
+                    while let found = matches.popLast() {
+                        items.append(Suggestion(keyword: found.keyword, text: found.text, weight: found.weight,
+                                                highlight: SuggestionIndex.highlight(query, in: found.text)))
+                    }
+                    items.reverse()
                     return Suggestions(
-                        query: query,
-                        items: matches.map { Suggestion(keyword: $0.keyword, text: $0.text, weight: $0.weight,
-                                                        highlight: SuggestionIndex.highlight(query, in: $0.text)) },
+                        query: query, items: items,
                         tookMicros: Int(elapsed.components.seconds * 1_000_000 + elapsed.components.attoseconds / 1_000_000_000_000))
                 },
             ServiceOperation.define("suggest.terms.put", .put, "/terms", summary: "Add or replace a term")

@@ -75,13 +75,15 @@ final class JSONStreamWriter {
         if float == float.rounded(), abs(float) < 16_777_216 { JSONValue.write(int64: Int64(float), into: &bytes) } else { bytes.append(contentsOf: "\(float)".utf8) }
     }
 
-    static let null: [UInt8] = Array("null".utf8)
-    static let `true`: [UInt8] = Array("true".utf8)
-    static let `false`: [UInt8] = Array("false".utf8)
+    // Static strings rather than arrays: appending a shared array retains its buffer, a count
+    // that threads encoding at once contend for.
+    static let null: StaticString = "null"
+    static let `true`: StaticString = "true"
+    static let `false`: StaticString = "false"
 
     @inline(__always)
     func write(bool: Bool) {
-        bytes.append(contentsOf: bool ? Self.true : Self.false)
+        JSONValue.write(literal: bool ? Self.true : Self.false, into: &bytes)
     }
 
     /// Writes one value, with the containers it opens closed behind it.
@@ -164,7 +166,7 @@ struct JSONStreamKeyedContainer<Key: CodingKey>: KeyedEncodingContainerProtocol 
     mutating func encodeNil(forKey key: Key) throws {
         try refuse(depth)
         writer.writeKey(key, at: depth)
-        writer.bytes.append(contentsOf: JSONStreamWriter.null)
+        JSONValue.write(literal: JSONStreamWriter.null, into: &writer.bytes)
     }
 
     mutating func encode(_ value: Bool, forKey key: Key) throws {
@@ -298,7 +300,7 @@ protocol JSONStreamValueWriting {
 extension JSONStreamValueWriting {
     mutating func encodeNil() throws {
         try begin()
-        writer.bytes.append(contentsOf: JSONStreamWriter.null)
+        JSONValue.write(literal: JSONStreamWriter.null, into: &writer.bytes)
     }
 
     mutating func encode(_ value: Bool) throws {

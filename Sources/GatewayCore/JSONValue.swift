@@ -143,6 +143,13 @@ extension JSONValue {
         }
     }
 
+    /// Appends the bytes of a static string (JSON punctuation and keys) as they are: no escaping,
+    /// and no reference count touched.
+    @inlinable
+    public static func write(literal: StaticString, into bytes: inout [UInt8]) {
+        bytes.append(contentsOf: UnsafeBufferPointer(start: literal.utf8Start, count: literal.utf8CodeUnitCount))
+    }
+
     /// Writes a signed integer without going through `BinaryInteger`'s generic arithmetic.
     public static func write(int64 value: Int64, into bytes: inout [UInt8]) {
         if value < 0 { bytes.append(UInt8(ascii: "-")) }
