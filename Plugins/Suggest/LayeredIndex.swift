@@ -83,12 +83,6 @@ final class LayeredIndex: Sendable {
     /// Changes waiting in the overlay.
     var pendingChanges: Int { state.withLock { $0.changes.count } }
 
-    /// The base index when no term has changed since it was built (the common case): its answers
-    /// are then the whole answer, and can be read in place.
-    func unchangedBase() -> SuggestionIndex? {
-        state.withLock { $0.changes.isEmpty ? $0.base : nil }
-    }
-
     /// The best `limit` matches over the base (without the terms the overlay changed) and the overlay.
     func suggestions(for query: String, limit: Int) -> [SuggestionIndex.Match] {
         let (base, overlay, changes) = state.withLock { ($0.base, $0.overlay, $0.changes) }

@@ -148,43 +148,6 @@ public struct SuggestPlugin: ServicePlugin {
         var query: String
         var items: [Suggestion]
         var tookMicros: Int
-        /// The document already written (by ``write(_:from:query:tookMicros:)``), when `items` is not used.
-        var prewritten: [UInt8]?
-
-        enum CodingKeys: String, CodingKey { case query, items, tookMicros }
-
-        init(query: String, items: [Suggestion], tookMicros: Int) {
-            self.query = query
-            self.items = items
-            self.tookMicros = tookMicros
-        }
-
-        /// The reply for `ranked` terms of `index`, written from the index's own bytes: the same
-        /// document as ``writeJSON(into:)`` over the same suggestions, without copying a term.
-        static func write(_ ranked: [(term: Int, wholePrefix: Bool, edits: Int)], from index: SuggestionIndex,
-                          query: String, tookMicros: Int) -> [UInt8] {
-            var bytes: [UInt8] = []
-            bytes.reserveCapacity(96 + query.utf8.count + ranked.count * 160)
-            JSONValue.write(literal: Self.open, into: &bytes)
-            for (position, found) in ranked.enumerated() {
-                if position > 0 { bytes.append(UInt8(ascii: ",")) }
-                JSONValue.write(literal: Self.itemOpen, into: &bytes)
-                index.withText(ofTerm: found.term) { keyword, text in
-                    let highlight = SuggestionIndex.highlightFast(query, inUTF8: text)
-                        ?? SuggestionIndex.highlight(query, in: String(decoding: text, as: UTF8.self))
-                    Self.write(highlight: highlight, into: &bytes)
-                    JSONValue.write(literal: Self.keywordKey, into: &bytes)
-                    JSONValue.write(utf8: keyword, into: &bytes)
-                    JSONValue.write(literal: Self.textKey, into: &bytes)
-                    JSONValue.write(utf8: text, into: &bytes)
-                }
-                JSONValue.write(literal: Self.weightKey, into: &bytes)
-                JSONValue.write(number: index.weight(ofTerm: found.term), into: &bytes)
-                bytes.append(UInt8(ascii: "}"))
-            }
-            Self.writeEnd(query: query, tookMicros: tookMicros, into: &bytes)
-            return bytes
-        }
 
         // The fixed parts of the document. Static strings, not arrays: appending a shared array
         // retains its buffer, and under load that count is contended between threads.
@@ -196,38 +159,23 @@ public struct SuggestPlugin: ServicePlugin {
         private static let queryKey: StaticString = #"],"query":"#
         private static let tookKey: StaticString = #","tookMicros":"#
 
-        /// The end of the document, after the last item: `],"query":…,"tookMicros":…}`.
-        static func writeEnd(query: String, tookMicros: Int, into bytes: inout [UInt8]) {
-            JSONValue.write(literal: queryKey, into: &bytes)
-            JSONValue.write(string: query, into: &bytes)
-            JSONValue.write(literal: tookKey, into: &bytes)
-            JSONValue.write(int64: Int64(tookMicros), into: &bytes)
-            bytes.append(UInt8(ascii: "}"))
-        }
-
-        /// The spans of a highlight, without the enclosing brackets: `[0,3],[5,7]`.
-        static func write(highlight: [[Int]], into bytes: inout [UInt8]) {
-            for (spanIndex, span) in highlight.enumerated() {
-                if spanIndex > 0 { bytes.append(UInt8(ascii: ",")) }
-                bytes.append(UInt8(ascii: "["))
-                for (valueIndex, value) in span.enumerated() {
-                    if valueIndex > 0 { bytes.append(UInt8(ascii: ",")) }
-                    JSONValue.write(int64: Int64(value), into: &bytes)
-                }
-                bytes.append(UInt8(ascii: "]"))
-            }
-        }
-
         /// What `JSONEncoder` would write, several times faster (this is the plugin's hot path).
         func writeJSON(into bytes: inout [UInt8]) {
-            if let prewritten { return bytes.append(contentsOf: prewritten) }
             // Room for the whole document up front: one allocation instead of a few regrowths.
             bytes.reserveCapacity(bytes.count + items.reduce(64 + query.utf8.count) { $0 + 64 + $1.keyword.utf8.count + $1.text.utf8.count })
             JSONValue.write(literal: Self.open, into: &bytes)
             for (index, item) in items.enumerated() {
                 if index > 0 { bytes.append(UInt8(ascii: ",")) }
                 JSONValue.write(literal: Self.itemOpen, into: &bytes)
-                Self.write(highlight: item.highlight, into: &bytes)
+                for (spanIndex, span) in item.highlight.enumerated() {
+                    if spanIndex > 0 { bytes.append(UInt8(ascii: ",")) }
+                    bytes.append(UInt8(ascii: "["))
+                    for (valueIndex, value) in span.enumerated() {
+                        if valueIndex > 0 { bytes.append(UInt8(ascii: ",")) }
+                        JSONValue.write(int64: Int64(value), into: &bytes)
+                    }
+                    bytes.append(UInt8(ascii: "]"))
+                }
                 JSONValue.write(literal: Self.keywordKey, into: &bytes)
                 JSONValue.write(string: item.keyword, into: &bytes)
                 JSONValue.write(literal: Self.textKey, into: &bytes)
@@ -236,7 +184,11 @@ public struct SuggestPlugin: ServicePlugin {
                 JSONValue.write(number: item.weight, into: &bytes)
                 bytes.append(UInt8(ascii: "}"))
             }
-            Self.writeEnd(query: query, tookMicros: tookMicros, into: &bytes)
+            JSONValue.write(literal: Self.queryKey, into: &bytes)
+            JSONValue.write(string: query, into: &bytes)
+            JSONValue.write(literal: Self.tookKey, into: &bytes)
+            JSONValue.write(int64: Int64(tookMicros), into: &bytes)
+            bytes.append(UInt8(ascii: "}"))
         }
     }
 
@@ -285,15 +237,6 @@ public struct SuggestPlugin: ServicePlugin {
                 .returns(Suggestions.self) { input, _ in
                     let started = ContinuousClock.now
                     let query = input.query.q ?? ""
-                    if upstream == nil, let index = store.index.unchangedBase() {
-                        // The common case: the reply is written from the index's bytes.
-                        let ranked = index.ranked(for: query, limit: input.query.limit ?? 10)
-                        let elapsed = ContinuousClock.now - started
-                        let micros = Int(elapsed.components.seconds * 1_000_000 + elapsed.components.attoseconds / 1_000_000_000_000)
-                        var reply = Suggestions(query: query, items: [], tookMicros: micros)
-                        reply.prewritten = Suggestions.write(ranked, from: index, query: query, tookMicros: micros)
-                        return reply
-                    }
                     var matches = await Self.suggestions(for: query, limit: input.query.limit ?? 10, store: store, upstream: upstream)
                     let elapsed = ContinuousClock.now - started
                     var items: [Suggestion] = []

@@ -150,19 +150,6 @@ public final class SuggestionIndex: Sendable {
 
     public let terms: [Term]
     let table: KeyTable
-    /// Every term's keyword and text as UTF-8 in one buffer, and where each lies in it. Serving a
-    /// suggestion reads these bytes instead of copying the term's strings: a copy retains them,
-    /// and under load the threads serving suggestions contend for those shared counts.
-    /// (Filled in `init`, only read afterwards, freed in `deinit`.)
-    nonisolated(unsafe) private let arena: UnsafeMutableBufferPointer<UInt8>
-    private let spans: [TextSpans]
-
-    struct TextSpans {
-        var keywordStart: Int
-        var keywordCount: Int
-        var textStart: Int
-        var textCount: Int
-    }
     /// The nodes with large ranges; the root is the last (when it is large).
     private let nodes: [Node]
     /// The nodes by prefix bytes (the root's prefix is empty).
@@ -170,26 +157,6 @@ public final class SuggestionIndex: Sendable {
 
     public init(terms: [Term]) {
         self.terms = terms
-        let size = terms.reduce(0) { $0 + $1.keyword.utf8.count + $1.text.utf8.count }
-        let arena = UnsafeMutableBufferPointer<UInt8>.allocate(capacity: max(1, size))
-        var spans: [TextSpans] = []
-        spans.reserveCapacity(terms.count)
-        var position = 0
-        func place(_ text: String) -> (start: Int, count: Int) {
-            let start = position
-            for byte in text.utf8 {
-                arena[position] = byte
-                position += 1
-            }
-            return (start, position - start)
-        }
-        for term in terms {
-            let keyword = place(term.keyword)
-            let text = place(term.text)
-            spans.append(TextSpans(keywordStart: keyword.start, keywordCount: keyword.count, textStart: text.start, textCount: text.count))
-        }
-        self.arena = arena
-        self.spans = spans
         let table = KeyTable(terms: terms)
         var nodes: [Node] = []
         var nodeAtPrefix: [[UInt8]: Int32] = [:]
@@ -198,23 +165,6 @@ public final class SuggestionIndex: Sendable {
         self.table = table
         self.nodes = nodes
         self.nodeAtPrefix = nodeAtPrefix
-    }
-
-    deinit {
-        arena.deallocate()
-    }
-
-    /// Term `index`'s keyword and text as UTF-8, read in place (valid only inside `body`).
-    func withText<Result>(ofTerm index: Int, _ body: (_ keyword: UnsafeBufferPointer<UInt8>, _ text: UnsafeBufferPointer<UInt8>) -> Result) -> Result {
-        let span = spans[index]
-        let base = UnsafePointer(arena.baseAddress!)
-        return body(UnsafeBufferPointer(start: base + span.keywordStart, count: span.keywordCount),
-                    UnsafeBufferPointer(start: base + span.textStart, count: span.textCount))
-    }
-
-    /// Term `index`'s weight.
-    func weight(ofTerm index: Int) -> Double {
-        terms.withUnsafeBufferPointer { $0[index].weight }
     }
 
     /// Computes the best keys of the node at `prefix` and, when its range is large, records the
@@ -243,17 +193,12 @@ public final class SuggestionIndex: Sendable {
     /// first; when they are fewer than `limit`, a Latin query of 4 characters or more also finds
     /// prefixes within one edit (two from 8 characters), ranked after every exact match.
     public func suggestions(for query: String, limit: Int) -> [Match] {
-        ranked(for: query, limit: limit).map { Match(term: terms[$0.term], wholePrefix: $0.wholePrefix, edits: $0.edits) }
-    }
-
-    /// What ``suggestions(for:limit:)`` finds, as term indexes: no term is copied.
-    func ranked(for query: String, limit: Int) -> [(term: Int, wholePrefix: Bool, edits: Int)] {
         let needle = Array(SuggestNormalizer.normalize(query).utf8)
         guard !needle.isEmpty, limit > 0 else { return [] }
         let limit = min(limit, Self.maxLimit)
         let range = table.range(ofPrefix: needle)
         let exact = best(range: range, node: range.count > Self.smallRange ? nodeAtPrefix[needle] ?? -1 : -1, limit: limit)
-        var result = exact.map { found(rank: $0, edits: 0) }
+        var result = exact.map { match(rank: $0, edits: 0) }
         let allowed = needle.count >= 8 ? 2 : (needle.count >= 4 ? 1 : 0)
         guard exact.count < limit, allowed > 0, needle.allSatisfy({ $0 < 0x80 }) else { return result }
         var seen = exact.map { table.keywordAtRank[Int($0)] }
@@ -261,15 +206,15 @@ public final class SuggestionIndex: Sendable {
             let keyword = table.keywordAtRank[Int(rank)]
             guard !seen.contains(keyword) else { continue }
             seen.append(keyword)
-            result.append(found(rank: rank, edits: edits))
+            result.append(match(rank: rank, edits: edits))
             if result.count == limit { break }
         }
         return result
     }
 
-    private func found(rank: Int32, edits: Int) -> (term: Int, wholePrefix: Bool, edits: Int) {
+    private func match(rank: Int32, edits: Int) -> Match {
         let key = table.keys[Int(table.keyAtRank[Int(rank)])]
-        return (Int(key.term), key.wholePrefix, edits)
+        return Match(term: terms[Int(key.term)], wholePrefix: key.wholePrefix, edits: edits)
     }
 
     /// The best keys (as ranks) of the keys in `range`, whose node is `node` (-1 when small).
@@ -385,12 +330,6 @@ public final class SuggestionIndex: Sendable {
     /// the whole comparison, and every scalar is one character (CR, which joins LF, is excluded).
     /// Nil when it does not apply.
     static func highlightFast(_ query: String, in text: String) -> [[Int]]? {
-        var text = text
-        return text.withUTF8 { highlightFast(query, inUTF8: $0) }
-    }
-
-    /// ``highlightFast(_:in:)`` over the text's UTF-8 bytes.
-    static func highlightFast(_ query: String, inUTF8 text: UnsafeBufferPointer<UInt8>) -> [[Int]]? {
         func isIdeograph(_ value: UInt32) -> Bool { (0x4E00...0x9FFF).contains(value) || (0x3400...0x4DBF).contains(value) }
         func isInert(_ value: UInt32) -> Bool { value == 0x2013 || value == 0x2014 || value == 0x2018 || value == 0x2019 || value == 0x201C || value == 0x201D }
         func lower(_ value: UInt32) -> UInt32 { value >= 0x41 && value <= 0x5A ? value | 0x20 : value }
@@ -399,32 +338,31 @@ public final class SuggestionIndex: Sendable {
         /// text's UTF-8) and returns how many; nil when one is outside what the fast path knows.
         func fold(_ text: String, into buffer: UnsafeMutableBufferPointer<UInt32>) -> Int? {
             var text = text
-            return text.withUTF8 { fold(utf8: $0, into: buffer) }
-        }
-        func fold(utf8: UnsafeBufferPointer<UInt8>, into buffer: UnsafeMutableBufferPointer<UInt32>) -> Int? {
             // Decoded from the (always valid) UTF-8 directly: cheaper than the scalar view.
-            var count = 0
-            var index = 0
-            while index < utf8.count {
-                let lead = UInt32(utf8[index])
-                let value: UInt32
-                if lead < 0x80 {
-                    value = lead
-                    index += 1
-                } else if lead < 0xE0 {
-                    value = (lead & 0x1F) << 6 | UInt32(utf8[index + 1] & 0x3F)
-                    index += 2
-                } else if lead < 0xF0 {
-                    value = (lead & 0x0F) << 12 | UInt32(utf8[index + 1] & 0x3F) << 6 | UInt32(utf8[index + 2] & 0x3F)
-                    index += 3
-                } else {
-                    return nil  // beyond the Basic Multilingual Plane: not for the fast path
+            return text.withUTF8 { utf8 -> Int? in
+                var count = 0
+                var index = 0
+                while index < utf8.count {
+                    let lead = UInt32(utf8[index])
+                    let value: UInt32
+                    if lead < 0x80 {
+                        value = lead
+                        index += 1
+                    } else if lead < 0xE0 {
+                        value = (lead & 0x1F) << 6 | UInt32(utf8[index + 1] & 0x3F)
+                        index += 2
+                    } else if lead < 0xF0 {
+                        value = (lead & 0x0F) << 12 | UInt32(utf8[index + 1] & 0x3F) << 6 | UInt32(utf8[index + 2] & 0x3F)
+                        index += 3
+                    } else {
+                        return nil  // beyond the Basic Multilingual Plane: not for the fast path
+                    }
+                    guard (value < 0x80 && value != 0x0D) || isIdeograph(value) || isInert(value) else { return nil }
+                    buffer[count] = lower(value)
+                    count += 1
                 }
-                guard (value < 0x80 && value != 0x0D) || isIdeograph(value) || isInert(value) else { return nil }
-                buffer[count] = lower(value)
-                count += 1
+                return count
             }
-            return count
         }
         // Both folds go to temporary (stack) buffers: this runs for every suggestion served.
         return withUnsafeTemporaryAllocation(of: UInt32.self, capacity: max(1, query.utf8.count)) { pattern -> [[Int]]? in
@@ -434,8 +372,8 @@ public final class SuggestionIndex: Sendable {
             while from < to, isSpace(pattern[from]) { from += 1 }
             while to > from, isSpace(pattern[to - 1]) { to -= 1 }
             let length = to - from
-            return withUnsafeTemporaryAllocation(of: UInt32.self, capacity: max(1, text.count)) { haystack -> [[Int]]? in
-                guard let count = fold(utf8: text, into: haystack) else { return nil }
+            return withUnsafeTemporaryAllocation(of: UInt32.self, capacity: max(1, text.utf8.count)) { haystack -> [[Int]]? in
+                guard let count = fold(text, into: haystack) else { return nil }
                 guard length > 0, length <= count else { return [] }
                 for start in 0...(count - length) {
                     var index = 0

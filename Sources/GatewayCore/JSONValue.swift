@@ -178,27 +178,22 @@ extension JSONValue {
 
     /// Appends `string` as a JSON string literal.
     public static func write(string: String, into bytes: inout [UInt8]) {
-        let written: Void? = string.utf8.withContiguousStorageIfAvailable { utf8 in write(utf8: utf8, into: &bytes) }
+        bytes.append(UInt8(ascii: "\""))
+        let written: Void? = string.utf8.withContiguousStorageIfAvailable { utf8 in
+            // Runs of bytes that need no escape are copied whole.
+            var runStart = 0
+            for (index, byte) in utf8.enumerated() where byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") {
+                if runStart < index { bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart..<index])) }
+                appendEscaped(byte, into: &bytes)
+                runStart = index + 1
+            }
+            if runStart < utf8.count { bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart...])) }
+        }
         if written == nil {
-            bytes.append(UInt8(ascii: "\""))
             for byte in string.utf8 {
                 if byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") { appendEscaped(byte, into: &bytes) } else { bytes.append(byte) }
             }
-            bytes.append(UInt8(ascii: "\""))
         }
-    }
-
-    /// Writes valid UTF-8 text as a JSON string (quoted and escaped), straight from its bytes.
-    public static func write(utf8: UnsafeBufferPointer<UInt8>, into bytes: inout [UInt8]) {
-        bytes.append(UInt8(ascii: "\""))
-        // Runs of bytes that need no escape are copied whole.
-        var runStart = 0
-        for (index, byte) in utf8.enumerated() where byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") {
-            if runStart < index { bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart..<index])) }
-            appendEscaped(byte, into: &bytes)
-            runStart = index + 1
-        }
-        if runStart < utf8.count { bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart...])) }
         bytes.append(UInt8(ascii: "\""))
     }
 

@@ -116,33 +116,6 @@ struct SuggestionIndexTests {
         #expect(checked > 300, "the fast path took too few of the random cases to tell")
     }
 
-    @Test("the reply written from the index's bytes is the document the suggestions would give")
-    func replyFromIndexBytes() {
-        var terms = Self.index.terms
-        terms += [
-            Term(dictionary: "c", keyword: "Amélie", text: "Amélie (2001) — Jean-Pierre Jeunet", weight: 7.5),
-            Term(dictionary: "c", keyword: "Quote \"this\"", text: "a \\ back\tslash\u{1}", weight: 3),
-            Term(dictionary: "c", keyword: "Star 80", text: "Star 80 (1983) — Bob Fosse", weight: 0),
-            Term(dictionary: "c", keyword: "Stardom", text: "Stardom 😀 (2000)", weight: 0),
-            Term(dictionary: "c", keyword: "北京烤鸭", text: "北京烤鸭 “Peking duck”", weight: 1e20),
-        ]
-        let index = SuggestionIndex(terms: terms)
-        for query in ["", "北", "北京", "jack", "JACK ", "mich", "micheal", "am", "Amé", "quote", "star", "sta", "stra", "x", "a", "s"] {
-            for limit in [1, 3, 10] {
-                let ranked = index.ranked(for: query, limit: limit)
-                let fast = SuggestPlugin.Suggestions.write(ranked, from: index, query: query, tookMicros: 12)
-                let items = index.suggestions(for: query, limit: limit).map {
-                    SuggestPlugin.Suggestion(keyword: $0.term.keyword, text: $0.term.text, weight: $0.term.weight,
-                                             highlight: SuggestionIndex.highlight(query, in: $0.term.text))
-                }
-                var slow: [UInt8] = []
-                SuggestPlugin.Suggestions(query: query, items: items, tookMicros: 12).writeJSON(into: &slow)
-                #expect(String(decoding: fast, as: UTF8.self) == String(decoding: slow, as: UTF8.self), "\(query) limit \(limit)")
-                #expect(ranked.count == items.count)
-            }
-        }
-    }
-
     @Test("the importer reads both formats and reports every bad line with its number")
     func importing() {
         let text = "Kick-Ass\tKick-Ass (2010)\t120\n北京 5000 ns\n\nbad line without fields\nX\tY\tnot-a-number\n\tempty\na\tb\tc\td\n"
