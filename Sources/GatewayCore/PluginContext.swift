@@ -11,49 +11,77 @@ import SQLKit
 /// never through the host's types — so the same plugin runs unchanged on SQLite or PostgreSQL,
 /// in a test or in production.
 public struct PluginContext: Sendable {
+    /// The members, in one shared object: a context is copied into every request's
+    /// ``OperationContext``, and copying one reference is one reference count, where copying a
+    /// dozen members would be a dozen counts that every thread serving the plugin contends for.
+    private final class Storage: Sendable {
+        let pluginID: String
+        let logger: Logger
+        let metrics: any MetricsFactory
+        let database: any SQLDatabase
+        let clock: any WallClock
+        let http: any UpstreamHTTPClient
+        let notifier: any Notifier
+        let history: any ActivityRecorder
+        let events: any EventBus
+        let cache: any CacheInvalidator
+        let accounts: any AccountDirectory
+        let baseDirectory: URL
+
+        init(pluginID: String, logger: Logger, metrics: any MetricsFactory, database: any SQLDatabase, clock: any WallClock,
+             http: any UpstreamHTTPClient, notifier: any Notifier, history: any ActivityRecorder, events: any EventBus,
+             cache: any CacheInvalidator, accounts: any AccountDirectory, baseDirectory: URL) {
+            self.pluginID = pluginID
+            self.logger = logger
+            self.metrics = metrics
+            self.database = database
+            self.clock = clock
+            self.http = http
+            self.notifier = notifier
+            self.history = history
+            self.events = events
+            self.cache = cache
+            self.accounts = accounts
+            self.baseDirectory = baseDirectory
+        }
+    }
+
+    private let storage: Storage
+
     /// The plugin's id (its key in plugins.yaml).
-    public let pluginID: String
+    public var pluginID: String { storage.pluginID }
     /// A logger labelled with the plugin's id.
-    public let logger: Logger
+    public var logger: Logger { storage.logger }
     /// Where the plugin's metrics go (the host's Prometheus registry).
-    public let metrics: any MetricsFactory
+    public var metrics: any MetricsFactory { storage.metrics }
     /// The gateway's database. A plugin owns the tables whose names start with its id and creates
     /// them with ``ServicePlugin/migrations``.
-    public let database: any SQLDatabase
+    public var database: any SQLDatabase { storage.database }
     /// The wall clock; tests may replace it.
-    public let clock: any WallClock
+    public var clock: any WallClock { storage.clock }
     /// The HTTP client for upstream services, with timeouts.
-    public let http: any UpstreamHTTPClient
+    public var http: any UpstreamHTTPClient { storage.http }
     /// Posts notifications to a user's inbox.
-    public let notifier: any Notifier
+    public var notifier: any Notifier { storage.notifier }
     /// Records entries in a user's activity history.
-    public let history: any ActivityRecorder
+    public var history: any ActivityRecorder { storage.history }
     /// Publishes changes for live subscribers, on this instance and (with PostgreSQL) on every instance.
-    public let events: any EventBus
+    public var events: any EventBus { storage.events }
     /// Purges cached replies by tag.
-    public let cache: any CacheInvalidator
+    public var cache: any CacheInvalidator { storage.cache }
     /// The gateway's accounts, for dialects that register users and sign them in.
-    public let accounts: any AccountDirectory
+    public var accounts: any AccountDirectory { storage.accounts }
     /// The folder relative paths in the plugin's configuration are resolved against (the folder of plugins.yaml).
-    public let baseDirectory: URL
+    public var baseDirectory: URL { storage.baseDirectory }
 
     public init(
         pluginID: String, logger: Logger, metrics: any MetricsFactory, database: any SQLDatabase,
         clock: any WallClock, http: any UpstreamHTTPClient, notifier: any Notifier, history: any ActivityRecorder,
         events: any EventBus, cache: any CacheInvalidator, accounts: any AccountDirectory, baseDirectory: URL
     ) {
-        self.pluginID = pluginID
-        self.logger = logger
-        self.metrics = metrics
-        self.database = database
-        self.clock = clock
-        self.http = http
-        self.notifier = notifier
-        self.history = history
-        self.events = events
-        self.cache = cache
-        self.accounts = accounts
-        self.baseDirectory = baseDirectory
+        storage = Storage(pluginID: pluginID, logger: logger, metrics: metrics, database: database, clock: clock, http: http,
+                          notifier: notifier, history: history, events: events, cache: cache, accounts: accounts,
+                          baseDirectory: baseDirectory)
     }
 
     /// A path from the configuration, made absolute against ``baseDirectory``.

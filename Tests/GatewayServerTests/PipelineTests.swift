@@ -56,6 +56,48 @@ struct PipelineTests {
         }
     }
 
+    @Test("every kind of reply carries one X-Request-Id and one Content-Length that matches its body")
+    func oneRequestIDAndLength() async throws {
+        try await TestGateway.with(notes, yaml: notesYAML) { gateway in
+            try await gateway.test { client in
+                let id = HTTPField.Name("X-Request-Id")!
+                let xCache = HTTPField.Name("X-Cache")!
+                func check(_ response: TestResponse, _ label: String, sent: String? = nil) {
+                    let ids = response.headers[values: id]
+                    #expect(ids.count == 1, "\(label): \(ids)")
+                    if let sent { #expect(ids.first == sent, "\(label)") }
+                    let lengths = response.headers[values: .contentLength]
+                    #expect(lengths.count <= 1, "\(label): \(lengths)")
+                    if response.status != .notModified, let length = lengths.first {
+                        #expect(Int(length) == response.body.readableBytes, "\(label)")
+                    }
+                }
+                let created = try await client.execute(uri: "/v1/notes/notes", method: .post, headers: [.contentType: "application/json", id: "create-1"],
+                                                       body: #"{"title": "One", "body": "text"}"#.buffer)
+                #expect(created.status == .created)
+                check(created, "201", sent: "create-1")
+                check(try await client.execute(uri: "/v1/notes/echo?name=x", method: .get), "200")
+                check(try await client.execute(uri: "/v1/notes/echo?name=x", method: .get, headers: [id: "echo-1"]), "200 echoed", sent: "echo-1")
+                let miss = try await client.execute(uri: "/v1/notes/notes", method: .get)
+                check(miss, "cache miss")
+                let hit = try await client.execute(uri: "/v1/notes/notes", method: .get, headers: [id: "hit-1"])
+                #expect(hit.headers[xCache] == "HIT")
+                #expect(hit.body == miss.body)
+                check(hit, "cache hit", sent: "hit-1")
+                let etag = try #require(hit.headers[.eTag])
+                let notModified = try await client.execute(uri: "/v1/notes/notes", method: .get, headers: [.ifNoneMatch: etag])
+                #expect(notModified.status == .notModified)
+                check(notModified, "304")
+                check(try await client.execute(uri: "/v1/notes/echo?name=x", method: .head), "HEAD")
+                check(try await client.execute(uri: "/v1/notes/nowhere", method: .get), "404")
+                check(try await client.execute(uri: "/v1/notes/echo?name=%zz", method: .get), "400")
+                check(try await client.execute(uri: "/v1/notes/notes", method: .post, headers: .json, body: #"{"title": 5}"#.buffer), "422")
+                check(try await client.execute(uri: "/legacy/notes.txt", method: .get), "dialect")
+                check(try await client.execute(uri: "/healthz", method: .get), "gateway endpoint")
+            }
+        }
+    }
+
     @Test("create, read, conditional update and list with path and body input")
     func crud() async throws {
         try await TestGateway.with(notes, yaml: notesYAML) { gateway in

@@ -64,19 +64,27 @@ public struct GatewayResponder: HTTPResponder {
         let requestID = Self.requestID(from: request.headers)
         var endpointName = "unmatched"
         var endpointMetrics: GatewayMetrics.EndpointSeries?
+        var operationReplied = false
         var response: Response
-        if request.method == .options, let cors = settings.cors, request.headers[.accessControlRequestMethod] != nil {
+        // Read once: each read of a request's method copies its pseudo-header fields.
+        let method = request.method
+        if method == .options, let cors = settings.cors, request.headers[.accessControlRequestMethod] != nil {
             endpointName = "cors.preflight"
             response = Self.preflight(request, cors: cors)
         } else {
             do {
-                switch try routes.resolve(request.method, path: Substring(request.uri.path)) {
-                case .found(let endpoint, _, let parameters):
+                switch try routes.resolve(method, path: Substring(request.uri.path)) {
+                case .found(let endpoint, let parameters):
                     endpointName = endpoint.name
                     endpointMetrics = endpoint.metrics
-                    response = try await dispatch(endpoint, parameters: parameters, request: request, context: context, requestID: requestID)
+                    if case .operation(let mounted) = endpoint {
+                        response = try await runOperation(mounted, method: method, parameters: parameters, request: request, context: context, requestID: requestID)
+                        operationReplied = true
+                    } else {
+                        response = try await dispatch(endpoint, parameters: parameters, request: request, context: context, requestID: requestID)
+                    }
                 case .methodNotAllowed(let allowed):
-                    response = ProblemResponse.make(.methodNotAllowed(request.method.rawValue, allowed: allowed), path: request.uri.path, requestID: requestID)
+                    response = ProblemResponse.make(.methodNotAllowed(method.rawValue, allowed: allowed), path: request.uri.path, requestID: requestID)
                 case .notFound:
                     response = ProblemResponse.make(.notFound("Nothing is served at \(request.uri.path.prefix(200))."), path: request.uri.path, requestID: requestID)
                 }
@@ -84,16 +92,17 @@ public struct GatewayResponder: HTTPResponder {
                 response = problem(for: error, request: request, requestID: requestID, endpoint: endpointName)
             }
         }
-        response.headers[Self.requestIDField] = requestID
+        // An operation's reply has its id already (added with its other fields).
+        if !operationReplied { response.headers[Self.requestIDField] = requestID }
         if let cors = settings.cors { Self.addCORS(to: &response, request: request, cors: cors) }
-        if request.method == .head { response.body = .init() }
+        if method == .head { response.body = .init() }
         let elapsed = ContinuousClock.now - start
         if let endpointMetrics { endpointMetrics.record(status: response.status.code, duration: elapsed) } else {
             metrics.record(endpoint: endpointName, status: response.status.code, duration: elapsed)
         }
         let level: Logger.Level = settings.accessLog ? .info : .debug
         if logger.logLevel <= level {
-            logger.log(level: level, "\(request.method.rawValue) \(request.uri.path) \(response.status.code)", metadata: [
+            logger.log(level: level, "\(method.rawValue) \(request.uri.path) \(response.status.code)", metadata: [
                 "request.id": .string(requestID), "endpoint": .string(endpointName), "client": .string(context.remoteAddress),
                 "micros": .stringConvertible(elapsed.components.attoseconds / 1_000_000_000_000 + elapsed.components.seconds * 1_000_000),
             ])
@@ -114,7 +123,7 @@ public struct GatewayResponder: HTTPResponder {
         case .gateway(let gateway):
             return try await gateway.handler(request, context)
         case .operation(let mounted):
-            return try await runOperation(mounted, parameters: parameters, request: request, context: context, requestID: requestID)
+            return try await runOperation(mounted, method: request.method, parameters: parameters, request: request, context: context, requestID: requestID)
         case .dialect(let mounted):
             do {
                 return try await runDialect(mounted, parameters: parameters, request: request, context: context, requestID: requestID)
@@ -191,14 +200,16 @@ public struct GatewayResponder: HTTPResponder {
 
     // MARK: Operations
 
-    private func runOperation(_ mounted: MountedOperation, parameters: [String: String], request: Request, context: Context, requestID: String) async throws -> Response {
-        let operation = mounted.operation
+    private func runOperation(_ mounted: MountedOperation, method: HTTPRequest.Method, parameters: [String: String], request: Request, context: Context,
+                              requestID: String) async throws -> Response {
+        // Fields are read from the mounted operation in place: a copy of the whole descriptor
+        // would count references to each of its strings and arrays.
         let credential = NativeCredentials.extract(from: request.headers)
         let principal = try await authenticator.principal(for: credential, address: context.remoteAddress)
-        let limitHeaders = try await limit(principal, plugin: mounted.pluginID, cost: operation.cost)
+        let limitHeaders = try await limit(principal, plugin: mounted.pluginID, cost: mounted.operation.cost)
         let query = try PercentDecoding.queryParameters(Substring(request.uri.query ?? ""))
 
-        let isRead = request.method == .get || request.method == .head
+        let isRead = method == .get || method == .head
         let requestCacheControl = request.headers[.cacheControl]?.lowercased() ?? ""
         var cacheKey: String?
         if isRead, mounted.cache.isCacheable, !requestCacheControl.contains("no-store"), await mounted.cacheAdmits(principal) {
@@ -208,84 +219,96 @@ public struct GatewayResponder: HTTPResponder {
             let age = ContinuousClock.now - hit.storedAt
             let maxAge = Self.requestMaxAge(requestCacheControl)
             if age < hit.ttl, maxAge.map({ age <= .seconds($0) }) ?? true {
-                return Self.cachedResponse(hit, age: age, request: request, limitHeaders: limitHeaders)
+                return Self.cachedResponse(hit, age: age, request: request, limitHeaders: limitHeaders, requestID: requestID)
             }
         }
 
-        try Self.authorize(operation.access, principal: principal, plugin: mounted.pluginID, method: request.method)
-        if let resource = operation.resourceParameter, let id = parameters[resource],
+        try Self.authorize(mounted.operation.access, principal: principal, plugin: mounted.pluginID, method: method)
+        if let resource = mounted.operation.resourceParameter, let id = parameters[resource],
            !principal.mayAccess(resource: id, of: mounted.pluginID) {
             throw GatewayError.notFound("No such resource '\(id)'.")
         }
         var body: ByteBuffer?
-        if operation.io.hasBody {
+        if mounted.operation.io.hasBody {
             body = try await collectBody(request)
         }
         let contentType = request.headers[.contentType].map { Self.mediaType($0) }
         let operationContext = OperationContext(principal: principal, requestID: requestID, logger: logger,
                                                 headers: request.headers, plugin: mounted.plugin, credential: credential)
-        let reply = try await operation(
+        let reply = try await mounted.operation(
             OperationRequest(pathParameters: parameters, queryParameters: query, body: body, contentType: contentType),
             context: operationContext)
 
         // The reply's fields: appended where no field of the name can be there yet (a search per
         // field is a large part of a small reply's cost), set where the operation may have set it.
+        // `Content-Length` and `X-Request-Id` are added here too, so that neither Hummingbird's
+        // `Response` nor ``respond(to:context:)`` has to search the fields and copy them to set one.
         var headers = HTTPFields()
-        headers.reserveCapacity(limitHeaders.count + reply.headers.count + 6)
+        headers.reserveCapacity(limitHeaders.count + reply.headers.count + 8)
         headers.append(contentsOf: limitHeaders)
         for (name, value) in reply.headers { if let field = Self.field(name) { headers[field] = value } }
-        let operationSetHeaders = !reply.headers.isEmpty
-        func put(_ name: HTTPField.Name, _ value: String) {
-            if operationSetHeaders { headers[name] = value } else { headers.append(HTTPField(name: name, value: value)) }
-        }
-        func put(_ field: HTTPField) {
-            if operationSetHeaders { headers[field.name] = field.value } else { headers.append(field) }
-        }
+        let replace = !reply.headers.isEmpty
         let bytes: ByteBuffer
         switch reply.body {
         case .empty:
             bytes = ByteBuffer()
         case .json(let value):
             bytes = ByteBuffer(bytes: try JSONStreamEncoder.encode(value))
-            put(Self.jsonContentType)
+            Self.put(Self.jsonContentType, into: &headers, replacing: replace)
         case .bytes(let buffer, let type):
             bytes = buffer
-            put(.contentType, type)
+            Self.put(HTTPField(name: .contentType, value: type), into: &headers, replacing: replace)
         }
+        Self.put(HTTPField(name: Self.requestIDField, value: requestID), into: &headers, replacing: replace)
         let succeeded = (200..<300).contains(reply.status)
         if succeeded && !isRead && !mounted.cache.invalidates.isEmpty {
             await cache.invalidate(tags: Self.resolve(tags: mounted.cache.invalidates, parameters: parameters))
         }
         guard isRead, reply.status == 200 else {
-            return Response(status: .init(code: reply.status), headers: headers, body: .init(byteBuffer: bytes))
+            return Self.response(status: .init(code: reply.status), headers: &headers, body: bytes, replacing: replace)
         }
         let etag: String
-        if operationSetHeaders, let given = headers[.eTag] {
+        if replace, let given = headers[.eTag] {
             etag = given
         } else {
             etag = Self.strongETag(bytes)
-            put(.eTag, etag)
+            Self.put(HTTPField(name: .eTag, value: etag), into: &headers, replacing: replace)
         }
         if let cacheKey, let ttl = mounted.cache.ttl {
             let seconds = Int(ttl.components.seconds)
-            put(.cacheControl, mounted.cache.scope == .shared ? "public, max-age=\(seconds)" : "private, max-age=\(seconds)")
-            put(Self.cacheMiss)
+            Self.put(HTTPField(name: .cacheControl, value: mounted.cache.scope == .shared ? "public, max-age=\(seconds)" : "private, max-age=\(seconds)"),
+                     into: &headers, replacing: replace)
+            Self.put(Self.cacheMiss, into: &headers, replacing: replace)
             if !requestCacheControl.contains("no-store") {
                 var stored = headers
                 for field in limitHeaders { stored[field.name] = nil }
+                stored[Self.requestIDField] = nil
                 await cache.store(cacheKey, CachedReply(
                     status: 200, headers: stored.map { ($0.name.rawName, $0.value) }, body: Array(buffer: bytes), etag: etag,
                     storedAt: .now, ttl: ttl, tags: Self.resolve(tags: mounted.cache.tags, parameters: parameters)))
             }
         } else {
-            if !operationSetHeaders || headers[.cacheControl] == nil { put(Self.noCache) }
-            put(Self.cacheBypass)
+            if !replace || headers[.cacheControl] == nil { Self.put(Self.noCache, into: &headers, replacing: replace) }
+            Self.put(Self.cacheBypass, into: &headers, replacing: replace)
         }
         if Self.matches(ifNoneMatch: request.headers[.ifNoneMatch], etag: etag) {
             headers[.contentType] = nil
             return Response(status: .notModified, headers: headers, body: .init())
         }
-        return Response(status: .ok, headers: headers, body: .init(byteBuffer: bytes))
+        return Self.response(status: .ok, headers: &headers, body: bytes, replacing: replace)
+    }
+
+    /// Appends `field`, or replaces the field of its name when the operation may have set one.
+    private static func put(_ field: HTTPField, into headers: inout HTTPFields, replacing: Bool) {
+        if replacing { headers[field.name] = field.value } else { headers.append(field) }
+    }
+
+    /// The response with `Content-Length` already among `headers` (taken, not copied).
+    private static func response(status: HTTPResponse.Status, headers: inout HTTPFields, body: ByteBuffer, replacing: Bool) -> Response {
+        put(HTTPField(name: .contentLength, value: String(body.readableBytes)), into: &headers, replacing: replacing)
+        var taken = HTTPFields()
+        swap(&taken, &headers)
+        return Response(status: status, headers: taken, body: .init(byteBuffer: body))
     }
 
     // MARK: Dialects
@@ -405,20 +428,21 @@ public struct GatewayResponder: HTTPResponder {
         return key
     }
 
-    static func cachedResponse(_ hit: CachedReply, age: Duration, request: Request, limitHeaders: [HTTPField]) -> Response {
+    static func cachedResponse(_ hit: CachedReply, age: Duration, request: Request, limitHeaders: [HTTPField], requestID: String) -> Response {
         // A stored reply has no rate-limit or Age fields and no name twice, so fields are appended
         // without a search; only its X-Cache (MISS when stored) is replaced.
         var headers = HTTPFields()
-        headers.reserveCapacity(hit.headers.count + limitHeaders.count + 2)
+        headers.reserveCapacity(hit.headers.count + limitHeaders.count + 4)
         for (name, value) in hit.headers { if let field = Self.field(name) { headers.append(HTTPField(name: field, value: value)) } }
         headers.append(contentsOf: limitHeaders)
         headers[cacheField] = "HIT"
         headers.append(HTTPField(name: ageField, value: String(age.components.seconds)))
+        headers.append(HTTPField(name: requestIDField, value: requestID))
         if matches(ifNoneMatch: request.headers[.ifNoneMatch], etag: hit.etag) {
             headers[.contentType] = nil
             return Response(status: .notModified, headers: headers, body: .init())
         }
-        return Response(status: .init(code: hit.status), headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: hit.body)))
+        return response(status: .init(code: hit.status), headers: &headers, body: ByteBuffer(bytes: hit.body), replacing: false)
     }
 
     // MARK: CORS

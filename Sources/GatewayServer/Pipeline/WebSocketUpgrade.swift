@@ -36,7 +36,7 @@ extension Gateway {
         let target = head.path ?? "/"
         let path = target.split(separator: "?", maxSplits: 1).first.map(Substring.init) ?? "/"
         let query = target.split(separator: "?", maxSplits: 1).dropFirst().first.map(Substring.init) ?? ""
-        guard case .found(let mounted, _, let parameters) = try? sockets.resolve(.get, path: path),
+        guard case .found(let mounted, let parameters) = try? sockets.resolve(.get, path: path),
               let queryParameters = try? PercentDecoding.queryParameters(query) else {
             return .dontUpgrade
         }

@@ -57,11 +57,15 @@ enum GCRA {
         return Outcome(allowed: true, newTAT: newTAT, remaining: remaining, resetSeconds: Int((newTAT - now).rounded(.up)), retryAfter: 0)
     }
 
-    static let policyField = HTTPField.Name("RateLimit-Policy")!
-    static let rateLimitField = HTTPField.Name("RateLimit")!
-    static let limitField = HTTPField.Name("X-RateLimit-Limit")!
-    static let remainingField = HTTPField.Name("X-RateLimit-Remaining")!
-    static let resetField = HTTPField.Name("X-RateLimit-Reset")!
+    // Lowercase, as HTTP/2 writes every name (HTTP/1.1 names are case-insensitive): a lowercase
+    // literal is its own canonical form, so the name holds two immortal strings. A mixed-case name
+    // would hold a canonical copy made at run time, and every reply's copy of the field would
+    // count references to it, a count all threads serving replies contend for.
+    static let policyField = HTTPField.Name("ratelimit-policy")!
+    static let rateLimitField = HTTPField.Name("ratelimit")!
+    static let limitField = HTTPField.Name("x-ratelimit-limit")!
+    static let remainingField = HTTPField.Name("x-ratelimit-remaining")!
+    static let resetField = HTTPField.Name("x-ratelimit-reset")!
 
     /// The fields that depend on the policy alone (`RateLimit-Policy`, `X-RateLimit-Limit`), made
     /// once per policy: most requests share a handful of policies.
@@ -140,11 +144,18 @@ public final class LocalRateLimiter: RateLimiter {
         var kind: UInt8
         var caller: String
     }
-    /// The policies of one plugin (or the defaults), per caller kind, resolved once.
-    private struct KindPolicies {
-        var anonymous: GCRA.ResolvedPolicy
-        var user: GCRA.ResolvedPolicy
-        var key: GCRA.ResolvedPolicy
+    /// The policies of one plugin (or the defaults), per caller kind, resolved once. A class, so
+    /// that taking a plugin's policies is one reference count, not three.
+    private final class KindPolicies: Sendable {
+        init(anonymous: GCRA.ResolvedPolicy, user: GCRA.ResolvedPolicy, key: GCRA.ResolvedPolicy) {
+            self.anonymous = anonymous
+            self.user = user
+            self.key = key
+        }
+
+        let anonymous: GCRA.ResolvedPolicy
+        let user: GCRA.ResolvedPolicy
+        let key: GCRA.ResolvedPolicy
     }
     private let shards: [NIOLockedValueBox<[Bucket: Double]>]
     private let epoch = ContinuousClock.now

@@ -8,15 +8,24 @@ import HTTPTypes
 /// not" (405, with the allowed methods), and percent-decodes parameter values, refusing invalid
 /// encodings with a 400.
 struct RouteTable<Endpoint: Sendable>: Sendable {
-    private final class Node: @unchecked Sendable {
-        // Built once at start-up, read-only afterwards.
-        var literals: [Substring: Node] = [:]
-        var parameter: (name: String, node: Node)?
-        var endpoints: [HTTPRequest.Method: Endpoint] = [:]
+    /// A node of the segment tree. Nodes live in one array and refer to each other by index, so
+    /// that resolving a path reads them in place: walking a tree of objects would count references
+    /// to every node on the way, counts that every thread serving requests contends for.
+    private struct Node: Sendable {
+        var literals: [Substring: Int] = [:]
+        var parameter: (name: String, node: Int)?
+        /// Few per node, so searched in order.
+        var endpoints: [(method: HTTPRequest.Method, endpoint: Endpoint)] = []
         var template: String?
+
+        func endpoint(for method: HTTPRequest.Method) -> Endpoint? {
+            for entry in endpoints where entry.method == method { return entry.endpoint }
+            return nil
+        }
     }
 
-    private let root = Node()
+    /// The nodes; the root is the first.
+    private var nodes: [Node] = [Node()]
 
     /// A path template that clashes with one already added.
     struct Conflict: Error, CustomStringConvertible {
@@ -26,95 +35,93 @@ struct RouteTable<Endpoint: Sendable>: Sendable {
     /// Adds `endpoint` for `method` at `template`. Throws when that method and path are taken, or
     /// when two templates name the same segment's parameter differently.
     mutating func add(_ method: HTTPRequest.Method, _ template: String, _ endpoint: Endpoint) throws {
-        var node = root
+        var node = 0
         for segment in template.split(separator: "/") {
             if segment.hasPrefix("{") && segment.hasSuffix("}") {
                 let name = String(segment.dropFirst().dropLast())
-                if let existing = node.parameter {
+                if let existing = nodes[node].parameter {
                     guard existing.name == name else {
-                        throw Conflict(description: "\(template): parameter {\(name)} clashes with {\(existing.name)} at the same place in \(existing.node.template ?? "another route")")
+                        throw Conflict(description: "\(template): parameter {\(name)} clashes with {\(existing.name)} at the same place in \(nodes[existing.node].template ?? "another route")")
                     }
                     node = existing.node
                 } else {
-                    let child = Node()
-                    node.parameter = (name, child)
-                    node = child
+                    nodes.append(Node())
+                    nodes[node].parameter = (name, nodes.count - 1)
+                    node = nodes.count - 1
                 }
             } else {
-                if let child = node.literals[segment] {
+                if let child = nodes[node].literals[segment] {
                     node = child
                 } else {
-                    let child = Node()
-                    node.literals[segment] = child
-                    node = child
+                    nodes.append(Node())
+                    nodes[node].literals[segment] = nodes.count - 1
+                    node = nodes.count - 1
                 }
             }
         }
-        guard node.endpoints[method] == nil else {
+        guard nodes[node].endpoint(for: method) == nil else {
             throw Conflict(description: "\(method.rawValue) \(template) is declared twice")
         }
-        node.endpoints[method] = endpoint
-        node.template = template
+        nodes[node].endpoints.append((method, endpoint))
+        nodes[node].template = template
     }
 
     /// The outcome of resolving a request.
     enum Resolution {
-        case found(Endpoint, template: String, parameters: [String: String])
+        case found(Endpoint, parameters: [String: String])
         case methodNotAllowed(allowed: [String])
         case notFound
     }
 
     func resolve(_ method: HTTPRequest.Method, path: Substring) throws(GatewayError) -> Resolution {
-        var node = root
-        var captured: [(String, Substring)] = []
-        // Segment by segment, without splitting the path into an array first.
-        var rest = path[...]
-        while !rest.isEmpty {
-            let end = rest.utf8.firstIndex(of: UInt8(ascii: "/")) ?? rest.endIndex
-            let segment = rest[..<end]
-            rest = end < rest.endIndex ? rest[rest.utf8.index(after: end)...] : rest[rest.endIndex...]
-            if segment.isEmpty { continue }
-            if let child = node.literals[segment] {
-                node = child
-            } else if let parameter = node.parameter {
-                captured.append((parameter.name, segment))
-                node = parameter.node
+        try nodes.withUnsafeBufferPointer { nodes throws(GatewayError) -> Resolution in
+            var node = 0
+            var captured: [(String, Substring)] = []
+            // Segment by segment, without splitting the path into an array first.
+            var rest = path[...]
+            while !rest.isEmpty {
+                let end = rest.utf8.firstIndex(of: UInt8(ascii: "/")) ?? rest.endIndex
+                let segment = rest[..<end]
+                rest = end < rest.endIndex ? rest[rest.utf8.index(after: end)...] : rest[rest.endIndex...]
+                if segment.isEmpty { continue }
+                if let child = nodes[node].literals[segment] {
+                    node = child
+                } else if let parameter = nodes[node].parameter {
+                    captured.append((parameter.name, segment))
+                    node = parameter.node
+                } else {
+                    return .notFound
+                }
+            }
+            guard !nodes[node].endpoints.isEmpty, nodes[node].template != nil else { return .notFound }
+            let endpoint: Endpoint
+            if let exact = nodes[node].endpoint(for: method) {
+                endpoint = exact
+            } else if method == .head, let get = nodes[node].endpoint(for: .get) {
+                endpoint = get
             } else {
-                return .notFound
+                var allowed = nodes[node].endpoints.map(\.method.rawValue)
+                if nodes[node].endpoint(for: .get) != nil { allowed.append("HEAD") }
+                return .methodNotAllowed(allowed: allowed.sorted())
             }
-        }
-        guard !node.endpoints.isEmpty, let template = node.template else { return .notFound }
-        let endpoint: Endpoint
-        if let exact = node.endpoints[method] {
-            endpoint = exact
-        } else if method == .head, let get = node.endpoints[.get] {
-            endpoint = get
-        } else {
-            var allowed = node.endpoints.keys.map(\.rawValue)
-            if node.endpoints[.get] != nil { allowed.append("HEAD") }
-            return .methodNotAllowed(allowed: allowed.sorted())
-        }
-        var parameters: [String: String] = [:]
-        for (name, raw) in captured {
-            guard let value = PercentDecoding.decode(raw) else {
-                throw GatewayError.badRequest("The path segment '\(raw.prefix(80))' is not validly percent-encoded.")
+            var parameters: [String: String] = [:]
+            for (name, raw) in captured {
+                guard let value = PercentDecoding.decode(raw) else {
+                    throw GatewayError.badRequest("The path segment '\(raw.prefix(80))' is not validly percent-encoded.")
+                }
+                parameters[name] = value
             }
-            parameters[name] = value
+            return .found(endpoint, parameters: parameters)
         }
-        return .found(endpoint, template: template, parameters: parameters)
     }
 
     /// Every route, for `gateway routes`.
     func allRoutes() -> [(method: HTTPRequest.Method, template: String, endpoint: Endpoint)] {
         var result: [(HTTPRequest.Method, String, Endpoint)] = []
-        func walk(_ node: Node) {
-            if let template = node.template {
-                for (method, endpoint) in node.endpoints { result.append((method, template, endpoint)) }
-            }
-            for (_, child) in node.literals { walk(child) }
-            if let parameter = node.parameter { walk(parameter.node) }
+        for node in nodes {
+            guard let template = node.template else { continue }
+            for (method, endpoint) in node.endpoints { result.append((method, template, endpoint)) }
         }
-        walk(root)
         return result.sorted { ($0.1, $0.0.rawValue) < ($1.1, $1.0.rawValue) }
     }
 }
