@@ -141,7 +141,36 @@ public struct SuggestPlugin: ServicePlugin {
         var keyword: String
         var text: String
         var weight: Double
-        var highlight: [[Int]]
+        /// Where the query matched (`[[start, end]]`), held without an array in the usual case.
+        var spans: HighlightSpans
+        var highlight: [[Int]] { spans.pairs }
+
+        init(keyword: String, text: String, weight: Double, spans: HighlightSpans) {
+            self.keyword = keyword
+            self.text = text
+            self.weight = weight
+            self.spans = spans
+        }
+
+        init(keyword: String, text: String, weight: Double, highlight: [[Int]]) {
+            self.init(keyword: keyword, text: text, weight: weight, spans: HighlightSpans(highlight))
+        }
+
+        enum CodingKeys: String, CodingKey { case keyword, text, weight, highlight }
+
+        init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            self.init(keyword: try container.decode(String.self, forKey: .keyword), text: try container.decode(String.self, forKey: .text),
+                      weight: try container.decode(Double.self, forKey: .weight), highlight: try container.decode([[Int]].self, forKey: .highlight))
+        }
+
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(keyword, forKey: .keyword)
+            try container.encode(text, forKey: .text)
+            try container.encode(weight, forKey: .weight)
+            try container.encode(highlight, forKey: .highlight)
+        }
     }
 
     struct Suggestions: Codable, Sendable, JSONWritable {
@@ -167,14 +196,23 @@ public struct SuggestPlugin: ServicePlugin {
             for (index, item) in items.enumerated() {
                 if index > 0 { bytes.append(UInt8(ascii: ",")) }
                 JSONValue.write(literal: Self.itemOpen, into: &bytes)
-                for (spanIndex, span) in item.highlight.enumerated() {
-                    if spanIndex > 0 { bytes.append(UInt8(ascii: ",")) }
+                switch item.spans {
+                case .single(let start, let end):
                     bytes.append(UInt8(ascii: "["))
-                    for (valueIndex, value) in span.enumerated() {
-                        if valueIndex > 0 { bytes.append(UInt8(ascii: ",")) }
-                        JSONValue.write(int64: Int64(value), into: &bytes)
-                    }
+                    JSONValue.write(int64: Int64(start), into: &bytes)
+                    bytes.append(UInt8(ascii: ","))
+                    JSONValue.write(int64: Int64(end), into: &bytes)
                     bytes.append(UInt8(ascii: "]"))
+                case .list(let spans):
+                    for (spanIndex, span) in spans.enumerated() {
+                        if spanIndex > 0 { bytes.append(UInt8(ascii: ",")) }
+                        bytes.append(UInt8(ascii: "["))
+                        for (valueIndex, value) in span.enumerated() {
+                            if valueIndex > 0 { bytes.append(UInt8(ascii: ",")) }
+                            JSONValue.write(int64: Int64(value), into: &bytes)
+                        }
+                        bytes.append(UInt8(ascii: "]"))
+                    }
                 }
                 JSONValue.write(literal: Self.keywordKey, into: &bytes)
                 JSONValue.write(string: item.keyword, into: &bytes)
@@ -242,8 +280,8 @@ public struct SuggestPlugin: ServicePlugin {
                     var items: [Suggestion] = []
                     items.reserveCapacity(matches.count)
                     while let found = matches.popLast() {
-                        items.append(Suggestion(keyword: found.keyword, text: found.text, weight: found.weight,
-                                                highlight: SuggestionIndex.highlight(query, in: found.text)))
+                        let spans = SuggestionIndex.highlightSpan(query, in: found.text)
+                        items.append(Suggestion(keyword: found.keyword, text: found.text, weight: found.weight, spans: spans))
                     }
                     items.reverse()
                     return Suggestions(

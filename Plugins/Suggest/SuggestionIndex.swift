@@ -330,6 +330,33 @@ public final class SuggestionIndex: Sendable {
     /// the whole comparison, and every scalar is one character (CR, which joins LF, is excluded).
     /// Nil when it does not apply.
     static func highlightFast(_ query: String, in text: String) -> [[Int]]? {
+        switch highlightSpanFast(query, in: text) {
+        case .unsupported: nil
+        case .none: []
+        case .span(let start, let end): [[start, end]]
+        }
+    }
+
+    /// What ``highlightSpanFast(_:in:)`` found.
+    enum FastHighlight: Equatable {
+        /// The text or query is outside what the fast path knows.
+        case unsupported
+        case none
+        case span(Int, Int)
+    }
+
+    /// Where `query` matches in `text`, as [start, end) character offsets: without an array per
+    /// suggestion (this runs for every suggestion served).
+    static func highlightSpan(_ query: String, in text: String) -> HighlightSpans {
+        switch highlightSpanFast(query, in: text) {
+        case .span(let start, let end): .single(start, end)
+        case .none: .list([])
+        case .unsupported: .list(highlight(query, in: text))
+        }
+    }
+
+    /// ``highlightFast(_:in:)`` without building arrays.
+    static func highlightSpanFast(_ query: String, in text: String) -> FastHighlight {
         func isIdeograph(_ value: UInt32) -> Bool { (0x4E00...0x9FFF).contains(value) || (0x3400...0x4DBF).contains(value) }
         func isInert(_ value: UInt32) -> Bool { value == 0x2013 || value == 0x2014 || value == 0x2018 || value == 0x2019 || value == 0x201C || value == 0x201D }
         func lower(_ value: UInt32) -> UInt32 { value >= 0x41 && value <= 0x5A ? value | 0x20 : value }
@@ -365,22 +392,22 @@ public final class SuggestionIndex: Sendable {
             }
         }
         // Both folds go to temporary (stack) buffers: this runs for every suggestion served.
-        return withUnsafeTemporaryAllocation(of: UInt32.self, capacity: max(1, query.utf8.count)) { pattern -> [[Int]]? in
-            guard let patternCount = fold(query, into: pattern) else { return nil }
+        return withUnsafeTemporaryAllocation(of: UInt32.self, capacity: max(1, query.utf8.count)) { pattern -> FastHighlight in
+            guard let patternCount = fold(query, into: pattern) else { return .unsupported }
             var from = 0
             var to = patternCount
             while from < to, isSpace(pattern[from]) { from += 1 }
             while to > from, isSpace(pattern[to - 1]) { to -= 1 }
             let length = to - from
-            return withUnsafeTemporaryAllocation(of: UInt32.self, capacity: max(1, text.utf8.count)) { haystack -> [[Int]]? in
-                guard let count = fold(text, into: haystack) else { return nil }
-                guard length > 0, length <= count else { return [] }
+            return withUnsafeTemporaryAllocation(of: UInt32.self, capacity: max(1, text.utf8.count)) { haystack -> FastHighlight in
+                guard let count = fold(text, into: haystack) else { return .unsupported }
+                guard length > 0, length <= count else { return .none }
                 for start in 0...(count - length) {
                     var index = 0
                     while index < length, haystack[start + index] == pattern[from + index] { index += 1 }
-                    if index == length { return [[start, start + length]] }
+                    if index == length { return .span(start, start + length) }
                 }
-                return []
+                return .none
             }
         }
     }
@@ -441,5 +468,23 @@ struct ByteSet {
         if words.2 != 0 { let bit = words.2.trailingZeroBitCount; words.2 &= words.2 - 1; return UInt8(128 + bit) }
         if words.3 != 0 { let bit = words.3.trailingZeroBitCount; words.3 &= words.3 - 1; return UInt8(192 + bit) }
         return nil
+    }
+}
+
+/// The highlight of one suggestion: `[[start, end]]` pairs of character offsets. One pair (or
+/// none) is the usual case and needs no array.
+enum HighlightSpans: Sendable, Equatable {
+    case single(Int, Int)
+    case list([[Int]])
+
+    init(_ spans: [[Int]]) {
+        if spans.count == 1, spans[0].count == 2 { self = .single(spans[0][0], spans[0][1]) } else { self = .list(spans) }
+    }
+
+    var pairs: [[Int]] {
+        switch self {
+        case .single(let start, let end): [[start, end]]
+        case .list(let list): list
+        }
     }
 }

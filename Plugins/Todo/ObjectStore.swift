@@ -177,19 +177,22 @@ struct ObjectStore: Sendable {
     static func newID(now: Date) -> String {
         let seconds = UInt32(truncatingIfNeeded: Int64(now.timeIntervalSince1970))
         let count = idCounter.add(1, ordering: .relaxed).newValue & 0xFF_FFFF
-        var bytes = withUnsafeBytes(of: seconds.bigEndian) { Array($0) }
-        bytes += processBytes
-        bytes += [UInt8(truncatingIfNeeded: count >> 16), UInt8(truncatingIfNeeded: count >> 8), UInt8(truncatingIfNeeded: count)]
-        let digits = Array("0123456789abcdef".utf8)
-        var text: [UInt8] = []
-        text.reserveCapacity(24)
-        for byte in bytes {
-            text.append(digits[Int(byte >> 4)])
-            text.append(digits[Int(byte & 0xF)])
+        // Written in one pass into the string's own storage: this runs for every object created.
+        return String(unsafeUninitializedCapacity: 24) { text in
+            var position = 0
+            func put(_ byte: UInt8) {
+                text[position] = hexDigits[Int(byte >> 4)]
+                text[position + 1] = hexDigits[Int(byte & 0xF)]
+                position += 2
+            }
+            for shift in stride(from: 24, through: 0, by: -8) { put(UInt8(truncatingIfNeeded: seconds >> UInt32(shift))) }
+            for byte in processBytes { put(byte) }
+            for shift in stride(from: 16, through: 0, by: -8) { put(UInt8(truncatingIfNeeded: count >> UInt32(shift))) }
+            return position
         }
-        return String(decoding: text, as: UTF8.self)
     }
 
+    private static let hexDigits: [UInt8] = Array("0123456789abcdef".utf8)
     private static let processBytes: [UInt8] = (0..<5).map { _ in UInt8.random(in: 0...255) }
     private static let idCounter = Atomic<UInt32>(UInt32.random(in: 0...0xFF_FFFF))
 
@@ -197,22 +200,47 @@ struct ObjectStore: Sendable {
         id.utf8.count == 24 && id.utf8.allSatisfy { (48...57).contains($0) || (97...102).contains($0) }
     }
 
-    /// A random (version 4) UUID in lowercase text. Foundation's `UUID()` opens the random device on
-    /// every call on Linux; this draws from the system generator directly.
+    /// A version 4 UUID in lowercase text, unique in this process and, with 122 bits from a
+    /// random key drawn once per process, across processes as random UUIDs are. Each is the
+    /// process's key mixed with a counter by a bijection (SplitMix64's finalizer), so no two in a
+    /// process are equal and none costs a system call (the system generator is one per call on
+    /// Linux, and Foundation's `UUID()` opens the random device each time).
     static func newETag() -> String {
-        var generator = SystemRandomNumberGenerator()
-        var bytes = withUnsafeBytes(of: generator.next() as UInt64) { Array($0) } + withUnsafeBytes(of: generator.next() as UInt64) { Array($0) }
-        bytes[6] = bytes[6] & 0x0F | 0x40
-        bytes[8] = bytes[8] & 0x3F | 0x80
-        let digits = Array("0123456789abcdef".utf8)
-        var text: [UInt8] = []
-        text.reserveCapacity(36)
-        for (index, byte) in bytes.enumerated() {
-            if index == 4 || index == 6 || index == 8 || index == 10 { text.append(UInt8(ascii: "-")) }
-            text.append(digits[Int(byte >> 4)])
-            text.append(digits[Int(byte & 0xF)])
+        let count = etagCounter.add(1, ordering: .relaxed).newValue
+        var high = mix(count ^ etagKey.0)
+        var low = mix(count &+ etagKey.1)
+        high = high & ~(0xF << 12) | (0x4 << 12)  // version 4
+        low = low & ~(0x3 << 62) | (0x2 << 62)  // variant 10
+        return String(unsafeUninitializedCapacity: 36) { text in
+            var position = 0
+            for half in 0..<2 {
+                let value = half == 0 ? high : low
+                for nibble in stride(from: 60, through: 0, by: -4) {
+                    let index = half * 16 + (60 - nibble) / 4
+                    if index == 8 || index == 12 || index == 16 || index == 20 {
+                        text[position] = UInt8(ascii: "-")
+                        position += 1
+                    }
+                    text[position] = hexDigits[Int((value >> UInt64(nibble)) & 0xF)]
+                    position += 1
+                }
+            }
+            return position
         }
-        return String(decoding: text, as: UTF8.self)
+    }
+
+    private static let etagKey: (UInt64, UInt64) = {
+        var generator = SystemRandomNumberGenerator()
+        return (generator.next(), generator.next())
+    }()
+    private static let etagCounter = Atomic<UInt64>(0)
+
+    /// SplitMix64's finalizer: a bijection of 64-bit values that spreads every input bit.
+    private static func mix(_ value: UInt64) -> UInt64 {
+        var z = value &+ 0x9E37_79B9_7F4A_7C15
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
     }
 
     /// A bound JSON value for the `data` column (text on SQLite, jsonb on PostgreSQL).

@@ -93,6 +93,10 @@ struct SuggestionIndexTests {
             let slow = foundationHighlight(query, in: text)
             #expect(fast == slow, "\(query) in \(text)")
         }
+        // The span the native API writes is the same highlight, on both paths.
+        for (query, text) in [("jack", "Michael Jackson"), ("zz", "abc"), ("Ａ", "ＡＢ"), ("e", "Amélie"), ("a", "a😀"), ("北京", "在北京")] {
+            #expect(SuggestionIndex.highlightSpan(query, in: text).pairs == SuggestionIndex.highlight(query, in: text), "\(query) in \(text)")
+        }
         #expect(SuggestionIndex.highlightFast("Ａ", in: "ＡＢ") == nil, "full-width letters take Foundation's path")
         #expect(SuggestionIndex.highlightFast("e", in: "Amélie") == nil, "so do letters with diacritics")
         #expect(SuggestionIndex.highlightFast("a", in: "a\r\nb") == nil, "and CR LF, one character of two scalars")
@@ -134,13 +138,16 @@ struct SuggestPluginTests {
         let value = SuggestPlugin.Suggestions(query: "q \"x\"\n", items: [
             .init(keyword: "北京", text: "北京 \\ Beijing\t", weight: 100, highlight: [[0, 1], [3, 5]]),
             .init(keyword: "a", text: "b", weight: 0.25, highlight: []),
+            .init(keyword: "Star", text: "Star Wars", weight: 3, spans: SuggestionIndex.highlightSpan("star", in: "Star Wars")),
         ], tookMicros: 17)
+        #expect(value.items[2].spans == .single(0, 4), "one span is held without an array")
         var bytes: [UInt8] = []
         value.writeJSON(into: &bytes)
         let fast = try JSONValue.parse(ByteBuffer(bytes: bytes))
         let encoded = try JSONValue.parse(ByteBuffer(bytes: try JSONCoding.encoder.encode(value)))
         #expect(fast == encoded)
-        #expect(try JSONCoding.decoder.decode(SuggestPlugin.Suggestions.self, from: Data(bytes)).items.count == 2)
+        let decoded = try JSONCoding.decoder.decode(SuggestPlugin.Suggestions.self, from: Data(bytes))
+        #expect(decoded.items.map(\.highlight) == [[[0, 1], [3, 5]], [], [[0, 4]]])
     }
 
     @Test("GET /v1/suggest answers ranked suggestions with highlights and timing")

@@ -9,6 +9,27 @@ import Testing
 
 @Suite("todo native API")
 struct TodoNativeTests {
+    @Test("object ids are 24 hex digits and etags version 4 UUIDs, all distinct")
+    func idsAndETags() {
+        let uuid = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/
+        var etags = Set<String>()
+        var ids = Set<String>()
+        let now = Date()
+        for _ in 0..<20_000 {
+            let etag = ObjectStore.newETag()
+            #expect(etag.wholeMatch(of: uuid) != nil, "\(etag)")
+            etags.insert(etag)
+            let id = ObjectStore.newID(now: now)
+            #expect(ObjectStore.isValidID(id), "\(id)")
+            ids.insert(id)
+        }
+        #expect(etags.count == 20_000)
+        #expect(ids.count == 20_000)
+        // The id starts with the creation time in seconds, big-endian.
+        let id = ObjectStore.newID(now: Date(timeIntervalSince1970: 0x5F5E_1000))
+        #expect(id.hasPrefix("5f5e1000"))
+    }
+
     static let objects = "/v1/todo/buckets/todos/objects"
 
     @Test("create, read, replace, merge-patch, field operators and delete, each bumping the etag", arguments: TestStorage.available)
