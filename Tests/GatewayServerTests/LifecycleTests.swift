@@ -48,7 +48,9 @@ struct LifecycleTests {
     func inFlightRequestCompletes() async throws {
         try await withServing { port, group in
             let client = HTTPClient.shared
-            async let slow = client.execute(HTTPClientRequest(url: "http://127.0.0.1:\(port)/v1/notes/slow?ms=800"), timeout: .seconds(10))
+            // Generous deadlines: these tests are about completion, not speed, and a loaded CI host
+            // has been seen to stall a run for tens of seconds.
+            async let slow = client.execute(HTTPClientRequest(url: "http://127.0.0.1:\(port)/v1/notes/slow?ms=800"), timeout: .seconds(60))
             try await Task.sleep(for: .milliseconds(200))
             await group.triggerGracefulShutdown()
             let response = try await slow
@@ -76,7 +78,7 @@ struct LifecycleTests {
     func pluginServiceRuns() async throws {
         try await withServing { port, _ in
             let client = HTTPClient.shared
-            let response = try await client.execute(HTTPClientRequest(url: "http://127.0.0.1:\(port)/readyz"), timeout: .seconds(5))
+            let response = try await client.execute(HTTPClientRequest(url: "http://127.0.0.1:\(port)/readyz"), timeout: .seconds(60))
             #expect(response.status.code == 200)
         }
     }
