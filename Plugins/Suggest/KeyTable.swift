@@ -19,10 +19,10 @@ struct KeyTable: Sendable {
         var keys: [SuggestionIndex.Key] = []
         keys.reserveCapacity(terms.count * 2)
         for (index, term) in terms.enumerated() {
-            let normalized = SuggestNormalizer.normalize(term.keyword)
+            let normalized = SuggestNormalizer.normalizedBytes(term.keyword)
             guard !normalized.isEmpty else { continue }
             let start = bytes.count
-            bytes.append(contentsOf: normalized.utf8)
+            bytes.append(contentsOf: normalized)
             let end = bytes.count
             keys.append(.init(start: UInt32(start), length: UInt32(end - start), term: Int32(index), wholePrefix: true))
             for offset in start..<(end - 1) where bytes[offset] == 0x20 {

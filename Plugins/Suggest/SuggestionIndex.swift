@@ -19,7 +19,13 @@ public struct Term: Sendable, Equatable, Codable {
 /// digits become ASCII), case-folded, trimmed, inner runs of white space collapsed to one space.
 public enum SuggestNormalizer {
     public static func normalize(_ text: String) -> String {
-        normalizeFast(text) ?? normalizeGeneral(text)
+        normalizeFastBytes(text).map { String(decoding: $0, as: UTF8.self) } ?? normalizeGeneral(text)
+    }
+
+    /// ``normalize(_:)`` as UTF-8 bytes (what the index compares), without a string in between
+    /// in the usual case.
+    static func normalizedBytes(_ text: String) -> [UInt8] {
+        normalizeFastBytes(text) ?? Array(normalizeGeneral(text).utf8)
     }
 
     /// The general path, through Foundation.
@@ -47,8 +53,13 @@ public enum SuggestNormalizer {
     /// combining marks nothing composes), case folding is ASCII lowercasing, and spaces and
     /// controls (0x00–0x20, 0x7F) separate words. Nil for any other text.
     static func normalizeFast(_ text: String) -> String? {
+        normalizeFastBytes(text).map { String(decoding: $0, as: UTF8.self) }
+    }
+
+    /// ``normalizeFast(_:)`` as UTF-8 bytes.
+    static func normalizeFastBytes(_ text: String) -> [UInt8]? {
         var copy = text
-        return copy.withUTF8 { bytes -> String? in
+        return copy.withUTF8 { bytes -> [UInt8]? in
             var result: [UInt8] = []
             result.reserveCapacity(bytes.count)
             var pendingSpace = false
@@ -81,7 +92,7 @@ public enum SuggestNormalizer {
                 }
                 result.append(byte >= 0x41 && byte <= 0x5A ? byte | 0x20 : byte)
             }
-            return String(decoding: result, as: UTF8.self)
+            return result
         }
     }
 }
@@ -193,7 +204,7 @@ public final class SuggestionIndex: Sendable {
     /// first; when they are fewer than `limit`, a Latin query of 4 characters or more also finds
     /// prefixes within one edit (two from 8 characters), ranked after every exact match.
     public func suggestions(for query: String, limit: Int) -> [Match] {
-        let needle = Array(SuggestNormalizer.normalize(query).utf8)
+        let needle = SuggestNormalizer.normalizedBytes(query)
         guard !needle.isEmpty, limit > 0 else { return [] }
         let limit = min(limit, Self.maxLimit)
         let range = table.range(ofPrefix: needle)

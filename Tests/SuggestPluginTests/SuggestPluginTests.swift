@@ -51,6 +51,10 @@ struct SuggestionIndexTests {
         #expect(SuggestNormalizer.normalizeFast("Ａ北") == nil, "full-width letters take the general path")
         #expect(SuggestNormalizer.normalizeFast("\u{F900}") == nil, "CJK compatibility ideographs take the general path")
         #expect(SuggestNormalizer.normalizeFast("café") == nil)
+        // The bytes the index compares are the normal form's UTF-8, on both paths.
+        for text in ["  Ｍｉｃｈａｅｌ \t  JACKSON ", "北京 大學", "café", "", " \t "] {
+            #expect(SuggestNormalizer.normalizedBytes(text) == Array(SuggestNormalizer.normalize(text).utf8), "\(text)")
+        }
     }
 
     @Test("one Chinese character suggests the words that start with it")

@@ -32,7 +32,8 @@ let directory = FileManager.default.temporaryDirectory.appendingPathComponent("g
 try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
 var configuration = GatewayConfiguration(storage: .sqlite(path: directory.appendingPathComponent("bench.sqlite").path))
 configuration.plugins = ["notes": PluginSettings()]
-let suggestData = argument("--suggest")
+// Absolute: the configuration resolves relative paths against the server's own temporary folder.
+let suggestData = argument("--suggest").map { URL(fileURLWithPath: $0).standardizedFileURL.path }
 if let suggestData {
     let yaml = """
     plugins:
