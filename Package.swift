@@ -170,7 +170,7 @@ let package = Package(
         // Benchmark servers (see Benchmarks/README.md).
         .executableTarget(
             name: "gateway-bench-server",
-            dependencies: ["GatewayServer", "NotesFixturePlugin", "SuggestPlugin"],
+            dependencies: ["GatewayServer", "NotesFixturePlugin", "SuggestPlugin", "TodoPlugin"],
             path: "Benchmarks/Servers/GatewayBenchServer",
             swiftSettings: strictSettings
         ),

@@ -57,6 +57,92 @@ struct StorageTests {
         }
     }
 
+    @Test("SQLite's writer: a failure that undoes the whole transaction fails alone, and the writes before it run again")
+    func sqliteWholeTransactionFailure() async throws {
+        try await TestStorage.sqlite.withDatabase { database in
+            let sql = database.sql
+            _ = try await MigrationRunner(database: sql, logger: .init(label: "test")).migrate([(owner: "probe", steps: Self.steps)])
+            try await sql.insert(into: "probe_t").columns("id", "name").values(SQLBind(1_000), SQLBind("taken")).run()
+            // A session holds the writer while 100 inserts queue, and among them (after the first
+            // 50) an `INSERT OR ROLLBACK` of a taken id: when the session ends they run as one
+            // transaction, which that failure rolls back.
+            async let session: Void = sql.transaction { _ in try await Task.sleep(for: .milliseconds(800)) }
+            try await Task.sleep(for: .milliseconds(100))
+            let outcomes = try await withThrowingTaskGroup(of: (Int, Bool).self) { group in
+                func insert(_ id: Int) {
+                    group.addTask {
+                        do {
+                            if id == 150 {
+                                try await sql.raw("INSERT OR ROLLBACK INTO probe_t (id, name) VALUES (1000, 'again')").run()
+                            } else {
+                                try await sql.insert(into: "probe_t").columns("id", "name").values(SQLBind(id), SQLBind("row \(id)")).run()
+                            }
+                            return (id, true)
+                        } catch {
+                            return (id, false)
+                        }
+                    }
+                }
+                for id in 100..<150 { insert(id) }
+                try await Task.sleep(for: .milliseconds(200))
+                insert(150)
+                try await Task.sleep(for: .milliseconds(100))
+                for id in 151..<201 { insert(id) }
+                return try await group.reduce(into: [(Int, Bool)]()) { $0.append($1) }
+            }
+            try await session
+            #expect(outcomes.filter { !$0.1 }.map(\.0) == [150])
+            struct Count: Decodable { var n: Int }
+            let stored = try await sql.raw("SELECT COUNT(*) AS n FROM probe_t WHERE name = 'row ' || id").first(decoding: Count.self)
+            #expect(stored?.n == 100, "every other insert is stored, as reported")
+            #expect(try await database.integrityCheck())
+        }
+    }
+
+    @Test("SQLite's writer: sessions take turns with queued writes; text binds keep empty strings; REGEXP works in writes; bad SQL fails alone")
+    func sqliteWriterDetails() async throws {
+        try await TestStorage.sqlite.withDatabase { database in
+            let sql = database.sql
+            _ = try await MigrationRunner(database: sql, logger: .init(label: "test")).migrate([(owner: "probe", steps: Self.steps)])
+            // Transactions and single writes at once: every one of them lands, none waits on SQLite's busy handler.
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for index in 0..<20 {
+                    group.addTask {
+                        try await sql.transaction { db in
+                            try await db.insert(into: "probe_t").columns("id", "name").values(SQLBind(index), SQLBind("tx")).run()
+                            try await db.update("probe_t").set("name", to: SQLBind("tx \(index)")).where("id", .equal, SQLBind(index)).run()
+                        }
+                    }
+                    group.addTask {
+                        try await sql.insert(into: "probe_t").columns("id", "name").values(SQLBind(100 + index), SQLBind("")).run()
+                    }
+                }
+                try await group.waitForAll()
+            }
+            struct Count: Decodable { var n: Int }
+            #expect(try await sql.raw("SELECT COUNT(*) AS n FROM probe_t WHERE name LIKE 'tx %'").first(decoding: Count.self)?.n == 20)
+            #expect(try await sql.raw("SELECT COUNT(*) AS n FROM probe_t WHERE name = ''").first(decoding: Count.self)?.n == 20,
+                    "an empty string is stored as one, not as NULL")
+            try await sql.raw("DELETE FROM probe_t WHERE name REGEXP \(bind: "^tx 1[0-9]$")").run()
+            #expect(try await sql.raw("SELECT COUNT(*) AS n FROM probe_t WHERE name LIKE 'tx %'").first(decoding: Count.self)?.n == 10)
+            await #expect(throws: (any Error).self) { try await sql.raw("UPDATE no_such_table SET x = 1").run() }
+            await #expect(throws: (any Error).self) { try await sql.raw("DELETE FROM probe_t WHERE name REGEXP '('").run() }
+            try await sql.insert(into: "probe_t").columns("id", "name").values(SQLBind(500), SQLBind("after")).run()
+            #expect(try await sql.raw("SELECT COUNT(*) AS n FROM probe_t").first(decoding: Count.self)?.n == 31)
+        }
+    }
+
+    @Test("SQLite: writes after shutdown fail at once instead of hanging")
+    func sqliteWriteAfterShutdown() async throws {
+        try await TestStorage.sqlite.withFreshLocation { location, directory in
+            let database = try await GatewayDatabase.open(location, baseDirectory: directory, logger: .init(label: "test"))
+            try await database.sql.raw("CREATE TABLE t (a TEXT)").run()
+            await database.shutdown()
+            await #expect(throws: (any Error).self) { try await database.sql.raw("INSERT INTO t (a) VALUES ('x')").run() }
+            await #expect(throws: (any Error).self) { try await database.sql.transaction { _ in } }
+        }
+    }
+
     @Test("migrations apply once, in order, and are recorded", arguments: TestStorage.available)
     func migrationsApplyOnce(storage: TestStorage) async throws {
         try await storage.withDatabase { database in

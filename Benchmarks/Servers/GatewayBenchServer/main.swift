@@ -4,6 +4,7 @@ import GatewayServer
 import Logging
 import NotesFixturePlugin
 import SuggestPlugin
+import TodoPlugin
 
 // The gateway with the notes fixture plugin on a fresh SQLite database, for the benchmark.
 //   --port N          where to listen
@@ -17,6 +18,9 @@ import SuggestPlugin
 //                     (shared state touched from several threads costs more than from one)
 //   --suggest DIR     also host the suggest plugin (uncached) on DIR's jieba_dict.txt and movies.tsv,
 //                     so that --in-process --target '/v1/suggest?q=...' times a suggest request
+//   --todo            also host the todo plugin (its default `todos` bucket), so that
+//                     --in-process --target /v1/todo/buckets/todos/objects --body '{...}' times a create
+//   --body JSON       with --in-process: POST this body (as application/json) instead of a GET
 // Quotas are set far above what the load generator can reach, so rate limiting is measured as
 // work done, not as rejections. Logging is at warning level, as a production gateway would run.
 func argument(_ name: String) -> String? {
@@ -43,6 +47,9 @@ if let suggestData {
     """
     configuration.plugins["suggest"] = try GatewayConfiguration.parse(Data(yaml.utf8), file: "suggest.yaml", knownPlugins: ["suggest"]).plugins["suggest"]
 }
+let todo = CommandLine.arguments.contains("--todo")
+if todo { configuration.plugins["todo"] = PluginSettings() }
+let body = argument("--body")
 let unlimited = RateSpec(count: 1_000_000_000, period: 1)
 configuration.limits.anonymous = unlimited
 configuration.limits.user = unlimited
@@ -56,7 +63,8 @@ if unprotected {
     options.rateLimiter = UnlimitedRateLimiter()
     options.cache = DisabledResponseCache()
 }
-let gateway = try await Gateway.start(configuration: configuration, registrations: [PluginRegistration(NotesPlugin.self)] + (suggestData == nil ? [] : [PluginRegistration(SuggestPlugin.self)]), options: options)
+let gateway = try await Gateway.start(configuration: configuration, registrations: [PluginRegistration(NotesPlugin.self)] + (suggestData == nil ? [] : [PluginRegistration(SuggestPlugin.self)])
+                                     + (todo ? [PluginRegistration(TodoPlugin.self)] : []), options: options)
 for index in 0..<20 {
     _ = try await gateway.handle(.post, "/v1/notes/notes", headers: [.contentType: "application/json"],
                                  body: ByteBuffer(string: #"{"title": "note \#(index)", "body": "benchmark data"}"#))
@@ -69,8 +77,19 @@ if let keyFile = argument("--key-file"), !unprotected {
 /// Time per request through the pipeline in process, on the global executor (top-level code
 /// runs on the main actor, and hopping there and back would be measured too).
 @concurrent func inProcess(_ gateway: Gateway, target: String, count: Int) async throws -> Double {
+    let probe = body.map { ByteBuffer(string: $0) }
+    let first = try await gateway.handle(probe == nil ? .get : .post, target, headers: probe == nil ? [:] : [.contentType: "application/json"], body: probe)
+    guard (200..<300).contains(first.status) else {
+        FileHandle.standardError.write(Data("\(target) answered \(first.status): \(String(buffer: first.body))\n".utf8))
+        exit(1)
+    }
     let start = ContinuousClock.now
-    for _ in 0..<count { _ = try await gateway.handle(.get, target) }
+    if let body {
+        let headers: HTTPFields = [.contentType: "application/json"]
+        for _ in 0..<count { _ = try await gateway.handle(.post, target, headers: headers, body: ByteBuffer(string: body)) }
+    } else {
+        for _ in 0..<count { _ = try await gateway.handle(.get, target) }
+    }
     let elapsed = ContinuousClock.now - start
     return (Double(elapsed.components.seconds) * 1e6 + Double(elapsed.components.attoseconds) / 1e12) / Double(count)
 }

@@ -30,18 +30,16 @@ public final class GatewayDatabase: Sendable {
             let file = path.hasPrefix("/") ? path : baseDirectory.appendingPathComponent(path).path
             try FileManager.default.createDirectory(at: URL(fileURLWithPath: file).deletingLastPathComponent(), withIntermediateDirectories: true)
             let source = TunedSQLiteSource(path: file)
+            let writerLoop = eventLoopGroup.any()
+            let writer = try await SQLiteWriter.open(path: file, logger: logger) {
+                try await source.makeConnection(logger: logger, on: writerLoop).get()
+            }
             let pools = EventLoopGroupConnectionPool(source: source, maxConnectionsPerEventLoop: 4, requestTimeout: .seconds(30), logger: logger, on: eventLoopGroup)
-            let writer = EventLoopConnectionPool(source: source, maxConnections: 1, requestTimeout: .seconds(30), pruneInterval: nil, logger: logger,
-                                                 on: eventLoopGroup.any())
-            let sql = PooledSQLiteDatabase(pool: pools, writer: writer, queue: SQLiteWriteQueue(writer: writer, logger: logger), logger: logger)
-                .sql(queryLogLevel: .trace)
-            // Both pools are always shut down, even when closing the writer fails (a pool must be
-            // shut down before it is released).
+            let sql = PooledSQLiteDatabase(pool: pools, writer: writer, logger: logger).sql(queryLogLevel: .trace)
+            // The pool is shut down after the writer has closed (a pool must be shut down before it is released).
             let shutdown: @Sendable () async throws -> Void = {
-                var failure: (any Error)?
-                do { try await writer.close().get() } catch { failure = error }
+                await writer.close()
                 try await pools.shutdownAsync()
-                if let failure { throw failure }
             }
             // WAL is a property of the file: set it once, before any other connection uses it.
             do {
@@ -90,7 +88,7 @@ public final class GatewayDatabase: Sendable {
 /// foreign keys on, `synchronous=NORMAL`, which is durable under WAL against process crashes, and
 /// reads through a memory map of up to 256 MiB of the file (pages come straight from the OS's
 /// cache instead of a read call each; writes still go through the WAL).
-private struct TunedSQLiteSource: ConnectionPoolSource {
+struct TunedSQLiteSource: ConnectionPoolSource {
     let path: String
 
     func makeConnection(logger: Logger, on eventLoop: any EventLoop) -> EventLoopFuture<SQLiteConnection> {
@@ -116,6 +114,11 @@ enum SQLiteRegularExpressions {
 
     static let function = SQLiteCustomFunction("regexp", argumentCount: 2, pure: true) { arguments in
         guard case .text(let pattern) = arguments[0], case .text(let value) = arguments[1] else { return 0 }
+        return try matches(pattern: pattern, value: value) ? 1 : 0
+    }
+
+    /// Whether `value` matches the ICU regular expression `pattern`.
+    static func matches(pattern: String, value: String) throws -> Bool {
         let expression: NSRegularExpression
         if let known = compiled.withLock({ $0[pattern] }) {
             expression = known
@@ -127,22 +130,19 @@ enum SQLiteRegularExpressions {
             }
         }
         let range = NSRange(value.startIndex..<value.endIndex, in: value)
-        return expression.firstMatch(in: value, range: range) == nil ? 0 : 1
+        return expression.firstMatch(in: value, range: range) != nil
     }
 }
 
-/// An `SQLiteDatabase` that takes a pooled connection per query, or one for a whole session.
+/// An `SQLiteDatabase` that reads on pooled connections and writes through the one writer.
 ///
-/// SQLite lets one connection write at a time, and a connection that finds the write lock taken
-/// sleeps in its busy handler for milliseconds. So writes queue here instead, in process, for
-/// the one writer connection: statements that change something go through ``SQLiteWriteQueue``
-/// (which commits the statements waiting together in one transaction), and every session takes
-/// the writer connection for its whole life (a transaction takes the write lock with
-/// `BEGIN IMMEDIATE`). Reads run on the pool beside it, as WAL allows.
+/// SQLite lets one connection write at a time, so statements that change something go to
+/// ``SQLiteWriter`` (which commits the statements waiting together in one transaction), and every
+/// session takes the writer's connection for its whole life (a transaction takes the write lock
+/// with `BEGIN IMMEDIATE`). Reads run on the pool beside it, as WAL allows.
 private struct PooledSQLiteDatabase: SQLiteDatabase {
     let pool: EventLoopGroupConnectionPool<TunedSQLiteSource>
-    let writer: EventLoopConnectionPool<TunedSQLiteSource>
-    let queue: SQLiteWriteQueue
+    let writer: SQLiteWriter
     let logger: Logger
 
     var eventLoop: any EventLoop { pool.eventLoopGroup.any() }
@@ -160,218 +160,29 @@ private struct PooledSQLiteDatabase: SQLiteDatabase {
 
     func query(_ query: String, _ binds: [SQLiteData], logger: Logger, _ onRow: @escaping @Sendable (SQLiteRow) -> Void) -> EventLoopFuture<Void> {
         if Self.writes(query) {
-            return queue.submit(query, binds, onRow: onRow)
+            let promise = eventLoop.makePromise(of: Void.self)
+            writer.submit(query, binds, onRow: onRow, completion: .promise(promise))
+            return promise.futureResult
         }
         return pool.withConnection(logger: logger) { $0.query(query, binds, logger: logger, onRow) }
     }
 
     func query(_ query: String, _ binds: [SQLiteData], _ onRow: @escaping @Sendable (SQLiteRow) -> Void) async throws {
-        try await self.query(query, binds, logger: logger, onRow).get()
+        if Self.writes(query) {
+            // Resumed by the writer's thread itself: no future, no event loop in between.
+            try await withUnsafeThrowingContinuation { continuation in
+                writer.submit(query, binds, onRow: onRow, completion: .continuation(continuation))
+            }
+            return
+        }
+        try await pool.withConnection(logger: logger) { $0.query(query, binds, logger: logger, onRow) }.get()
     }
 
     func withConnection<T>(_ closure: @escaping @Sendable (SQLiteConnection) -> EventLoopFuture<T>) -> EventLoopFuture<T> {
-        writer.withConnection(logger: logger, closure)
+        writer.withConnection(closure)
     }
 
     func withConnection<T>(_ closure: @escaping @Sendable (SQLiteConnection) async throws -> T) async throws -> T {
-        let connection = try await writer.requestConnection(logger: logger).get()
-        defer { writer.releaseConnection(connection, logger: logger) }
-        return try await closure(connection)
-    }
-}
-
-/// Group commit for SQLite: write statements submitted while others run are executed together,
-/// in order, inside one `BEGIN IMMEDIATE` … `COMMIT`, so that a burst of small writes costs one
-/// commit instead of one each. Each statement still succeeds or fails on its own (SQLite undoes a
-/// failed statement and keeps the transaction), and no caller hears of success before the commit
-/// that makes its statement durable.
-private final class SQLiteWriteQueue: Sendable {
-    struct Pending: Sendable {
-        let sql: String
-        let binds: [SQLiteData]
-        let onRow: @Sendable (SQLiteRow) -> Void
-        let promise: EventLoopPromise<Void>
-    }
-
-    private struct State {
-        var pending: [Pending] = []
-        var draining = false
-    }
-
-    private let state = Mutex(State())
-    private let writer: EventLoopConnectionPool<TunedSQLiteSource>
-    private let logger: Logger
-    /// The most statements one transaction takes.
-    static let maximumBatch = 512
-
-    init(writer: EventLoopConnectionPool<TunedSQLiteSource>, logger: Logger) {
-        self.writer = writer
-        self.logger = logger
-    }
-
-    /// Queues a statement. Everything after this runs on the writer connection's event loop, as
-    /// one chain of futures: no task to start and no hop between threads beyond the thread pool
-    /// SQLite runs on (each hop is a wake-up, which costs more than a small INSERT).
-    func submit(_ sql: String, _ binds: [SQLiteData], onRow: @escaping @Sendable (SQLiteRow) -> Void) -> EventLoopFuture<Void> {
-        let eventLoop = writer.eventLoop
-        let promise = eventLoop.makePromise(of: Void.self)
-        let start = state.withLock { state -> Bool in
-            state.pending.append(Pending(sql: sql, binds: binds, onRow: onRow, promise: promise))
-            guard !state.draining else { return false }
-            state.draining = true
-            return true
-        }
-        if start { eventLoop.execute { self.drain() } }
-        return promise.futureResult
-    }
-
-    /// Takes the next batch, or ends the drain when nothing waits.
-    private func nextBatch() -> [Pending]? {
-        state.withLock { state in
-            guard !state.pending.isEmpty else {
-                state.draining = false
-                return nil
-            }
-            let batch = Array(state.pending.prefix(Self.maximumBatch))
-            state.pending.removeFirst(batch.count)
-            return batch
-        }
-    }
-
-    private func requeue(_ items: ArraySlice<Pending>) {
-        state.withLock { $0.pending.insert(contentsOf: items, at: 0) }
-    }
-
-    /// Runs the waiting batches one after another on the writer connection (on its event loop).
-    private func drain() {
-        writer.requestConnection(logger: logger).whenComplete { result in
-            switch result {
-            case .failure(let error):
-                while let batch = self.nextBatch() { for item in batch { item.promise.fail(error) } }
-            case .success(let connection):
-                self.drainBatches(on: connection)
-            }
-        }
-    }
-
-    private func drainBatches(on connection: SQLiteConnection) {
-        guard let batch = nextBatch() else {
-            writer.releaseConnection(connection, logger: logger)
-            return
-        }
-        // The chain never fails; each caller's promise carries its outcome.
-        execute(batch, on: connection).whenComplete { _ in self.drainBatches(on: connection) }
-    }
-
-    private func execute(_ batch: [Pending], on connection: SQLiteConnection) -> EventLoopFuture<Void> {
-        if let combined = Self.combinedInsert(batch) {
-            // One multi-row INSERT instead of one statement per row; if it fails (a row breaks a
-            // constraint), the rows run one by one so that each gets its own answer.
-            return connection.query(combined.sql, combined.binds, logger: logger) { _ in }
-                .map { for item in batch { item.promise.succeed(()) } }
-                .flatMapError { _ in
-                    connection.query("BEGIN IMMEDIATE", [], logger: self.logger) { _ in }
-                        .flatMap { self.statements(batch, from: 0, on: connection) }
-                        .recover { error in for item in batch { item.promise.fail(error) } }
-                }
-        }
-        if batch.count == 1 {
-            let item = batch[0]
-            return connection.query(item.sql, item.binds, logger: logger, item.onRow)
-                .map { item.promise.succeed(()) }
-                .recover { item.promise.fail($0) }
-        }
-        return connection.query("BEGIN IMMEDIATE", [], logger: logger) { _ in }
-            .flatMap { self.statements(batch, from: 0, on: connection) }
-            .recover { error in for item in batch { item.promise.fail(error) } }
-    }
-
-    /// The batch as one statement when it is several single-row `INSERT`s of the same text.
-    static func combinedInsert(_ batch: [Pending]) -> (sql: String, binds: [SQLiteData])? {
-        guard batch.count > 1, let first = batch.first, batch.allSatisfy({ $0.sql == first.sql }),
-              batch.count * first.binds.count <= 30_000,
-              let sql = CombinedInsert.sql(first.sql, rows: batch.count, bindsPerRow: first.binds.count) else { return nil }
-        return (sql, batch.flatMap(\.binds))
-    }
-
-    /// Runs `batch[index...]` in the open transaction and commits.
-    private func statements(_ batch: [Pending], from index: Int, on connection: SQLiteConnection) -> EventLoopFuture<Void> {
-        guard index < batch.count else { return commit(batch[...], on: connection) }
-        let item = batch[index]
-        return connection.query(item.sql, item.binds, logger: logger, item.onRow)
-            .map { Optional<any Error>.none }
-            .recover { Optional.some($0) }
-            .flatMap { failure in
-                guard let failure else { return self.statements(batch, from: index + 1, on: connection) }
-                // Commit what ran before it. If the failure rolled the whole transaction back, the
-                // commit fails and so do they; the statements after it wait for the next batch.
-                item.promise.fail(failure)
-                self.requeue(batch[(index + 1)...])
-                return self.commit(batch[..<index], on: connection)
-            }
-    }
-
-    private func commit(_ done: ArraySlice<Pending>, on connection: SQLiteConnection) -> EventLoopFuture<Void> {
-        connection.query("COMMIT", [], logger: logger) { _ in }
-            .map { for item in done { item.promise.succeed(()) } }
-            .flatMapError { error in
-                for item in done { item.promise.fail(error) }
-                return connection.query("ROLLBACK", [], logger: self.logger) { _ in }.recover { _ in }
-            }
-    }
-}
-
-/// One multi-row `INSERT` from copies of a single-row one (no `RETURNING`, no `ON CONFLICT`, no
-/// `SELECT`): `INSERT … VALUES (?1, …), (?10, …), …`. Each row's numbered placeholders (`?N`, `$N`,
-/// as SQLKit writes them) move past the rows before it; bare `?` placeholders stay, as their
-/// positions already follow the binds.
-enum CombinedInsert {
-    static func sql(_ single: String, rows: Int, bindsPerRow: Int) -> String? {
-        guard rows > 1, single.hasPrefix("INSERT INTO "), single.hasSuffix(")") else { return nil }
-        let upper = single.uppercased()
-        guard !upper.contains("RETURNING"), !upper.contains("ON CONFLICT"), !upper.contains("SELECT"),
-              let values = single.range(of: " VALUES (", options: .backwards),
-              single.components(separatedBy: " VALUES (").count == 2 else { return nil }
-        let tuple = Array(single[single.index(before: values.upperBound)...].utf8)
-        var sql = Array(single[..<values.upperBound].dropLast().utf8)
-        for row in 0..<rows {
-            if row > 0 { sql.append(contentsOf: Array(", ".utf8)) }
-            guard renumber(tuple, by: row * bindsPerRow, into: &sql) else { return nil }
-        }
-        return String(decoding: sql, as: UTF8.self)
-    }
-
-    /// Appends `tuple` with every numbered placeholder outside string literals raised by `offset`.
-    /// False for what cannot be moved safely: named placeholders, or bare and numbered ones mixed.
-    static func renumber(_ tuple: [UInt8], by offset: Int, into sql: inout [UInt8]) -> Bool {
-        var index = 0
-        var quoted = false
-        var bare = false
-        var numbered = false
-        while index < tuple.count {
-            let byte = tuple[index]
-            index += 1
-            if byte == UInt8(ascii: "'") { quoted.toggle() }
-            guard !quoted, byte == UInt8(ascii: "?") || byte == UInt8(ascii: "$") else {
-                sql.append(byte)
-                continue
-            }
-            var number = 0
-            var digits = 0
-            while index < tuple.count, tuple[index] >= UInt8(ascii: "0"), tuple[index] <= UInt8(ascii: "9") {
-                number = number * 10 + Int(tuple[index] - UInt8(ascii: "0"))
-                digits += 1
-                index += 1
-            }
-            sql.append(byte)
-            if digits == 0 {
-                guard byte == UInt8(ascii: "?") else { return false }
-                bare = true
-            } else {
-                numbered = true
-                sql.append(contentsOf: Array(String(number + offset).utf8))
-            }
-        }
-        return !(bare && numbered)
+        try await writer.withConnection(closure)
     }
 }
