@@ -132,6 +132,28 @@ struct StorageTests {
         }
     }
 
+    @Test("SQLite: inside a transaction, writes through the shared database join it instead of waiting for it; a nested transaction fails")
+    func sqliteWritesInsideTransaction() async throws {
+        try await TestStorage.sqlite.withDatabase { database in
+            let sql = database.sql
+            _ = try await MigrationRunner(database: sql, logger: .init(label: "test")).migrate([(owner: "probe", steps: Self.steps)])
+            try await sql.transaction { _ in
+                try await sql.insert(into: "probe_t").columns("id", "name").values(SQLBind(1), SQLBind("kept")).run()
+            }
+            await #expect(throws: GatewayError.self) {
+                try await sql.transaction { _ in
+                    try await sql.insert(into: "probe_t").columns("id", "name").values(SQLBind(2), SQLBind("rolled back")).run()
+                    throw GatewayError.conflict("abort")
+                }
+            }
+            await #expect(throws: (any Error).self) {
+                try await sql.transaction { _ in try await sql.transaction { _ in } }
+            }
+            struct Row: Decodable { var name: String }
+            #expect(try await sql.select().column("name").from("probe_t").all(decoding: Row.self).map(\.name) == ["kept"])
+        }
+    }
+
     @Test("SQLite: writes after shutdown fail at once instead of hanging")
     func sqliteWriteAfterShutdown() async throws {
         try await TestStorage.sqlite.withFreshLocation { location, directory in

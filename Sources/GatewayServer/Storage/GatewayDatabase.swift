@@ -160,6 +160,7 @@ private struct PooledSQLiteDatabase: SQLiteDatabase {
 
     func query(_ query: String, _ binds: [SQLiteData], logger: Logger, _ onRow: @escaping @Sendable (SQLiteRow) -> Void) -> EventLoopFuture<Void> {
         if Self.writes(query) {
+            if let session = SQLiteWriter.current, session.isOpen { return session.connection.query(query, binds, logger: logger, onRow) }
             let promise = eventLoop.makePromise(of: Void.self)
             writer.submit(query, binds, onRow: onRow, completion: .promise(promise))
             return promise.futureResult
@@ -169,6 +170,10 @@ private struct PooledSQLiteDatabase: SQLiteDatabase {
 
     func query(_ query: String, _ binds: [SQLiteData], _ onRow: @escaping @Sendable (SQLiteRow) -> Void) async throws {
         if Self.writes(query) {
+            if let session = SQLiteWriter.current, session.isOpen {
+                try await session.connection.query(query, binds, logger: logger, onRow).get()
+                return
+            }
             // Resumed by the writer's thread itself: no future, no event loop in between.
             try await withUnsafeThrowingContinuation { continuation in
                 writer.submit(query, binds, onRow: onRow, completion: .continuation(continuation))

@@ -2,6 +2,7 @@ import Foundation
 import Logging
 @preconcurrency import NIOCore
 import SQLiteNIO
+import Synchronization
 import VaporCSQLite
 
 /// The one connection that writes to an SQLite database, on a thread of its own.
@@ -150,17 +151,36 @@ final class SQLiteWriter: @unchecked Sendable {
         }
     }
 
+    /// A session in progress, as its task (and its child tasks) see it.
+    final class Session: Sendable {
+        let connection: SQLiteConnection
+        private let open = Atomic<Bool>(true)
+        var isOpen: Bool { open.load(ordering: .acquiring) }
+
+        init(_ connection: SQLiteConnection) { self.connection = connection }
+        func end() { open.store(false, ordering: .releasing) }
+    }
+
+    /// The session the current task holds, if any: its writes through the shared database run on
+    /// the session's connection (queued, they would wait for the session to end, which waits for them).
+    @TaskLocal static var current: Session?
+
     /// Runs `closure` with the write connection, once every write queued before it has run; writes
-    /// queued meanwhile wait for it.
+    /// queued meanwhile wait for it. Within a session, another session runs on the same connection.
     func withConnection<T>(_ closure: (SQLiteConnection) async throws -> T) async throws -> T {
+        if let session = Self.current, session.isOpen { return try await closure(session.connection) }
         let connection = try await withUnsafeThrowingContinuation { (continuation: UnsafeContinuation<SQLiteConnection, any Error>) in
             guard enqueue(.session({ continuation.resume(with: $0) })) else {
                 continuation.resume(throwing: SQLiteWriteError(code: SQLITE_MISUSE, message: "the database is closed"))
                 return
             }
         }
-        defer { giveBack() }
-        return try await closure(connection)
+        let session = Session(connection)
+        defer {
+            session.end()
+            giveBack()
+        }
+        return try await Self.$current.withValue(session) { try await closure(connection) }
     }
 
     /// ``withConnection(_:)-(async)`` for futures, on the connection's event loop (the closure's
