@@ -41,8 +41,20 @@ struct ObjectACL: Sendable, Equatable {
 
     /// The text the store searches for readers: every reader and writer between spaces.
     var searchable: String {
-        " " + Array(Set(readers + writers)).sorted().joined(separator: " ") + " "
+        if readers.isEmpty && writers.isEmpty { return "  " }
+        if self == .everyone { return " anonymous " }
+        return " " + Array(Set(readers + writers)).sorted().joined(separator: " ") + " "
     }
+
+    /// The stored text of the ACL (`{"readers":[...],"writers":[...]}`).
+    var text: String {
+        if readers.isEmpty && writers.isEmpty { return Self.ownerOnlyText }
+        if self == .everyone { return Self.everyoneText }
+        return json.jsonText
+    }
+
+    fileprivate static let ownerOnlyText = ObjectACL.ownerOnly.json.jsonText
+    fileprivate static let everyoneText = ObjectACL.everyone.json.jsonText
 
     func admits(_ actor: Actor, in entries: [String]) -> Bool {
         if entries.contains("anonymous") { return true }
@@ -52,6 +64,21 @@ struct ObjectACL: Sendable, Equatable {
 
     var json: JSONValue {
         .object(["readers": .array(readers.map(JSONValue.string)), "writers": .array(writers.map(JSONValue.string))])
+    }
+}
+
+extension ObjectACL {
+    /// The ACL stored as `text`; the common ones without parsing.
+    init(text: String) throws {
+        if text == Self.everyoneText {
+            self = .everyone
+        } else if text == Self.ownerOnlyText {
+            self = .ownerOnly
+        } else {
+            guard case .object(let acl) = try JSONValue.parse(text) else { throw GatewayError.internalError("A stored ACL is not a JSON object.") }
+            func list(_ key: String) -> [String] { acl[key]?.arrayValue?.compactMap(\.stringValue) ?? [] }
+            self.init(readers: list("readers"), writers: list("writers"))
+        }
     }
 }
 
@@ -254,7 +281,7 @@ struct ObjectStore: Sendable {
         return text
     }
 
-    private func aclText(_ acl: ObjectACL) -> String { acl.json.jsonText }
+    private func aclText(_ acl: ObjectACL) -> String { acl.text }
 
     // MARK: Reading
 
@@ -266,14 +293,11 @@ struct ObjectStore: Sendable {
             // jsonb's text form has spaces and its own key order: store-independent replies need the compact form.
             dataText = try JSONValue.parse(dataText, maximumDepth: 256).jsonText
         }
-        let aclText = try row.decode(column: "acl", as: String.self)
-        guard dataText.utf8.first == UInt8(ascii: "{"), case .object(let acl) = try JSONValue.parse(aclText) else {
-            throw GatewayError.internalError("A stored object is not a JSON object.")
-        }
-        func list(_ key: String) -> [String] { acl[key]?.arrayValue?.compactMap(\.stringValue) ?? [] }
+        guard dataText.utf8.first == UInt8(ascii: "{") else { throw GatewayError.internalError("A stored object is not a JSON object.") }
+        let acl = try ObjectACL(text: try row.decode(column: "acl", as: String.self))
         return StoredObject(
             id: try row.decode(column: "id", as: String.self), dataText: dataText, owner: try row.decode(column: "owner", as: String?.self),
-            acl: ObjectACL(readers: list("readers"), writers: list("writers")), etag: try row.decode(column: "etag", as: String.self),
+            acl: acl, etag: try row.decode(column: "etag", as: String.self),
             createdAt: try row.decode(column: "created_at", as: Int64.self), updatedAt: try row.decode(column: "updated_at", as: Int64.self))
     }
 

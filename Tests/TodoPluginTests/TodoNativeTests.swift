@@ -30,6 +30,18 @@ struct TodoNativeTests {
         #expect(id.hasPrefix("5f5e1000"))
     }
 
+    @Test("an ACL's stored text and searchable text, on the shortcuts for the common ACLs and the general path alike")
+    func aclTexts() throws {
+        let shared = ObjectACL(readers: ["u2", "authenticated"], writers: ["u2", "u1"])
+        for acl in [ObjectACL.everyone, .ownerOnly, shared, ObjectACL(readers: ["anonymous"], writers: [])] {
+            #expect(acl.text == acl.json.jsonText)
+            #expect(try ObjectACL(text: acl.text) == acl)
+            #expect(acl.searchable == " " + Array(Set(acl.readers + acl.writers)).sorted().joined(separator: " ") + " ")
+        }
+        #expect(shared.searchable == " authenticated u1 u2 ")
+        #expect(throws: (any Error).self) { try ObjectACL(text: "[1]") }
+    }
+
     static let objects = "/v1/todo/buckets/todos/objects"
 
     @Test("create, read, replace, merge-patch, field operators and delete, each bumping the etag", arguments: TestStorage.available)

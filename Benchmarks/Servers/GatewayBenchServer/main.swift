@@ -21,6 +21,8 @@ import TodoPlugin
 //   --todo            also host the todo plugin (its default `todos` bucket), so that
 //                     --in-process --target /v1/todo/buckets/todos/objects --body '{...}' times a create
 //   --body JSON       with --in-process: POST this body (as application/json) instead of a GET
+//   --seed N          with --todo: first create N todos (half of them done), so that queries
+//                     (--target /v1/todo/buckets/todos/query --body '{"where":...}') run over them
 // Quotas are set far above what the load generator can reach, so rate limiting is measured as
 // work done, not as rejections. Logging is at warning level, as a production gateway would run.
 func argument(_ name: String) -> String? {
@@ -68,6 +70,20 @@ let gateway = try await Gateway.start(configuration: configuration, registration
 for index in 0..<20 {
     _ = try await gateway.handle(.post, "/v1/notes/notes", headers: [.contentType: "application/json"],
                                  body: ByteBuffer(string: #"{"title": "note \#(index)", "body": "benchmark data"}"#))
+}
+if todo, let seed = argument("--seed").flatMap(Int.init) {
+    let headers: HTTPFields = [.contentType: "application/json"]
+    try await withThrowingTaskGroup(of: Void.self) { group in
+        for loop in 0..<8 {
+            group.addTask {
+                for index in stride(from: loop, to: seed, by: 8) {
+                    let body = #"{"description":"benchmark todo \#(index)","done":\#(index % 2 == 0),"tags":["bench","t\#(index % 10)"]}"#
+                    _ = try await gateway.handle(.post, "/v1/todo/buckets/todos/objects", headers: headers, body: ByteBuffer(string: body))
+                }
+            }
+        }
+        try await group.waitForAll()
+    }
 }
 if let keyFile = argument("--key-file"), !unprotected {
     let user = try await gateway.accounts.register(username: "bench", secret: .plain("benchmark-password"))
