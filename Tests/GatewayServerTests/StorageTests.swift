@@ -159,7 +159,10 @@ struct StorageTests {
         try await TestStorage.sqlite.withFreshLocation { location, directory in
             let database = try await GatewayDatabase.open(location, baseDirectory: directory, logger: .init(label: "test"))
             try await database.sql.raw("CREATE TABLE t (a TEXT)").run()
-            await database.shutdown()
+            // Shut down twice at once: both calls return.
+            async let first: Void = database.shutdown()
+            async let second: Void = database.shutdown()
+            _ = await (first, second)
             await #expect(throws: (any Error).self) { try await database.sql.raw("INSERT INTO t (a) VALUES ('x')").run() }
             await #expect(throws: (any Error).self) { try await database.sql.transaction { _ in } }
         }

@@ -69,7 +69,7 @@ final class SQLiteWriter: @unchecked Sendable {
     private var lent = false
     private var stopping = false
     private var stopped = false
-    private var finished: CheckedContinuation<Void, Never>?
+    private var closing: [CheckedContinuation<Void, Never>] = []
 
     // Used only on the writer thread (after `init`).
     private let handle: OpaquePointer
@@ -219,7 +219,7 @@ final class SQLiteWriter: @unchecked Sendable {
                 continuation.resume()
                 return
             }
-            finished = continuation
+            closing.append(continuation)
             stopping = true
             condition.broadcast()
             condition.unlock()
@@ -262,9 +262,10 @@ final class SQLiteWriter: @unchecked Sendable {
         do { try connection.close().wait() } catch { logger.warning("closing the SQLite write connection failed", metadata: ["error": "\(error)"]) }
         condition.lock()
         stopped = true
-        let finished = self.finished
+        let waiting = closing
+        closing = []
         condition.unlock()
-        finished?.resume()
+        for continuation in waiting { continuation.resume() }
     }
 
     /// The next statements (up to the next session), or the next session; nil once stopping with nothing left.
