@@ -270,6 +270,13 @@ struct ObjectStore: Sendable {
         return z ^ (z >> 31)
     }
 
+    /// The owner as SQL: a guest's object has none, written as `NULL` (an optional bind would go
+    /// through SQLiteKit's generic `Encodable` path on every create).
+    private func ownerSQL(_ owner: String?) -> SQLQueryString {
+        guard let owner else { return "NULL" }
+        return "\(bind: owner)"
+    }
+
     /// A bound JSON value for the `data` column (text on SQLite, jsonb on PostgreSQL).
     private func json(_ text: String) -> SQLQueryString {
         sql.sqlite ? "\(bind: text)" : "CAST(\(bind: text) AS jsonb)"
@@ -330,7 +337,7 @@ struct ObjectStore: Sendable {
         let object = StoredObject(id: Self.newID(now: now), dataText: try encodedData(data), owner: owner, acl: effectiveACL, etag: Self.newETag(),
                                   createdAt: micros, updatedAt: micros)
         let query: SQLQueryString = "INSERT INTO todo_objects (bucket, id, data, owner, readers, acl, etag, created_at, updated_at) VALUES ("
-            + "\(bind: bucket.name), \(bind: object.id), " + json(object.dataText) + ", \(bind: owner), \(bind: effectiveACL.searchable), "
+            + "\(bind: bucket.name), \(bind: object.id), " + json(object.dataText) + ", " + ownerSQL(owner) + ", \(bind: effectiveACL.searchable), "
             + "\(bind: aclText(effectiveACL)), \(bind: object.etag), \(bind: micros), \(bind: micros))"
         try await database.raw(query).run()
         return object
