@@ -115,9 +115,8 @@ public struct DialectResponse: Sendable {
 
     /// A JSON reply encoded with the gateway's conventions.
     public static func json(_ value: some Encodable, status: Int = 200, headers: [String: String] = [:]) throws -> DialectResponse {
-        let data = try JSONStreamEncoder.encode(value)
         return DialectResponse(status: status, headers: headers.merging(["Content-Type": "application/json"]) { old, _ in old },
-                               body: ByteBuffer(bytes: data))
+                               body: try JSONStreamEncoder.encodeBuffer(value))
     }
 }
 

@@ -1,6 +1,7 @@
 import Foundation
 import GatewayCore
 import NIOCore
+import Synchronization
 import Testing
 
 @Suite("JSON stream encoder")
@@ -100,6 +101,48 @@ struct JSONStreamEncoderTests {
         struct Holder: Encodable { var document: JSONDocument; var writable: Writable }
         let holder = Holder(document: JSONDocument(bytes: ByteBuffer(string: #"{"kept" : [1, 2]}"#)), writable: Writable())
         #expect(String(decoding: try JSONStreamEncoder.encode(holder), as: UTF8.self) == #"{"document":{"kept" : [1, 2]},"writable":{"own":true}}"#)
+    }
+
+    @Test("each thread's writer is reused: nested encodings, a failed one, a large one and a buffer all come out whole")
+    func writerReuse() throws {
+        // A value whose encoding encodes another value with the same encoder, on the same thread,
+        // while the thread's writer is in use.
+        struct Nesting: Encodable {
+            var inner: [String]
+            func encode(to encoder: any Encoder) throws {
+                let nested = try JSONStreamEncoder.encode(inner)
+                var container = encoder.container(keyedBy: JSONCodingKey.self)
+                try container.encode(String(decoding: nested, as: UTF8.self), forKey: JSONCodingKey("nested"))
+                try container.encode(inner.count, forKey: JSONCodingKey("count"))
+            }
+        }
+        struct JSONCodingKey: CodingKey {
+            var stringValue: String
+            var intValue: Int? { nil }
+            init(_ name: String) { stringValue = name }
+            init?(stringValue: String) { self.stringValue = stringValue }
+            init?(intValue: Int) { nil }
+        }
+        let nesting = String(decoding: try JSONStreamEncoder.encode(Nesting(inner: ["a", "b"])), as: UTF8.self)
+        #expect(nesting == #"{"nested":"[\"a\",\"b\"]","count":2}"#)
+        // A failure part-way leaves nothing behind for the next encoding.
+        struct Bad: Encodable { var first = "written"; var value = Double.nan }
+        #expect(throws: EncodingError.self) { try JSONStreamEncoder.encode(Bad()) }
+        #expect(String(decoding: try JSONStreamEncoder.encode(["after": 1]), as: UTF8.self) == #"{"after":1}"#)
+        // A reply past the writer's kept capacity, then a small one.
+        let large = [String](repeating: String(repeating: "x", count: 1000), count: 100)
+        #expect(try JSONStreamEncoder.encode(large).count == 100 * 1002 + 101)
+        #expect(String(decoding: try JSONStreamEncoder.encode([1, 2]), as: UTF8.self) == "[1,2]")
+        // The buffer form holds the same bytes.
+        let buffer = try JSONStreamEncoder.encodeBuffer(Inner(name: "n", tags: ["t"], score: 2))
+        #expect(Array(buffer.readableBytesView) == (try JSONStreamEncoder.encode(Inner(name: "n", tags: ["t"], score: 2))))
+        // Writers on many threads at once.
+        let mixed = Atomic<Int>(0)
+        DispatchQueue.concurrentPerform(iterations: 256) { index in
+            let text = String(decoding: (try? JSONStreamEncoder.encode(["index": index])) ?? [], as: UTF8.self)
+            if text != "{\"index\":\(index)}" { mixed.add(1, ordering: .relaxed) }
+        }
+        #expect(mixed.load(ordering: .relaxed) == 0)
     }
 
     @Test("non-finite numbers are refused, as JSONEncoder refuses them")

@@ -30,12 +30,12 @@ struct PipelineTests {
                 }
                 let hex = String(hash, radix: 16)
                 #expect(response.headers[.eTag] == "\"" + String(repeating: "0", count: 16 - hex.count) + hex + "\"")
-                // Generated request ids: 16 lowercase hex digits, a fresh one per request.
+                // Generated request ids: 15 lowercase hex digits, a fresh one per request.
                 let id = HTTPField.Name("X-Request-Id")!
                 let first = try #require(response.headers[id])
                 let second = try #require(try await client.execute(uri: "/healthz", method: .get).headers[id])
                 for generated in [first, second] {
-                    #expect(generated.count == 16 && generated.allSatisfy { "0123456789abcdef".contains($0) })
+                    #expect(generated.count == 15 && generated.allSatisfy { "0123456789abcdef".contains($0) })
                 }
                 #expect(first != second)
                 #expect(first.prefix(8) == second.prefix(8))

@@ -150,7 +150,7 @@ struct RateLimitTests {
 
     @Test("anonymous callers are limited by their address, written as NIO writes it")
     func addressText() throws {
-        for address in ["127.0.0.1", "10.0.255.1", "0.0.0.0", "255.255.255.255", "192.168.1.20", "::1", "2001:db8::7"] {
+        for address in ["127.0.0.1", "10.0.255.1", "0.0.0.0", "255.255.255.255", "192.168.1.20", "1.22.100.9", "99.100.10.0", "::1", "2001:db8::7"] {
             let socket = try SocketAddress(ipAddress: address, port: 8080)
             #expect(GatewayRequestContext.text(of: socket) == socket.ipAddress)
         }

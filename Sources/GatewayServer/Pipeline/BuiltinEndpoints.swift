@@ -14,7 +14,7 @@ extension Gateway {
             var headers = HTTPFields()
             headers[.contentType] = "application/json"
             headers[.cacheControl] = "no-store"
-            return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: try JSONStreamEncoder.encode(value))))
+            return Response(status: status, headers: headers, body: .init(byteBuffer: try JSONStreamEncoder.encodeBuffer(value)))
         }
         struct PluginStatus: Encodable, Sendable {
             var id: String

@@ -19,14 +19,20 @@ public struct GatewayRequestContext: RequestContext {
     static func text(of address: SocketAddress) -> String {
         guard case .v4(let v4) = address else { return address.ipAddress ?? "local" }
         // sockaddr_in: family (2 bytes), port (2), then the address in network order (4).
+        // At most 15 bytes ("255.255.255.255"): a small string, written in place without allocating.
         return withUnsafeBytes(of: v4.address) { raw in
-            var text = ""
-            text.reserveCapacity(15)
-            for offset in 4..<8 {
-                if offset != 4 { text.append(".") }
-                text += String(raw[offset])
+            String(unsafeUninitializedCapacity: 15) { buffer in
+                var position = 0
+                for offset in 4..<8 {
+                    if offset != 4 { buffer[position] = UInt8(ascii: "."); position += 1 }
+                    let octet = raw[offset]
+                    if octet >= 100 { buffer[position] = UInt8(ascii: "0") + octet / 100; position += 1 }
+                    if octet >= 10 { buffer[position] = UInt8(ascii: "0") + octet / 10 % 10; position += 1 }
+                    buffer[position] = UInt8(ascii: "0") + octet % 10
+                    position += 1
+                }
+                return position
             }
-            return text
         }
     }
 

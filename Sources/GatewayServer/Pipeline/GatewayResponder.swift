@@ -14,7 +14,7 @@ import Synchronization
 /// rather than as a chain of middleware so that the common path costs no extra allocations or
 /// indirections. Every error becomes a problem document (or the dialect's legacy shape); nothing a
 /// client sends can produce a 500 unless a handler itself fails unexpectedly.
-private let requestIDPrefix: UInt64 = UInt64.random(in: 1...UInt64(UInt32.max)) << 32
+private let requestIDPrefix: UInt64 = UInt64.random(in: 1...0x0FFF_FFFF) << 32
 private let requestIDCounter = Atomic<UInt64>(0)
 
 public struct GatewayResponder: HTTPResponder {
@@ -253,7 +253,7 @@ public struct GatewayResponder: HTTPResponder {
         case .empty:
             bytes = ByteBuffer()
         case .json(let value):
-            bytes = ByteBuffer(bytes: try JSONStreamEncoder.encode(value))
+            bytes = try JSONStreamEncoder.encodeBuffer(value)
             Self.put(Self.jsonContentType, into: &headers, replacing: replace)
         case .bytes(let buffer, let type):
             bytes = buffer
@@ -342,20 +342,27 @@ public struct GatewayResponder: HTTPResponder {
             return given
         }
         // A random per-process prefix and a counter: unique without a system call per request.
+        // Fifteen hex digits (60 bits): a string of up to 15 bytes is held inline, so the id is
+        // neither allocated nor reference-counted as it is copied into the reply and the context.
         let value = requestIDPrefix | (requestIDCounter.wrappingAdd(1, ordering: .relaxed).oldValue & 0xFFFF_FFFF)
-        return hex16(value)
+        return hex(value, digits: 15)
     }
 
     /// `value` as 16 lowercase hex digits, optionally between double quotes, in one allocation-free
     /// pass (a small string holds up to 15 bytes, so 16 digits take one allocation; no padding
     /// strings, no concatenation).
     static func hex16(_ value: UInt64, quoted: Bool = false) -> String {
+        hex(value, digits: 16, quoted: quoted)
+    }
+
+    /// The low `digits` hex digits of `value` (at most 16), optionally between double quotes.
+    static func hex(_ value: UInt64, digits count: Int, quoted: Bool = false) -> String {
         let digits: StaticString = "0123456789abcdef"
-        let length = quoted ? 18 : 16
+        let length = quoted ? count + 2 : count
         return String(unsafeUninitializedCapacity: length) { buffer in
             var position = 0
             if quoted { buffer[0] = UInt8(ascii: "\""); position = 1 }
-            for shift in stride(from: 60, through: 0, by: -4) {
+            for shift in stride(from: 4 * (count - 1), through: 0, by: -4) {
                 buffer[position] = digits.utf8Start[Int((value >> UInt64(shift)) & 0xF)]
                 position += 1
             }

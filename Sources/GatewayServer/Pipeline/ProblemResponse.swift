@@ -35,14 +35,14 @@ enum ProblemResponse {
     }
 
     static func make(_ error: GatewayError, path: String, requestID: String) -> Response {
-        let data = (try? JSONStreamEncoder.encode(Document(error: error, instance: String(path.prefix(512)), requestID: requestID))) ?? []
+        let data = (try? JSONStreamEncoder.encodeBuffer(Document(error: error, instance: String(path.prefix(512)), requestID: requestID))) ?? ByteBuffer()
         var headers = HTTPFields()
         headers[.contentType] = "application/problem+json"
         headers[.cacheControl] = "no-store"
         for (name, value) in error.headers {
             if let field = HTTPField.Name(name) { headers[field] = value }
         }
-        return Response(status: .init(code: error.status), headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: data)))
+        return Response(status: .init(code: error.status), headers: headers, body: .init(byteBuffer: data))
     }
 
     /// Maps any error to a ``GatewayError``: its own kind, Hummingbird's HTTP errors by status,

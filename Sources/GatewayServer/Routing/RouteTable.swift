@@ -1,3 +1,4 @@
+import Foundation
 import GatewayCore
 import HTTPTypes
 
@@ -26,6 +27,34 @@ struct RouteTable<Endpoint: Sendable>: Sendable {
 
     /// The nodes; the root is the first.
     private var nodes: [Node] = [Node()]
+
+    /// The literal edges again, flat, for matching a path's bytes without making a substring or
+    /// hashing one per segment: node `n`'s edges are `edges[edgeRanges[n]]`, and an edge's text is
+    /// `edgeText[edge.start ..< edge.start + edge.count]`. Plain integers only, so reading them
+    /// counts no references. Rebuilt after each `add`.
+    private struct Edge: Sendable {
+        var start: Int
+        var count: Int
+        var child: Int
+    }
+    private var edges: [Edge] = []
+    private var edgeRanges: [Range<Int>] = [0..<0]
+    private var edgeText: [UInt8] = []
+
+    private mutating func flattenEdges() {
+        edges.removeAll(keepingCapacity: true)
+        edgeRanges.removeAll(keepingCapacity: true)
+        edgeText.removeAll(keepingCapacity: true)
+        for node in nodes {
+            let first = edges.count
+            // Shorter texts first: a path's segment is compared by length before its bytes.
+            for (text, child) in node.literals.sorted(by: { ($0.key.utf8.count, $0.key) < ($1.key.utf8.count, $1.key) }) {
+                edges.append(Edge(start: edgeText.count, count: text.utf8.count, child: child))
+                edgeText.append(contentsOf: text.utf8)
+            }
+            edgeRanges.append(first..<edges.count)
+        }
+    }
 
     /// A path template that clashes with one already added.
     struct Conflict: Error, CustomStringConvertible {
@@ -64,6 +93,7 @@ struct RouteTable<Endpoint: Sendable>: Sendable {
         }
         nodes[node].endpoints.append((method, endpoint))
         nodes[node].template = template
+        flattenEdges()
     }
 
     /// The outcome of resolving a request.
@@ -74,25 +104,47 @@ struct RouteTable<Endpoint: Sendable>: Sendable {
     }
 
     func resolve(_ method: HTTPRequest.Method, path: Substring) throws(GatewayError) -> Resolution {
-        try nodes.withUnsafeBufferPointer { nodes throws(GatewayError) -> Resolution in
-            var node = 0
-            var captured: [(String, Substring)] = []
-            // Segment by segment, without splitting the path into an array first.
-            var rest = path[...]
-            while !rest.isEmpty {
-                let end = rest.utf8.firstIndex(of: UInt8(ascii: "/")) ?? rest.endIndex
-                let segment = rest[..<end]
-                rest = end < rest.endIndex ? rest[rest.utf8.index(after: end)...] : rest[rest.endIndex...]
-                if segment.isEmpty { continue }
-                if let child = nodes[node].literals[segment] {
-                    node = child
-                } else if let parameter = nodes[node].parameter {
-                    captured.append((parameter.name, segment))
-                    node = parameter.node
-                } else {
-                    return .notFound
+        // The path's bytes, segment by segment, matched against the flat edges. Captured
+        // parameters are byte ranges, made into strings only once the route is known.
+        var path = path
+        var captured: [(name: String, range: Range<Int>)] = []
+        let found: Int? = path.withUTF8 { bytes in
+            edges.withUnsafeBufferPointer { edges in
+                edgeRanges.withUnsafeBufferPointer { ranges in
+                    edgeText.withUnsafeBufferPointer { text in
+                        var node = 0
+                        var position = 0
+                        while position < bytes.count {
+                            var end = position
+                            while end < bytes.count && bytes[end] != UInt8(ascii: "/") { end += 1 }
+                            let start = position
+                            position = end + 1
+                            let length = end - start
+                            if length == 0 { continue }
+                            var next = -1
+                            for edge in edges[ranges[node]] where edge.count >= length {
+                                if edge.count > length { break }
+                                if memcmp(text.baseAddress! + edge.start, bytes.baseAddress! + start, length) == 0 {
+                                    next = edge.child
+                                    break
+                                }
+                            }
+                            if next >= 0 {
+                                node = next
+                            } else if let parameter = nodes[node].parameter {
+                                captured.append((parameter.name, start..<end))
+                                node = parameter.node
+                            } else {
+                                return nil
+                            }
+                        }
+                        return node
+                    }
                 }
             }
+        }
+        guard let node = found else { return .notFound }
+        return try nodes.withUnsafeBufferPointer { nodes throws(GatewayError) -> Resolution in
             guard !nodes[node].endpoints.isEmpty, nodes[node].template != nil else { return .notFound }
             let endpoint: Endpoint
             if let exact = nodes[node].endpoint(for: method) {
@@ -105,7 +157,9 @@ struct RouteTable<Endpoint: Sendable>: Sendable {
                 return .methodNotAllowed(allowed: allowed.sorted())
             }
             var parameters: [String: String] = [:]
-            for (name, raw) in captured {
+            for (name, range) in captured {
+                let utf8 = path.utf8
+                let raw = Substring(utf8[utf8.index(utf8.startIndex, offsetBy: range.lowerBound) ..< utf8.index(utf8.startIndex, offsetBy: range.upperBound)])
                 guard let value = PercentDecoding.decode(raw) else {
                     throw GatewayError.badRequest("The path segment '\(raw.prefix(80))' is not validly percent-encoded.")
                 }

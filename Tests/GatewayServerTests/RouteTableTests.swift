@@ -1,0 +1,99 @@
+import GatewayCore
+@testable import GatewayServer
+import HTTPTypes
+import Testing
+
+@Suite("route table")
+struct RouteTableTests {
+    /// A table of named endpoints; each test resolves paths against it.
+    func table() throws -> RouteTable<String> {
+        var table = RouteTable<String>()
+        try table.add(.get, "/healthz", "healthz")
+        try table.add(.get, "/v1/notes/notes", "list")
+        try table.add(.post, "/v1/notes/notes", "create")
+        try table.add(.get, "/v1/notes/notes/{id}", "get")
+        try table.add(.delete, "/v1/notes/notes/{id}", "delete")
+        try table.add(.get, "/v1/notes/notes/mine", "mine")
+        try table.add(.get, "/v1/notes/notes/{id}/history", "history")
+        try table.add(.get, "/v1/notes/echo", "echo")
+        try table.add(.get, "/v1/notes/echo2", "echo2")
+        try table.add(.get, "/v1/notes/ecHo", "ecHo")
+        try table.add(.get, "/v1/café/{name}", "unicode")
+        // Many literals under one node, of the same and of different lengths.
+        for index in 0..<40 { try table.add(.get, "/v1/many/item\(index)", "item\(index)") }
+        return table
+    }
+
+    func found(_ table: RouteTable<String>, _ method: HTTPRequest.Method, _ path: String) throws -> (String, [String: String])? {
+        if case .found(let endpoint, let parameters) = try table.resolve(method, path: Substring(path)) { return (endpoint, parameters) }
+        return nil
+    }
+
+    @Test("literal segments, byte for byte, and literals before parameters")
+    func literals() throws {
+        let table = try table()
+        #expect(try found(table, .get, "/healthz")?.0 == "healthz")
+        #expect(try found(table, .get, "/v1/notes/echo")?.0 == "echo")
+        #expect(try found(table, .get, "/v1/notes/echo2")?.0 == "echo2")
+        #expect(try found(table, .get, "/v1/notes/ecHo")?.0 == "ecHo")
+        #expect(try found(table, .get, "/v1/notes/notes/mine")?.0 == "mine")
+        #expect(try found(table, .get, "/v1/notes/notes/mind")?.0 == "get")
+        #expect(try found(table, .get, "/v1/notes/notes/mind")?.1 == ["id": "mind"])
+        for index in [0, 9, 10, 39] { #expect(try found(table, .get, "/v1/many/item\(index)")?.0 == "item\(index)") }
+        for path in ["/v1/many/item40", "/v1/many/item", "/v1/many/item100", "/v1/notes/ech", "/v1/notes/echo3", "/", "", "/v2", "/healthz/x"] {
+            guard case .notFound = try table.resolve(.get, path: Substring(path)) else {
+                Issue.record("\(path) should not be found")
+                continue
+            }
+        }
+    }
+
+    @Test("trailing and doubled slashes are ignored; a path may be a substring of a longer text")
+    func slashes() throws {
+        let table = try table()
+        #expect(try found(table, .get, "/v1/notes/echo/")?.0 == "echo")
+        #expect(try found(table, .get, "//v1//notes///echo")?.0 == "echo")
+        let text = "/v1/notes/notes/7?ignored"
+        let path = text[..<text.firstIndex(of: "?")!]
+        guard case .found(let endpoint, let parameters) = try table.resolve(.get, path: path) else {
+            Issue.record("a substring path should resolve")
+            return
+        }
+        #expect(endpoint == "get")
+        #expect(parameters == ["id": "7"])
+    }
+
+    @Test("parameters are captured and percent-decoded, in any script; bad escapes are a 400")
+    func parameters() throws {
+        let table = try table()
+        #expect(try found(table, .get, "/v1/notes/notes/a%20b/history")?.1 == ["id": "a b"])
+        #expect(try found(table, .get, "/v1/notes/notes/%E4%B8%AD")?.1 == ["id": "中"])
+        #expect(try found(table, .get, "/v1/café/日本")?.1 == ["name": "日本"])
+        #expect(try found(table, .get, "/v1/caf%C3%A9/x") == nil)
+        #expect(throws: GatewayError.self) { try table.resolve(.get, path: "/v1/notes/notes/%zz") }
+        #expect(throws: GatewayError.self) { try table.resolve(.get, path: "/v1/notes/notes/%C3") }
+    }
+
+    @Test("another method at a known path is a 405 naming the allowed ones; HEAD falls back to GET")
+    func methods() throws {
+        let table = try table()
+        #expect(try found(table, .head, "/v1/notes/echo")?.0 == "echo")
+        #expect(try found(table, .delete, "/v1/notes/notes/5")?.0 == "delete")
+        guard case .methodNotAllowed(let allowed) = try table.resolve(.put, path: "/v1/notes/notes") else {
+            Issue.record("PUT should be refused")
+            return
+        }
+        #expect(allowed == ["GET", "HEAD", "POST"])
+        guard case .notFound = try table.resolve(.get, path: "/v1/notes") else {
+            Issue.record("a path with no endpoint of its own is not found")
+            return
+        }
+    }
+
+    @Test("clashing templates are refused")
+    func conflicts() throws {
+        var table = try table()
+        #expect(throws: RouteTable<String>.Conflict.self) { try table.add(.get, "/v1/notes/echo", "again") }
+        #expect(throws: RouteTable<String>.Conflict.self) { try table.add(.get, "/v1/notes/notes/{other}/x", "renamed") }
+    }
+}
