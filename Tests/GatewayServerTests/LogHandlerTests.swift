@@ -37,6 +37,27 @@ struct LogHandlerTests {
         #expect(written[2].hasSuffix(" warning gateway: a=first trace=t1 [GatewayServerTests] plain\n"))
     }
 
+    @Test("a handler fits a logger's inline storage, and the server's own per-request id is not kept")
+    func compact() {
+        // Three words: an existential's inline buffer. Larger, every logger copy that sets a key
+        // (the server does so per request) would allocate a box.
+        #expect(MemoryLayout<GatewayLogHandler>.size <= 3 * MemoryLayout<Int>.size)
+        let lines = Lines()
+        var logger = Logger(label: "x") { label in GatewayLogHandler(label: label) { lines.append($0) } }
+        logger[metadataKey: "hb.request.id"] = "42"
+        logger[metadataKey: "request.id"] = "abc"
+        var copy = logger
+        copy.logLevel = .error
+        copy[metadataKey: "only"] = "copy"
+        logger.info("kept")
+        copy.info("dropped")
+        copy.error("copied")
+        #expect(logger[metadataKey: "hb.request.id"] == nil)
+        #expect(lines.all.count == 2)
+        #expect(lines.all.first?.hasSuffix(" info x: request.id=abc [GatewayServerTests] kept\n") == true)
+        #expect(lines.all.last?.hasSuffix(" error x: only=copy request.id=abc [GatewayServerTests] copied\n") == true)
+    }
+
     @Test("with no metadata at all, the line has none")
     func bare() {
         let lines = Lines()

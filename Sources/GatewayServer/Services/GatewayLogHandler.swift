@@ -9,11 +9,29 @@ import Logging
 /// formats all of its metadata into a string at each such change, a few microseconds per request
 /// spent on lines that are almost never written at the usual level.
 public struct GatewayLogHandler: LogHandler {
-    public var logLevel: Logger.Level = .info
+    /// What every copy of a handler shares: one reference, so that the handler (with its
+    /// metadata and level) fits in a `Logger`'s inline storage. Copying a logger and setting a key
+    /// then allocate no box and count one reference instead of one per member.
+    private final class Output: Sendable {
+        let label: String
+        let write: @Sendable (String) -> Void
+        let metadataProvider: Logger.MetadataProvider?
+
+        init(label: String, write: @escaping @Sendable (String) -> Void, metadataProvider: Logger.MetadataProvider?) {
+            self.label = label
+            self.write = write
+            self.metadataProvider = metadataProvider
+        }
+    }
+
+    private var output: Output
     public var metadata: Logger.Metadata = [:]
-    public var metadataProvider: Logger.MetadataProvider?
-    let label: String
-    let write: @Sendable (String) -> Void
+    public var logLevel: Logger.Level = .info
+
+    public var metadataProvider: Logger.MetadataProvider? {
+        get { output.metadataProvider }
+        set { output = Output(label: output.label, write: output.write, metadataProvider: newValue) }
+    }
 
     /// A handler writing to standard error.
     public init(label: String, metadataProvider: Logger.MetadataProvider? = LoggingSystem.metadataProvider) {
@@ -31,26 +49,33 @@ public struct GatewayLogHandler: LogHandler {
 
     /// A handler passing each whole line (with its newline) to `write`.
     public init(label: String, metadataProvider: Logger.MetadataProvider? = nil, write: @escaping @Sendable (String) -> Void) {
-        self.label = label
-        self.metadataProvider = metadataProvider
-        self.write = write
+        output = Output(label: label, write: write, metadataProvider: metadataProvider)
     }
+
+    /// Hummingbird's own per-request id, which it sets on every request's logger. The gateway's
+    /// lines carry `request.id` (the `X-Request-Id` the client sees) instead, so this key is not
+    /// kept: storing it would cost every request a dictionary of its own.
+    static let serverRequestIDKey = "hb.request.id"
 
     public subscript(metadataKey key: String) -> Logger.Metadata.Value? {
         get { metadata[key] }
-        set { metadata[key] = newValue }
+        set {
+            if key == Self.serverRequestIDKey { return }
+            metadata[key] = newValue
+        }
     }
 
     public func log(event: LogEvent) {
         var merged = metadata
-        if let provided = metadataProvider?.get(), !provided.isEmpty { merged.merge(provided) { _, new in new } }
+        if let provided = output.metadataProvider?.get(), !provided.isEmpty { merged.merge(provided) { _, new in new } }
         if let explicit = event.metadata, !explicit.isEmpty { merged.merge(explicit) { _, new in new } }
         if let error = event.error {
             merged["error.message"] = "\(error)"
             merged["error.type"] = "\(String(reflecting: type(of: error)))"
         }
         let pretty = merged.isEmpty ? "" : " " + merged.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")
-        write("\(Self.timestamp()) \(event.level)\(label.isEmpty ? "" : " ")\(label):\(pretty) [\(event.source)] \(event.message)\n")
+        let label = output.label
+        output.write("\(Self.timestamp()) \(event.level)\(label.isEmpty ? "" : " ")\(label):\(pretty) [\(event.source)] \(event.message)\n")
     }
 
     /// Local time as `2026-11-21T21:40:00+0000`, as `StreamLogHandler` writes it.
