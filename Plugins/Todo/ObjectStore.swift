@@ -162,12 +162,15 @@ struct StoredObject: Sendable, Equatable {
 /// what the actor may read, and never load a whole bucket.
 struct ObjectStore: Sendable {
     let database: any SQLDatabase
+    /// The same database when it runs finished statements (SQLite), for the insert of `create`.
+    let runner: (any SQLStatementRunner)?
     let sql: QuerySQL
     let clock: any WallClock
     let maxObjectBytes: Int
 
     init(database: any SQLDatabase, clock: any WallClock, maxObjectBytes: Int) {
         self.database = database
+        runner = database as? any SQLStatementRunner
         sql = QuerySQL(sqlite: database.isSQLite)
         self.clock = clock
         self.maxObjectBytes = maxObjectBytes
@@ -336,12 +339,23 @@ struct ObjectStore: Sendable {
         let effectiveACL = acl ?? (owner == nil ? .everyone : .ownerOnly)
         let object = StoredObject(id: Self.newID(now: now), dataText: try encodedData(data), owner: owner, acl: effectiveACL, etag: Self.newETag(),
                                   createdAt: micros, updatedAt: micros)
+        if let runner {
+            // The SQLite text and plain values: no query builder, no `Encodable` binds.
+            try await runner.runStatement(Self.insertSQL, [
+                .text(bucket.name), .text(object.id), .text(object.dataText), owner.map { .text($0) } ?? .null, .text(effectiveACL.searchable),
+                .text(aclText(effectiveACL)), .text(object.etag), .integer(micros), .integer(micros),
+            ])
+            return object
+        }
         let query: SQLQueryString = "INSERT INTO todo_objects (bucket, id, data, owner, readers, acl, etag, created_at, updated_at) VALUES ("
             + "\(bind: bucket.name), \(bind: object.id), " + json(object.dataText) + ", " + ownerSQL(owner) + ", \(bind: effectiveACL.searchable), "
             + "\(bind: aclText(effectiveACL)), \(bind: object.etag), \(bind: micros), \(bind: micros))"
         try await database.raw(query).run()
         return object
     }
+
+    /// The insert of ``create(in:data:acl:actor:)`` for an ``SQLStatementRunner`` (SQLite's `?` placeholders).
+    static let insertSQL = "INSERT INTO todo_objects (bucket, id, data, owner, readers, acl, etag, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 
     /// Changes an object: `change` edits its fields (and may return a new ACL) from the current
     /// version. With `ifMatch`, the write happens only on that etag (412 otherwise); without it,

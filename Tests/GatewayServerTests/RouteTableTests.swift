@@ -90,6 +90,14 @@ struct RouteTableTests {
         }
     }
 
+    @Test("cache tags take the path's parameters: each {name} replaced, unknown names and stray braces kept")
+    func tags() {
+        let parameters = ["bucket": "todos", "id": "日本", "empty": ""]
+        let resolved = GatewayResponder.resolve(tags: ["todo:buckets", "todo:bucket:{bucket}", "{bucket}/{id}/x", "a{missing}b", "{empty}|",
+                                                       "open{bucket", "close}{bucket}}", "é{id}é"], parameters: parameters)
+        #expect(resolved == ["todo:buckets", "todo:bucket:todos", "todos/日本/x", "a{missing}b", "|", "open{bucket", "close}todos}", "é日本é"])
+    }
+
     @Test("clashing templates are refused")
     func conflicts() throws {
         var table = try table()

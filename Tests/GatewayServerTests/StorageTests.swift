@@ -154,6 +154,34 @@ struct StorageTests {
         }
     }
 
+    @Test("SQLite runs finished statements directly (every value kind, joining a transaction, failing alone); PostgreSQL leaves that to SQLKit",
+          arguments: TestStorage.available)
+    func statementRunner(storage: TestStorage) async throws {
+        try await storage.withDatabase { database in
+            let sql = database.sql
+            guard let runner = sql as? any SQLStatementRunner else {
+                #expect(!sql.isSQLite, "the SQLite database runs statements directly")
+                return
+            }
+            #expect(sql.isSQLite)
+            try await sql.raw("CREATE TABLE runner_t (id INTEGER PRIMARY KEY, name TEXT, size REAL, note TEXT)").run()
+            try await runner.runStatement("INSERT INTO runner_t (id, name, size, note) VALUES (?, ?, ?, ?)", [.integer(1), .text("一 'quoted'"), .real(2.5), .null])
+            try await runner.runStatement("INSERT INTO runner_t (id, name, size, note) VALUES (?, ?, ?, ?)", [.integer(Int64.max), .text(""), .real(-0.125), .text("n")])
+            await #expect(throws: (any Error).self) {
+                try await runner.runStatement("INSERT INTO runner_t (id, name) VALUES (?, ?)", [.integer(1), .text("duplicate")])
+            }
+            await #expect(throws: GatewayError.self) {
+                try await sql.transaction { _ in
+                    try await runner.runStatement("INSERT INTO runner_t (id, name) VALUES (?, ?)", [.integer(3), .text("rolled back")])
+                    throw GatewayError.conflict("abort")
+                }
+            }
+            struct Row: Decodable, Equatable { var id: Int64; var name: String; var size: Double?; var note: String? }
+            let rows = try await sql.raw("SELECT id, name, size, note FROM runner_t ORDER BY id").all(decoding: Row.self)
+            #expect(rows == [Row(id: 1, name: "一 'quoted'", size: 2.5, note: nil), Row(id: Int64.max, name: "", size: -0.125, note: "n")])
+        }
+    }
+
     @Test("SQLite: writes after shutdown fail at once instead of hanging")
     func sqliteWriteAfterShutdown() async throws {
         try await TestStorage.sqlite.withFreshLocation { location, directory in

@@ -408,16 +408,23 @@ public struct GatewayResponder: HTTPResponder {
     static func resolve(tags: [String], parameters: [String: String]) -> [String] {
         tags.map { tag in
             guard tag.utf8.contains(UInt8(ascii: "{")) else { return tag }
-            // One pass: copy text, replace each {name} with its parameter (unknown names stay).
+            // One pass over the bytes (braces are ASCII, so their UTF-8 positions are character
+            // boundaries): copy text, replace each {name} with its parameter (unknown names stay).
             var result = ""
-            var rest = Substring(tag)
-            while let open = rest.firstIndex(of: "{"), let close = rest[open...].firstIndex(of: "}") {
+            result.reserveCapacity(tag.utf8.count + 32)
+            var rest = tag[...]
+            while let open = rest.utf8.firstIndex(of: UInt8(ascii: "{")),
+                  let close = rest.utf8[open...].firstIndex(of: UInt8(ascii: "}")) {
                 result += rest[..<open]
-                let name = String(rest[rest.index(after: open)..<close])
-                result += parameters[name] ?? "{\(name)}"
-                rest = rest[rest.index(after: close)...]
+                if let value = parameters[String(rest[rest.utf8.index(after: open)..<close])] {
+                    result += value
+                } else {
+                    result += rest[open...close]
+                }
+                rest = rest[rest.utf8.index(after: close)...]
             }
-            return result + rest
+            result += rest
+            return result
         }
     }
 

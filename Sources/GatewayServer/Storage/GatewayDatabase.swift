@@ -35,7 +35,8 @@ public final class GatewayDatabase: Sendable {
                 try await source.makeConnection(logger: logger, on: writerLoop).get()
             }
             let pools = EventLoopGroupConnectionPool(source: source, maxConnectionsPerEventLoop: 4, requestTimeout: .seconds(30), logger: logger, on: eventLoopGroup)
-            let sql = PooledSQLiteDatabase(pool: pools, writer: writer, logger: logger).sql(queryLogLevel: .trace)
+            let pooled = PooledSQLiteDatabase(pool: pools, writer: writer, logger: logger)
+            let sql = SQLiteStatementDatabase(base: pooled.sql(queryLogLevel: .trace), sqlite: pooled)
             // The pool is shut down after the writer has closed (a pool must be shut down before it is released).
             let shutdown: @Sendable () async throws -> Void = {
                 await writer.close()
@@ -131,6 +132,44 @@ enum SQLiteRegularExpressions {
         }
         let range = NSRange(value.startIndex..<value.endIndex, in: value)
         return expression.firstMatch(in: value, range: range) != nil
+    }
+}
+
+/// The SQLite database as SQLKit sees it, which also runs finished statements directly
+/// (``SQLStatementRunner``): binds become `SQLiteData` without SQLKit's serializer or its
+/// `Encodable` encoder.
+private struct SQLiteStatementDatabase: SQLStatementRunner {
+    let base: any SQLDatabase
+    let sqlite: PooledSQLiteDatabase
+
+    var logger: Logger { base.logger }
+    var eventLoop: any EventLoop { base.eventLoop }
+    var version: (any SQLDatabaseReportedVersion)? { base.version }
+    var dialect: any SQLDialect { base.dialect }
+    var queryLogLevel: Logger.Level? { base.queryLogLevel }
+
+    func execute(sql query: any SQLExpression, _ onRow: @escaping @Sendable (any SQLRow) -> Void) -> EventLoopFuture<Void> {
+        base.execute(sql: query, onRow)
+    }
+
+    func execute(sql query: any SQLExpression, _ onRow: @escaping @Sendable (any SQLRow) -> Void) async throws {
+        try await base.execute(sql: query, onRow)
+    }
+
+    func withSession<R>(_ closure: @escaping @Sendable (any SQLDatabase) async throws -> R) async throws -> R {
+        try await base.withSession(closure)
+    }
+
+    func runStatement(_ sql: String, _ values: [StatementValue]) async throws {
+        let binds = values.map { value -> SQLiteData in
+            switch value {
+            case .text(let text): .text(text)
+            case .integer(let integer): .integer(Int(integer))
+            case .real(let real): .float(real)
+            case .null: .null
+            }
+        }
+        try await sqlite.query(sql, binds) { _ in }
     }
 }
 
