@@ -169,55 +169,93 @@ final class ObjectSchema: Codable, Sendable {
     /// Every problem with `value`, each with the JSON pointer of the offending part.
     func problems(with value: JSONValue, at pointer: String = "") -> [GatewayError.FieldError] {
         var problems: [GatewayError.FieldError] = []
-        check(value, at: pointer, into: &problems)
+        var path = Path(base: pointer)
+        check(value, path: &path, into: &problems)
         return problems
     }
 
-    private func check(_ value: JSONValue, at pointer: String, into problems: inout [GatewayError.FieldError]) {
-        let here = pointer.isEmpty ? "/" : pointer
+    /// Where the value being checked is: the reference tokens below `base`, unescaped. The JSON
+    /// pointer is written only for a problem, so a valid object costs no pointer strings.
+    private struct Path {
+        let base: String
+        var tokens: [String] = []
+
+        var pointer: String {
+            if tokens.isEmpty { return base.isEmpty ? "/" : base }
+            return base + tokens.map { "/" + ObjectSchema.escape($0) }.joined()
+        }
+    }
+
+    private func check(_ value: JSONValue, path: inout Path, into problems: inout [GatewayError.FieldError]) {
         if let type, !type.contains(where: { Self.matches(value, type: $0) }) {
-            problems.append(.init(pointer: here, detail: "must be \(type.map { Self.article($0) }.joined(separator: " or ")), not \(Self.article(value.typeName))"))
+            problems.append(.init(pointer: path.pointer, detail: "must be \(type.map { Self.article($0) }.joined(separator: " or ")), not \(Self.article(value.typeName))"))
             return
         }
         if let enumeration, !enumeration.contains(value) {
-            problems.append(.init(pointer: here, detail: "must be one of \(enumeration.map(\.jsonText).joined(separator: ", "))"))
+            problems.append(.init(pointer: path.pointer, detail: "must be one of \(enumeration.map(\.jsonText).joined(separator: ", "))"))
         }
         switch value {
         case .string(let text):
-            let length = text.count
-            if let minLength, length < minLength { problems.append(.init(pointer: here, detail: "must be at least \(minLength) characters")) }
-            if let maxLength, length > maxLength { problems.append(.init(pointer: here, detail: "must be at most \(maxLength) characters")) }
+            // Characters are counted only when the bytes could break a limit: a string has at
+            // most as many characters as UTF-8 bytes.
+            if let minLength, text.count < minLength { problems.append(.init(pointer: path.pointer, detail: "must be at least \(minLength) characters")) }
+            if let maxLength, text.utf8.count > maxLength, text.count > maxLength {
+                problems.append(.init(pointer: path.pointer, detail: "must be at most \(maxLength) characters"))
+            }
             switch format {
             case "date":
-                if text.utf8.count != 10 || Timestamps.parse(text) == nil { problems.append(.init(pointer: here, detail: "must be a date such as 2026-11-21")) }
+                if text.utf8.count != 10 || Timestamps.parse(text) == nil { problems.append(.init(pointer: path.pointer, detail: "must be a date such as 2026-11-21")) }
             case "date-time":
-                if text.utf8.count <= 10 || Timestamps.parse(text) == nil { problems.append(.init(pointer: here, detail: "must be an RFC 3339 date-time such as 2026-11-21T09:30:00Z")) }
+                if text.utf8.count <= 10 || Timestamps.parse(text) == nil {
+                    problems.append(.init(pointer: path.pointer, detail: "must be an RFC 3339 date-time such as 2026-11-21T09:30:00Z"))
+                }
             case "email":
                 let parts = text.split(separator: "@", omittingEmptySubsequences: false)
-                if parts.count != 2 || parts[0].isEmpty || !parts[1].contains(".") { problems.append(.init(pointer: here, detail: "must be an email address")) }
+                if parts.count != 2 || parts[0].isEmpty || !parts[1].contains(".") { problems.append(.init(pointer: path.pointer, detail: "must be an email address")) }
             default: break
             }
         case .number(let number):
-            if let minimum, number < minimum { problems.append(.init(pointer: here, detail: "must be at least \(JSONValue.number(minimum).jsonText)")) }
-            if let maximum, number > maximum { problems.append(.init(pointer: here, detail: "must be at most \(JSONValue.number(maximum).jsonText)")) }
+            if let minimum, number < minimum { problems.append(.init(pointer: path.pointer, detail: "must be at least \(JSONValue.number(minimum).jsonText)")) }
+            if let maximum, number > maximum { problems.append(.init(pointer: path.pointer, detail: "must be at most \(JSONValue.number(maximum).jsonText)")) }
         case .array(let elements):
-            if let minItems, elements.count < minItems { problems.append(.init(pointer: here, detail: "must hold at least \(minItems) items")) }
-            if let maxItems, elements.count > maxItems { problems.append(.init(pointer: here, detail: "must hold at most \(maxItems) items")) }
+            if let minItems, elements.count < minItems { problems.append(.init(pointer: path.pointer, detail: "must hold at least \(minItems) items")) }
+            if let maxItems, elements.count > maxItems { problems.append(.init(pointer: path.pointer, detail: "must hold at most \(maxItems) items")) }
             if let items {
-                for (index, element) in elements.enumerated() { items.check(element, at: "\(pointer)/\(index)", into: &problems) }
+                for (index, element) in elements.enumerated() {
+                    path.tokens.append(String(index))
+                    items.check(element, path: &path, into: &problems)
+                    path.tokens.removeLast()
+                }
             }
         case .object(let members):
             for name in required ?? [] where members[name] == nil {
-                problems.append(.init(pointer: "\(pointer)/\(Self.escape(name))", detail: "is required"))
+                path.tokens.append(name)
+                problems.append(.init(pointer: path.pointer, detail: "is required"))
+                path.tokens.removeLast()
             }
-            for (name, member) in members.sorted(by: { $0.key < $1.key }) {
-                if let property = properties?[name] {
-                    property.check(member, at: "\(pointer)/\(Self.escape(name))", into: &problems)
-                } else if additionalProperties == false {
-                    problems.append(.init(pointer: "\(pointer)/\(Self.escape(name))", detail: "is not a field of this bucket's objects"))
-                }
+            // Problems are reported in member-name order; a valid object is checked without
+            // sorting its members (checked again in order only when a problem turns up).
+            let before = problems.count
+            checkMembers(members, path: &path, into: &problems)
+            if problems.count > before {
+                problems.removeSubrange(before...)
+                checkMembers(members.sorted { $0.key < $1.key }, path: &path, into: &problems)
             }
         default: break
+        }
+    }
+
+    private func checkMembers(_ members: some Sequence<(key: String, value: JSONValue)>, path: inout Path, into problems: inout [GatewayError.FieldError]) {
+        for (name, member) in members {
+            if let property = properties?[name] {
+                path.tokens.append(name)
+                property.check(member, path: &path, into: &problems)
+                path.tokens.removeLast()
+            } else if additionalProperties == false {
+                path.tokens.append(name)
+                problems.append(.init(pointer: path.pointer, detail: "is not a field of this bucket's objects"))
+                path.tokens.removeLast()
+            }
         }
     }
 

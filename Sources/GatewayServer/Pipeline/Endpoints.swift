@@ -61,6 +61,9 @@ final class MountedOperation: Sendable {
     /// The plugin's ``ServicePlugin/cacheAdmits(_:)``.
     let cacheAdmits: @Sendable (Principal) async -> Bool
     let metrics: GatewayMetrics.EndpointSeries
+    /// The cache policy's tags and invalidated tags, split once into text and `{parameter}`s.
+    let storedTags: [TagTemplate]
+    let invalidatedTags: [TagTemplate]
 
     init(pluginID: String, operation: ServiceOperation, plugin: PluginContext, template: String, cache: CachePolicy,
          cacheAdmits: @escaping @Sendable (Principal) async -> Bool, metrics: GatewayMetrics) {
@@ -71,6 +74,50 @@ final class MountedOperation: Sendable {
         self.cache = cache
         self.cacheAdmits = cacheAdmits
         self.metrics = metrics.endpointSeries(operation.name, commonStatus: operation.successStatus)
+        storedTags = cache.tags.map(TagTemplate.init)
+        invalidatedTags = cache.invalidates.map(TagTemplate.init)
+    }
+}
+
+/// A cache tag such as `todo:bucket:{bucket}`, split once into text and parameter names, so that
+/// a request fills it in with appends alone. An unknown `{name}` stays as written.
+struct TagTemplate: Sendable, Equatable {
+    enum Part: Sendable, Equatable {
+        case text(String)
+        case parameter(String)
+    }
+
+    let parts: [Part]
+    /// The tag itself when it has no parameters.
+    let fixed: String?
+
+    init(_ tag: String) {
+        var parts: [Part] = []
+        var rest = tag[...]
+        // Braces are ASCII, so their UTF-8 positions are character boundaries.
+        while let open = rest.utf8.firstIndex(of: UInt8(ascii: "{")),
+              let close = rest.utf8[open...].firstIndex(of: UInt8(ascii: "}")) {
+            if open > rest.startIndex { parts.append(.text(String(rest[..<open]))) }
+            parts.append(.parameter(String(rest[rest.utf8.index(after: open)..<close])))
+            rest = rest[rest.utf8.index(after: close)...]
+        }
+        if !rest.isEmpty { parts.append(.text(String(rest))) }
+        self.parts = parts
+        fixed = parts.contains { if case .parameter = $0 { true } else { false } } ? nil : tag
+    }
+
+    func resolve(_ parameters: [String: String]) -> String {
+        if let fixed { return fixed }
+        var result = ""
+        result.reserveCapacity(64)
+        for part in parts {
+            switch part {
+            case .text(let text): result += text
+            case .parameter(let name):
+                if let value = parameters[name] { result += value } else { result += "{" + name + "}" }
+            }
+        }
+        return result
     }
 }
 

@@ -262,7 +262,7 @@ public struct GatewayResponder: HTTPResponder {
         Self.put(HTTPField(name: Self.requestIDField, value: requestID), into: &headers, replacing: replace)
         let succeeded = (200..<300).contains(reply.status)
         if succeeded && !isRead && !mounted.cache.invalidates.isEmpty {
-            await cache.invalidate(tags: Self.resolve(tags: mounted.cache.invalidates, parameters: parameters))
+            await cache.invalidate(tags: mounted.invalidatedTags.map { $0.resolve(parameters) })
         }
         guard isRead, reply.status == 200 else {
             return Self.response(status: .init(code: reply.status), headers: &headers, body: bytes, replacing: replace)
@@ -285,7 +285,7 @@ public struct GatewayResponder: HTTPResponder {
                 stored[Self.requestIDField] = nil
                 await cache.store(cacheKey, CachedReply(
                     status: 200, headers: stored.map { ($0.name.rawName, $0.value) }, body: Array(buffer: bytes), etag: etag,
-                    storedAt: .now, ttl: ttl, tags: Self.resolve(tags: mounted.cache.tags, parameters: parameters)))
+                    storedAt: .now, ttl: ttl, tags: mounted.storedTags.map { $0.resolve(parameters) }))
             }
         } else {
             if !replace || headers[.cacheControl] == nil { Self.put(Self.noCache, into: &headers, replacing: replace) }
@@ -406,26 +406,7 @@ public struct GatewayResponder: HTTPResponder {
     }
 
     static func resolve(tags: [String], parameters: [String: String]) -> [String] {
-        tags.map { tag in
-            guard tag.utf8.contains(UInt8(ascii: "{")) else { return tag }
-            // One pass over the bytes (braces are ASCII, so their UTF-8 positions are character
-            // boundaries): copy text, replace each {name} with its parameter (unknown names stay).
-            var result = ""
-            result.reserveCapacity(tag.utf8.count + 32)
-            var rest = tag[...]
-            while let open = rest.utf8.firstIndex(of: UInt8(ascii: "{")),
-                  let close = rest.utf8[open...].firstIndex(of: UInt8(ascii: "}")) {
-                result += rest[..<open]
-                if let value = parameters[String(rest[rest.utf8.index(after: open)..<close])] {
-                    result += value
-                } else {
-                    result += rest[open...close]
-                }
-                rest = rest[rest.utf8.index(after: close)...]
-            }
-            result += rest
-            return result
-        }
+        tags.map { TagTemplate($0).resolve(parameters) }
     }
 
     static func cacheKey(_ mounted: MountedOperation, parameters: [String: String], query: [(name: String, value: String)],
