@@ -105,3 +105,19 @@ struct RouteTableTests {
         #expect(throws: RouteTable<String>.Conflict.self) { try table.add(.get, "/v1/notes/notes/{other}/x", "renamed") }
     }
 }
+
+@Suite("pipeline helpers")
+struct PipelineHelperTests {
+    @Test("a request field's value reads as HTTPTypes' subscript: one value as it is, several joined, names without case")
+    func fieldValue() {
+        var fields: HTTPFields = [.contentType: "application/json", .accept: "text/html"]
+        fields.append(HTTPField(name: .accept, value: "application/json"))
+        fields.append(HTTPField(name: HTTPField.Name("X-API-KEY")!, value: "secret"))
+        for name in [HTTPField.Name.contentType, .accept, .authorization, HTTPField.Name("x-api-key")!, .cookie] {
+            #expect(fields.value(name) == fields[name], "\(name)")
+        }
+        #expect(fields.value(.accept) == "text/html, application/json")
+        #expect(fields.value(HTTPField.Name("x-api-key")!) == "secret")
+        #expect(fields.value(.authorization) == nil)
+    }
+}

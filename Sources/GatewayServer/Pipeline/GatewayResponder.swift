@@ -68,7 +68,7 @@ public struct GatewayResponder: HTTPResponder {
         var response: Response
         // Read once: each read of a request's method copies its pseudo-header fields.
         let method = request.method
-        if method == .options, let cors = settings.cors, request.headers[.accessControlRequestMethod] != nil {
+        if method == .options, let cors = settings.cors, request.headers.value(.accessControlRequestMethod) != nil {
             endpointName = "cors.preflight"
             response = Self.preflight(request, cors: cors)
         } else {
@@ -144,7 +144,7 @@ public struct GatewayResponder: HTTPResponder {
     // MARK: Stages shared by operations and dialects
 
     private func collectBody(_ request: Request) async throws -> ByteBuffer {
-        if let length = request.headers[.contentLength].flatMap(Int.init), length > settings.maxBodySize {
+        if let length = request.headers.value(.contentLength).flatMap(Int.init), length > settings.maxBodySize {
             throw GatewayError.contentTooLarge(limit: settings.maxBodySize)
         }
         do {
@@ -210,7 +210,7 @@ public struct GatewayResponder: HTTPResponder {
         let query = try PercentDecoding.queryParameters(Substring(request.uri.query ?? ""))
 
         let isRead = method == .get || method == .head
-        let requestCacheControl = request.headers[.cacheControl]?.lowercased() ?? ""
+        let requestCacheControl = request.headers.value(.cacheControl)?.lowercased() ?? ""
         var cacheKey: String?
         if isRead, mounted.cache.isCacheable, !requestCacheControl.contains("no-store"), await mounted.cacheAdmits(principal) {
             cacheKey = Self.cacheKey(mounted, parameters: parameters, query: query, request: request, principal: principal)
@@ -232,7 +232,7 @@ public struct GatewayResponder: HTTPResponder {
         if mounted.operation.io.hasBody {
             body = try await collectBody(request)
         }
-        let contentType = request.headers[.contentType].map { Self.mediaType($0) }
+        let contentType = request.headers.value(.contentType).map { Self.mediaType($0) }
         let operationContext = OperationContext(principal: principal, requestID: requestID, logger: logger,
                                                 headers: request.headers, plugin: mounted.plugin, credential: credential)
         let reply = try await mounted.operation(
@@ -247,7 +247,8 @@ public struct GatewayResponder: HTTPResponder {
         headers.reserveCapacity(limitHeaders.count + reply.headers.count + 8)
         headers.append(contentsOf: limitHeaders)
         for (name, value) in reply.headers { if let field = Self.field(name) { headers[field] = value } }
-        let replace = !reply.headers.isEmpty
+        // The names the operation set: only a field of one of these can be there already.
+        let replace: [HTTPField.Name] = reply.headers.isEmpty ? [] : reply.headers.keys.compactMap { Self.field($0) }
         let bytes: ByteBuffer
         switch reply.body {
         case .empty:
@@ -268,7 +269,7 @@ public struct GatewayResponder: HTTPResponder {
             return Self.response(status: .init(code: reply.status), headers: &headers, body: bytes, replacing: replace)
         }
         let etag: String
-        if replace, let given = headers[.eTag] {
+        if replace.contains(.eTag), let given = headers.value(.eTag) {
             etag = given
         } else {
             etag = Self.strongETag(bytes)
@@ -288,23 +289,24 @@ public struct GatewayResponder: HTTPResponder {
                     storedAt: .now, ttl: ttl, tags: mounted.storedTags.map { $0.resolve(parameters) }))
             }
         } else {
-            if !replace || headers[.cacheControl] == nil { Self.put(Self.noCache, into: &headers, replacing: replace) }
+            if !replace.contains(.cacheControl) { Self.put(Self.noCache, into: &headers, replacing: replace) }
             Self.put(Self.cacheBypass, into: &headers, replacing: replace)
         }
-        if Self.matches(ifNoneMatch: request.headers[.ifNoneMatch], etag: etag) {
+        if Self.matches(ifNoneMatch: request.headers.value(.ifNoneMatch), etag: etag) {
             headers[.contentType] = nil
             return Response(status: .notModified, headers: headers, body: .init())
         }
         return Self.response(status: .ok, headers: &headers, body: bytes, replacing: replace)
     }
 
-    /// Appends `field`, or replaces the field of its name when the operation may have set one.
-    private static func put(_ field: HTTPField, into headers: inout HTTPFields, replacing: Bool) {
-        if replacing { headers[field.name] = field.value } else { headers.append(field) }
+    /// Appends `field`, or replaces the field of its name when the operation set one (`replacing`
+    /// names the fields it set).
+    private static func put(_ field: HTTPField, into headers: inout HTTPFields, replacing: [HTTPField.Name]) {
+        if !replacing.isEmpty && replacing.contains(field.name) { headers[field.name] = field.value } else { headers.append(field) }
     }
 
     /// The response with `Content-Length` already among `headers` (taken, not copied).
-    private static func response(status: HTTPResponse.Status, headers: inout HTTPFields, body: ByteBuffer, replacing: Bool) -> Response {
+    private static func response(status: HTTPResponse.Status, headers: inout HTTPFields, body: ByteBuffer, replacing: [HTTPField.Name]) -> Response {
         put(HTTPField(name: .contentLength, value: String(body.readableBytes)), into: &headers, replacing: replacing)
         var taken = HTTPFields()
         swap(&taken, &headers)
@@ -337,7 +339,7 @@ public struct GatewayResponder: HTTPResponder {
     // MARK: Helpers
 
     static func requestID(from headers: HTTPFields) -> String {
-        if let given = headers[requestIDField], !given.isEmpty, given.utf8.count <= 128,
+        if let given = headers.value(requestIDField), !given.isEmpty, given.utf8.count <= 128,
            given.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) {
             return given
         }
@@ -433,11 +435,11 @@ public struct GatewayResponder: HTTPResponder {
         headers[cacheField] = "HIT"
         headers.append(HTTPField(name: ageField, value: String(age.components.seconds)))
         headers.append(HTTPField(name: requestIDField, value: requestID))
-        if matches(ifNoneMatch: request.headers[.ifNoneMatch], etag: hit.etag) {
+        if matches(ifNoneMatch: request.headers.value(.ifNoneMatch), etag: hit.etag) {
             headers[.contentType] = nil
             return Response(status: .notModified, headers: headers, body: .init())
         }
-        return response(status: .init(code: hit.status), headers: &headers, body: ByteBuffer(bytes: hit.body), replacing: false)
+        return response(status: .init(code: hit.status), headers: &headers, body: ByteBuffer(bytes: hit.body), replacing: [])
     }
 
     // MARK: CORS
@@ -463,5 +465,20 @@ public struct GatewayResponder: HTTPResponder {
         if !wildcard { response.headers[.vary] = "Origin" }
         if cors.allowCredentials { response.headers[.accessControlAllowCredentials] = "true" }
         if !cors.exposeHeaders.isEmpty { response.headers[.accessControlExposeHeaders] = cors.exposeHeaders.joined(separator: ", ") }
+    }
+}
+
+extension HTTPFields {
+    /// The value of the field named `name`, as the subscript gives it (the values of several such
+    /// fields joined), but one field's value is returned as it is, in one pass and without the
+    /// subscript's lazy joining: the pipeline reads a handful of request fields per request.
+    @inline(__always)
+    func value(_ name: HTTPField.Name) -> String? {
+        var found: String?
+        for field in self where field.name == name {
+            if found != nil { return self[name] }
+            found = field.value
+        }
+        return found
     }
 }

@@ -16,11 +16,11 @@ public enum NativeCredentials {
     static let apiKeyField = HTTPField.Name("X-Api-Key")!
 
     public static func extract(from headers: HTTPFields) -> Credential? {
-        if let authorization = headers[.authorization] {
+        if let authorization = headers.value(.authorization) {
             let parts = authorization.split(separator: " ", maxSplits: 1)
             if parts.count == 2, parts[0].lowercased() == "bearer" { return .sessionToken(String(parts[1]).trimmingCharacters(in: .whitespaces)) }
         }
-        if let key = headers[apiKeyField] { return .apiKey(key) }
+        if let key = headers.value(apiKeyField) { return .apiKey(key) }
         return nil
     }
 
