@@ -128,6 +128,23 @@ struct RateLimitTests {
         #expect(limiter.bucketCount == 1)
     }
 
+    @Test("each caller has its own bucket per plugin: another address, plugin, kind or caller whose parts run together is not charged")
+    func separateBuckets() async {
+        var settings = LimitSettings()
+        settings.anonymous = RateSpec(count: 2, period: 3600)
+        settings.user = RateSpec(count: 2, period: 3600)
+        let limiter = LocalRateLimiter(policies: RateLimitPolicies(defaults: settings))
+        let guest = Principal.anonymous(address: "10.0.0.1")
+        for _ in 0..<2 { #expect(await limiter.acquire(principal: guest, plugin: "notes", cost: 1).allowed) }
+        #expect(await !limiter.acquire(principal: guest, plugin: "notes", cost: 1).allowed)
+        #expect(await limiter.acquire(principal: .anonymous(address: "10.0.0.2"), plugin: "notes", cost: 1).allowed)
+        #expect(await limiter.acquire(principal: guest, plugin: "todo", cost: 1).allowed)
+        #expect(await limiter.acquire(principal: Principal(kind: .user, userID: "10.0.0.1", address: "10.0.0.1"), plugin: "notes", cost: 1).allowed)
+        // "note" + "s10.0.0.1" holds the same bytes as "notes" + "10.0.0.1".
+        #expect(await limiter.acquire(principal: .anonymous(address: "s10.0.0.1"), plugin: "note", cost: 1).allowed)
+        #expect(limiter.bucketCount == 5)
+    }
+
     @Test("GCRA: a burst of the full quota, then an even refill", arguments: [(10, 60.0), (3, 1.0), (600, 60.0)])
     func gcra(count: Int, period: Double) {
         let rate = RateSpec(count: count, period: period)

@@ -143,6 +143,31 @@ public final class LocalRateLimiter: RateLimiter {
         var plugin: String
         var kind: UInt8
         var caller: String
+        /// FNV-1a of the three parts, computed once: the shard is chosen and the bucket looked up
+        /// by it, rather than by hashing both strings with SipHash for each.
+        let digest: UInt64
+
+        init(plugin: String, kind: UInt8, caller: String) {
+            self.plugin = plugin
+            self.kind = kind
+            self.caller = caller
+            var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+            func add(_ byte: UInt8) {
+                hash ^= UInt64(byte)
+                hash &*= 0x0000_0100_0000_01b3
+            }
+            for byte in plugin.utf8 { add(byte) }
+            add(0)
+            add(kind)
+            for byte in caller.utf8 { add(byte) }
+            digest = hash
+        }
+
+        static func == (left: Bucket, right: Bucket) -> Bool {
+            left.digest == right.digest && left.kind == right.kind && left.plugin == right.plugin && left.caller == right.caller
+        }
+
+        func hash(into hasher: inout Hasher) { hasher.combine(digest) }
     }
     /// The policies of one plugin (or the defaults), per caller kind, resolved once. A class, so
     /// that taking a plugin's policies is one reference count, not three.
@@ -158,7 +183,6 @@ public final class LocalRateLimiter: RateLimiter {
         let key: GCRA.ResolvedPolicy
     }
     private let shards: [NIOLockedValueBox<[Bucket: Double]>]
-    private let epoch = ContinuousClock.now
     private let defaultPolicies: KindPolicies
     private let pluginPolicies: [String: KindPolicies]
 
@@ -175,9 +199,12 @@ public final class LocalRateLimiter: RateLimiter {
         pluginPolicies = policies.plugins.mapValues(resolve)
     }
 
+    /// Seconds on the monotonic clock (the one `ContinuousClock` reads), without `Duration`'s
+    /// 128-bit arithmetic.
     private var now: Double {
-        let elapsed = ContinuousClock.now - epoch
-        return Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        var time = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &time)
+        return Double(time.tv_sec) + Double(time.tv_nsec) / 1e9
     }
 
     public func acquire(principal: Principal, plugin: String, cost: Int) async -> RateLimitDecision {
@@ -198,10 +225,14 @@ public final class LocalRateLimiter: RateLimiter {
         }
         let now = self.now
         let rate = policy.rate
-        let shard = shards[Int(UInt(bitPattern: key.hashValue) % UInt(shards.count))]
+        let shard = shards[Int((key.digest >> 32) % UInt64(shards.count))]
         let outcome = shard.withLockedValue { buckets in
-            let outcome = GCRA.evaluate(tat: buckets[key], now: now, rate: rate, cost: max(0, cost))
-            if outcome.allowed { buckets[key] = outcome.newTAT }
+            // One lookup: an existing bucket is updated where it is.
+            let index = buckets.index(forKey: key)
+            let outcome = GCRA.evaluate(tat: index.map { buckets.values[$0] }, now: now, rate: rate, cost: max(0, cost))
+            if outcome.allowed {
+                if let index { buckets.values[index] = outcome.newTAT } else { buckets[key] = outcome.newTAT }
+            }
             if buckets.count > sweepThreshold { buckets = buckets.filter { $0.value > now } }
             return outcome
         }
