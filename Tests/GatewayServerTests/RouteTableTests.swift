@@ -120,4 +120,18 @@ struct PipelineHelperTests {
         #expect(fields.value(HTTPField.Name("x-api-key")!) == "secret")
         #expect(fields.value(.authorization) == nil)
     }
+
+    @Test("percent-decoding: escapes and plus signs, invalid escapes and UTF-8 refused, long values whole")
+    func percentDecoding() throws {
+        #expect(PercentDecoding.decode("a%20b+c") == "a b+c")
+        #expect(PercentDecoding.decode("a%20b+c", plusIsSpace: true) == "a b c")
+        #expect(PercentDecoding.decode("%2B%41%42%e4%b8%ad") == "+AB中")
+        for bad in ["%", "%4", "%zz", "%C3", "%ED%A0%80", "%FF"] { #expect(PercentDecoding.decode(Substring(bad)) == nil, "\(bad)") }
+        let long = String(repeating: "%E6%97%A5", count: 5000)
+        #expect(PercentDecoding.decode(Substring(long)) == String(repeating: "日", count: 5000))
+        let pairs = try PercentDecoding.queryParameters("a=1&b=x%20y&&c&q=%E5%8C%97+%E4%BA%AC")
+        #expect(pairs.map(\.name) == ["a", "b", "c", "q"])
+        #expect(pairs.map(\.value) == ["1", "x y", "", "北 京"])
+        #expect(throws: GatewayError.self) { try PercentDecoding.queryParameters("ok=1&bad=%zz") }
+    }
 }

@@ -301,6 +301,7 @@ public struct GatewayResponder: HTTPResponder {
 
     /// Appends `field`, or replaces the field of its name when the operation set one (`replacing`
     /// names the fields it set).
+    @inline(__always)
     private static func put(_ field: HTTPField, into headers: inout HTTPFields, replacing: [HTTPField.Name]) {
         if !replacing.isEmpty && replacing.contains(field.name) { headers[field.name] = field.value } else { headers.append(field) }
     }

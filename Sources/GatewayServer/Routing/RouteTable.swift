@@ -188,21 +188,26 @@ enum PercentDecoding {
         if !text.utf8.contains(UInt8(ascii: "%")) && !(plusIsSpace && text.utf8.contains(UInt8(ascii: "+"))) {
             return String(text)
         }
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(text.utf8.count)
-        var iterator = text.utf8.makeIterator()
-        while let byte = iterator.next() {
-            switch byte {
-            case UInt8(ascii: "%"):
-                guard let high = iterator.next().flatMap(hexValue), let low = iterator.next().flatMap(hexValue) else { return nil }
-                bytes.append(high << 4 | low)
-            case UInt8(ascii: "+") where plusIsSpace:
-                bytes.append(UInt8(ascii: " "))
-            default:
-                bytes.append(byte)
+        // Decoded bytes are never more than the encoded ones: decode into a temporary buffer and
+        // validate it as UTF-8 in place, without an array per value.
+        let count = text.utf8.count
+        return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: count) { bytes -> String? in
+            var length = 0
+            var iterator = text.utf8.makeIterator()
+            while let byte = iterator.next() {
+                switch byte {
+                case UInt8(ascii: "%"):
+                    guard let high = iterator.next().flatMap(hexValue), let low = iterator.next().flatMap(hexValue) else { return nil }
+                    bytes[length] = high << 4 | low
+                case UInt8(ascii: "+") where plusIsSpace:
+                    bytes[length] = UInt8(ascii: " ")
+                default:
+                    bytes[length] = byte
+                }
+                length += 1
             }
+            return String(validating: UnsafeBufferPointer(rebasing: bytes[..<length]), as: UTF8.self)
         }
-        return String(validating: bytes, as: UTF8.self)
     }
 
     private static func hexValue(_ byte: UInt8) -> UInt8? {
