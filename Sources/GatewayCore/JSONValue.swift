@@ -110,11 +110,13 @@ extension JSONValue {
             bytes.append(UInt8(ascii: "]"))
         case .object(let members):
             bytes.append(UInt8(ascii: "{"))
-            for (index, key) in members.keys.sorted().enumerated() {
+            // Members in key order (the same text for the same value), sorted as pairs so that
+            // no key is looked up again.
+            for (index, member) in members.sorted(by: { $0.key < $1.key }).enumerated() {
                 if index > 0 { bytes.append(UInt8(ascii: ",")) }
-                Self.write(string: key, into: &bytes)
+                Self.write(string: member.key, into: &bytes)
                 bytes.append(UInt8(ascii: ":"))
-                members[key]!.write(into: &bytes)
+                member.value.write(into: &bytes)
             }
             bytes.append(UInt8(ascii: "}"))
         }
