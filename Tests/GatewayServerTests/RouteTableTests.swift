@@ -133,5 +133,24 @@ struct PipelineHelperTests {
         #expect(pairs.map(\.name) == ["a", "b", "c", "q"])
         #expect(pairs.map(\.value) == ["1", "x y", "", "北 京"])
         #expect(throws: GatewayError.self) { try PercentDecoding.queryParameters("ok=1&bad=%zz") }
+        // Only the first `=` splits a pair; empty names and values, a leading or trailing `&`, a
+        // slice of a longer string and a short (inline) string all split as the whole string would.
+        let edges = try PercentDecoding.queryParameters("&=x&a=&b=c=d&e%3D=%26&")
+        #expect(edges.map(\.name) == ["", "a", "b", "e="])
+        #expect(edges.map(\.value) == ["x", "", "c=d", "&"])
+        let url = "/v1/suggest?limit=10&q=sta"
+        let sliced = try PercentDecoding.queryParameters(url[url.index(after: url.firstIndex(of: "?")!)...])
+        #expect(sliced.map(\.name) == ["limit", "q"] && sliced.map(\.value) == ["10", "sta"])
+        #expect(PercentDecoding.decode(url.dropFirst(4).prefix(7)) == "suggest")
+        // The bad pair is named in the problem, whatever comes after it.
+        for bad in ["a=%", "a=%4", "%zz=1", "x=%C3&y=2"] {
+            do {
+                _ = try PercentDecoding.queryParameters(Substring(bad))
+                Issue.record("\(bad) was accepted")
+            } catch {
+                #expect(error.status == 400)
+                #expect(error.detail.contains(bad.split(separator: "&")[0]), "\(error.detail)")
+            }
+        }
     }
 }

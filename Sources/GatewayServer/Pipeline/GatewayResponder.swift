@@ -380,16 +380,9 @@ public struct GatewayResponder: HTTPResponder {
         return type.trimmingCharacters(in: .whitespaces).lowercased()
     }
 
-    /// A strong validator derived from the body: FNV-1a 64, stable across instances and restarts.
+    /// A strong validator derived from the body: its XXH64, stable across instances and restarts.
     static func strongETag(_ bytes: ByteBuffer) -> String {
-        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-        bytes.withUnsafeReadableBytes { raw in
-            for byte in raw {
-                hash ^= UInt64(byte)
-                hash &*= 0x0000_0100_0000_01b3
-            }
-        }
-        return hex16(hash, quoted: true)
+        hex16(bytes.withUnsafeReadableBytes { XXHash64.hash($0) }, quoted: true)
     }
 
     static func matches(ifNoneMatch header: String?, etag: String) -> Bool {

@@ -185,24 +185,40 @@ enum PercentDecoding {
     /// Decodes `%XX` escapes (and `+` as space when `plusIsSpace`); nil when an escape is malformed
     /// or the bytes are not UTF-8 (a lone surrogate, say).
     static func decode(_ text: Substring, plusIsSpace: Bool = false) -> String? {
-        if !text.utf8.contains(UInt8(ascii: "%")) && !(plusIsSpace && text.utf8.contains(UInt8(ascii: "+"))) {
-            return String(text)
+        if let decoded = text.utf8.withContiguousStorageIfAvailable({ decode(UnsafeBufferPointer(rebasing: $0[...]), plusIsSpace: plusIsSpace) }) {
+            return decoded
         }
+        var copy = String(text)
+        return copy.withUTF8 { decode($0, plusIsSpace: plusIsSpace) }
+    }
+
+    /// `decode(_:plusIsSpace:)` over UTF-8 bytes (the bytes of a string, so valid UTF-8 themselves).
+    static func decode(_ text: UnsafeBufferPointer<UInt8>, plusIsSpace: Bool) -> String? {
+        var escaped = false
+        for byte in text where byte == UInt8(ascii: "%") || (plusIsSpace && byte == UInt8(ascii: "+")) {
+            escaped = true
+            break
+        }
+        // Bytes cut from a string at ASCII delimiters are valid UTF-8 already.
+        if !escaped { return String(decoding: text, as: UTF8.self) }
         // Decoded bytes are never more than the encoded ones: decode into a temporary buffer and
         // validate it as UTF-8 in place, without an array per value.
-        let count = text.utf8.count
-        return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: count) { bytes -> String? in
+        return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: text.count) { bytes -> String? in
             var length = 0
-            var iterator = text.utf8.makeIterator()
-            while let byte = iterator.next() {
+            var index = 0
+            while index < text.count {
+                let byte = text[index]
                 switch byte {
                 case UInt8(ascii: "%"):
-                    guard let high = iterator.next().flatMap(hexValue), let low = iterator.next().flatMap(hexValue) else { return nil }
+                    guard index + 2 < text.count, let high = hexValue(text[index + 1]), let low = hexValue(text[index + 2]) else { return nil }
                     bytes[length] = high << 4 | low
+                    index += 3
                 case UInt8(ascii: "+") where plusIsSpace:
                     bytes[length] = UInt8(ascii: " ")
+                    index += 1
                 default:
                     bytes[length] = byte
+                    index += 1
                 }
                 length += 1
             }
@@ -221,20 +237,35 @@ enum PercentDecoding {
 
     /// Splits and decodes a query string (`a=1&b=x%20y`); throws 400 naming the first bad pair.
     static func queryParameters(_ query: Substring) throws(GatewayError) -> [(name: String, value: String)] {
+        if query.isEmpty { return [] }
+        if let result = query.utf8.withContiguousStorageIfAvailable({ queryParameters(UnsafeBufferPointer(rebasing: $0[...])) }) {
+            return try result.get()
+        }
+        var copy = String(query)
+        return try copy.withUTF8 { queryParameters($0) }.get()
+    }
+
+    /// The pairs of a query string's bytes, split at `&` and `=` without index arithmetic on strings.
+    private static func queryParameters(_ bytes: UnsafeBufferPointer<UInt8>) -> Result<[(name: String, value: String)], GatewayError> {
         var result: [(name: String, value: String)] = []
-        var rest = query
-        while !rest.isEmpty {
-            let end = rest.utf8.firstIndex(of: UInt8(ascii: "&")) ?? rest.endIndex
-            let pair = rest[..<end]
-            rest = end < rest.endIndex ? rest[rest.utf8.index(after: end)...] : rest[rest.endIndex...]
-            if pair.isEmpty { continue }
-            let equals = pair.utf8.firstIndex(of: UInt8(ascii: "="))
-            guard let name = decode(pair[..<(equals ?? pair.endIndex)], plusIsSpace: true),
-                  let value = equals.map({ decode(pair[pair.utf8.index(after: $0)...], plusIsSpace: true) }) ?? "" else {
-                throw GatewayError.badRequest("The query parameter '\(pair.prefix(80))' is not validly percent-encoded.")
+        var start = 0
+        while start < bytes.count {
+            var end = start
+            var equals = -1
+            while end < bytes.count && bytes[end] != UInt8(ascii: "&") {
+                if equals < 0 && bytes[end] == UInt8(ascii: "=") { equals = end }
+                end += 1
+            }
+            defer { start = end + 1 }
+            if end == start { continue }
+            let nameEnd = equals < 0 ? end : equals
+            guard let name = decode(UnsafeBufferPointer(rebasing: bytes[start..<nameEnd]), plusIsSpace: true),
+                  let value = equals < 0 ? "" : decode(UnsafeBufferPointer(rebasing: bytes[(equals + 1)..<end]), plusIsSpace: true) else {
+                let pair = String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<end]), as: UTF8.self)
+                return .failure(GatewayError.badRequest("The query parameter '\(pair.prefix(80))' is not validly percent-encoded."))
             }
             result.append((name, value))
         }
-        return result
+        return .success(result)
     }
 }
