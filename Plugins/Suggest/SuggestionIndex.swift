@@ -402,6 +402,26 @@ public final class SuggestionIndex: Sendable {
                 return count
             }
         }
+        /// Whether the text's first scalars, each one the fast path knows, are `pattern` (folded).
+        func begins(_ utf8: UnsafeBufferPointer<UInt8>, with pattern: UnsafeBufferPointer<UInt32>) -> Bool {
+            var index = 0
+            for expected in pattern {
+                guard index < utf8.count else { return false }
+                let lead = UInt32(utf8[index])
+                let value: UInt32
+                if lead < 0x80 {
+                    value = lead
+                    index += 1
+                } else if lead >= 0xE0 && lead < 0xF0 {
+                    value = (lead & 0x0F) << 12 | UInt32(utf8[index + 1] & 0x3F) << 6 | UInt32(utf8[index + 2] & 0x3F)
+                    index += 3
+                } else {
+                    return false  // two-byte scalars are none the fast path knows; four-byte ones are beyond it
+                }
+                guard lower(value) == expected, (value < 0x80 && value != 0x0D) || isIdeograph(value) || isInert(value) else { return false }
+            }
+            return true
+        }
         // Both folds go to temporary (stack) buffers: this runs for every suggestion served.
         return withUnsafeTemporaryAllocation(of: UInt32.self, capacity: max(1, query.utf8.count)) { pattern -> FastHighlight in
             guard let patternCount = fold(query, into: pattern) else { return .unsupported }
@@ -410,6 +430,12 @@ public final class SuggestionIndex: Sendable {
             while from < to, isSpace(pattern[from]) { from += 1 }
             while to > from, isSpace(pattern[to - 1]) { to -= 1 }
             let length = to - from
+            // The usual case: the text begins with the query (a suggestion's text mostly begins
+            // with its keyword). Only that much of the text is read: wherever the text goes on,
+            // the first match is this one, and its offsets count one character per scalar.
+            if length > 0, text.utf8.withContiguousStorageIfAvailable({ begins($0, with: UnsafeBufferPointer(rebasing: pattern[from..<to])) }) == true {
+                return .span(0, length)
+            }
             return withUnsafeTemporaryAllocation(of: UInt32.self, capacity: max(1, text.utf8.count)) { haystack -> FastHighlight in
                 guard let count = fold(text, into: haystack) else { return .unsupported }
                 guard length > 0, length <= count else { return .none }

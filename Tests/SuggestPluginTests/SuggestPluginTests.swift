@@ -103,8 +103,15 @@ struct SuggestionIndexTests {
         }
         #expect(SuggestionIndex.highlightFast("Ａ", in: "ＡＢ") == nil, "full-width letters take Foundation's path")
         #expect(SuggestionIndex.highlightFast("e", in: "Amélie") == nil, "so do letters with diacritics")
-        #expect(SuggestionIndex.highlightFast("a", in: "a\r\nb") == nil, "and CR LF, one character of two scalars")
-        #expect(SuggestionIndex.highlightFast("a", in: "a😀") == nil, "and scalars beyond the Basic Multilingual Plane")
+        #expect(SuggestionIndex.highlightFast("a", in: "x\r\na") == nil, "and CR LF, one character of two scalars")
+        #expect(SuggestionIndex.highlightFast("a", in: "😀a") == nil, "and scalars beyond the Basic Multilingual Plane")
+        // A text that begins with the query is answered from its first characters alone, whatever
+        // follows (Foundation finds the same first match).
+        for (query, text, span) in [("a", "a😀", [[0, 1]]), ("star", "Star 80 (1983) — Bob Fosse", [[0, 4]]), ("e", "e\u{301}x", [[0, 1]]),
+                                    ("北京", "北京大學 Ａ", [[0, 2]]), (" STAR ", "star\r\n", [[0, 4]]), ("don’t", "Don’t Look Up", [[0, 5]])] {
+            #expect(SuggestionIndex.highlightFast(query, in: text) == span, "\(query) in \(text)")
+            #expect(foundationHighlight(query, in: text) == span, "\(query) in \(text)")
+        }
     }
 
     @Test("the fast highlight agrees with Foundation's search on random text, or leaves it to Foundation")
