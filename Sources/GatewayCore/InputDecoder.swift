@@ -52,9 +52,25 @@ enum InputDecoder {
         }
     }
 
-    static func validate(_ value: some Any, location: String) throws {
-        guard let validatable = value as? any ValidatableInput else { return }
-        let problems = validatable.validate()
+    /// The validation of an input part of type `T`, prepared once per operation: when `T` is
+    /// ``ValidatableInput``, a function that validates a value of it in place (no dynamic cast and
+    /// no conformance lookup per request); nil otherwise.
+    static func validator<T>(for type: T.Type) -> (@Sendable (borrowing T, String) throws -> Void)? {
+        guard let validatable = type as? any ValidatableInput.Type else { return nil }
+        return validator(validatable, as: T.self)
+    }
+
+    private static func validator<V: ValidatableInput, T>(_: V.Type, as _: T.Type) -> @Sendable (borrowing T, String) throws -> Void {
+        // V is T itself (opened from T's metatype), so a T's storage is a V's.
+        { value, location in
+            try withUnsafePointer(to: value) { pointer in
+                try check(UnsafeRawPointer(pointer).assumingMemoryBound(to: V.self).pointee.validate(), location: location)
+            }
+        }
+    }
+
+    /// Throws the 422 for `problems` (pointers relative to the part at `location`), if any.
+    static func check(_ problems: [GatewayError.FieldError], location: String) throws {
         guard !problems.isEmpty else { return }
         let located = problems.map { problem in
             location.isEmpty ? problem : GatewayError.FieldError(pointer: "\(location).\(problem.pointer)", detail: problem.detail)

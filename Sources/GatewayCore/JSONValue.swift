@@ -507,6 +507,27 @@ public protocol JSONWritable: Encodable {
     func writeJSON(into bytes: inout [UInt8])
 }
 
+/// How an operation's output of type `T` writes itself, prepared once per operation.
+enum JSONWriter {
+    typealias Writer<T> = @Sendable (borrowing T, inout [UInt8]) -> Void
+
+    /// When `T` is ``JSONWritable``, a function that writes a value of it (no dynamic cast and no
+    /// conformance lookup per reply); nil otherwise.
+    static func writer<T>(for type: T.Type) -> Writer<T>? {
+        guard let writable = type as? any JSONWritable.Type else { return nil }
+        return writer(writable, as: T.self)
+    }
+
+    private static func writer<W: JSONWritable, T>(_: W.Type, as _: T.Type) -> Writer<T> {
+        // W is T itself (opened from T's metatype), so a T's storage is a W's.
+        { value, bytes in
+            withUnsafePointer(to: value) { pointer in
+                UnsafeRawPointer(pointer).assumingMemoryBound(to: W.self).pointee.writeJSON(into: &bytes)
+            }
+        }
+    }
+}
+
 /// A reply that is JSON already: the host sends `bytes` as `application/json` without encoding
 /// them again, and the OpenAPI document describes it as any JSON value. For operations that splice
 /// stored JSON into their replies instead of parsing and re-encoding it; the operation guarantees

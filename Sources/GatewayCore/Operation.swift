@@ -92,21 +92,21 @@ public struct ServiceOperation: Sendable {
         // decided once here.
         let takesPath = Path.self != NoInput.self
         let takesQuery = Query.self != NoInput.self
-        let validatesPath = Path.self is any ValidatableInput.Type
-        let validatesQuery = Query.self is any ValidatableInput.Type
-        let validatesBody = Body.self is any ValidatableInput.Type
-        let writesItself = Output.self is any JSONWritable.Type
+        let validatePath = InputDecoder.validator(for: Path.self)
+        let validateQuery = InputDecoder.validator(for: Query.self)
+        let validateBody = InputDecoder.validator(for: Body.self)
+        let writer = JSONWriter.writer(for: Output.self)
         self.run = { request, context in
             let path: Path = takesPath
                 ? try InputDecoder.decodeParameters(Path.self, from: request.pathParameters, location: "path") : NoInput() as! Path
             let query: Query = takesQuery
                 ? try InputDecoder.decodeParameters(Query.self, from: request.queryParameters, location: "query") : NoInput() as! Query
             let input = OperationInput(path: path, query: query, body: try InputDecoder.decodeBody(Body.self, from: request))
-            if validatesPath { try InputDecoder.validate(input.path, location: "path") }
-            if validatesQuery { try InputDecoder.validate(input.query, location: "query") }
-            if validatesBody { try InputDecoder.validate(input.body, location: "") }
+            if let validatePath { try validatePath(input.path, "path") }
+            if let validateQuery { try validateQuery(input.query, "query") }
+            if let validateBody { try validateBody(input.body, "") }
             let reply = try await handler(input, context)
-            return reply.erased(defaultStatus: defaultStatus, writesItself: writesItself)
+            return reply.erased(defaultStatus: defaultStatus, writer: writer)
         }
     }
 
@@ -220,7 +220,7 @@ public struct Reply<Output: Encodable & Sendable>: Sendable {
     }
 
     @inline(__always)
-    func erased(defaultStatus: Int, writesItself: Bool) -> OperationReply {
+    func erased(defaultStatus: Int, writer: JSONWriter.Writer<Output>?) -> OperationReply {
         if Output.self == NoContent.self {
             return OperationReply(status: status ?? 204, headers: headers, body: .empty)
         }
@@ -230,10 +230,10 @@ public struct Reply<Output: Encodable & Sendable>: Sendable {
         if Output.self == JSONValue.self, let value = output as? JSONValue {
             return OperationReply(status: status ?? defaultStatus, headers: headers, body: .bytes(value.serialized(), contentType: "application/json"))
         }
-        if writesItself, let writable = output as? any JSONWritable {
+        if let writer {
             var bytes: [UInt8] = []
             bytes.reserveCapacity(512)
-            writable.writeJSON(into: &bytes)
+            writer(output, &bytes)
             return OperationReply(status: status ?? defaultStatus, headers: headers, body: .bytes(ByteBuffer(bytes: bytes), contentType: "application/json"))
         }
         if Output.self == JSONDocument.self, let document = output as? JSONDocument {

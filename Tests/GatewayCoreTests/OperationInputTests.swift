@@ -150,4 +150,52 @@ struct OperationInputTests {
         #expect(Timestamp.parse("2024-05-01T12:00:00+02:00") == Date(timeIntervalSince1970: 1_714_557_600))
         #expect(Timestamp.parse("2024-05-01") == nil)
     }
+
+    /// A validated query of reference type, and outputs that write themselves (a struct and a class).
+    final class ClassQuery: Codable, Sendable, ValidatableInput {
+        let limit: Int?
+        func validate() -> [GatewayError.FieldError] {
+            (limit ?? 1) > 0 ? [] : [.init(pointer: "limit", detail: "must be positive"), .init(pointer: "limit", detail: "really")]
+        }
+    }
+    struct Written: Codable, Sendable, JSONWritable {
+        var limit: Int
+        func writeJSON(into bytes: inout [UInt8]) { bytes += Array(#"{"limit":\#(limit),"by":"struct"}"#.utf8) }
+    }
+    final class WrittenClass: Codable, Sendable, JSONWritable {
+        let words: [String]
+        init(words: [String]) { self.words = words }
+        func writeJSON(into bytes: inout [UInt8]) { bytes += Array(#"{"words":\#(words.count),"by":"class"}"#.utf8) }
+    }
+
+    @Test("validation and self-writing outputs prepared once per operation work for structs and classes alike")
+    func preparedValidationAndWriting() async throws {
+        let structOutput = ServiceOperation.define("test.struct", .get, "/s", summary: "s").query(ClassQuery.self)
+            .returns(Written.self) { input, _ in Written(limit: input.query.limit ?? 1) }
+        let classOutput = ServiceOperation.define("test.class", .get, "/c", summary: "c").query(ClassQuery.self)
+            .returns(WrittenClass.self) { input, _ in WrittenClass(words: Array(repeating: "w", count: input.query.limit ?? 1)) }
+        for (operation, expected) in [(structOutput, #"{"limit":3,"by":"struct"}"#), (classOutput, #"{"words":3,"by":"class"}"#)] {
+            let reply = try await operation(OperationRequest(queryParameters: [(name: "limit", value: "3")]), context: Self.context)
+            guard case .bytes(let bytes, let type) = reply.body else {
+                Issue.record("expected written bytes")
+                continue
+            }
+            #expect(String(buffer: bytes) == expected && type == "application/json")
+            do {
+                _ = try await operation(OperationRequest(queryParameters: [(name: "limit", value: "0")]), context: Self.context)
+                Issue.record("a limit of 0 passed validation")
+            } catch let error as GatewayError {
+                #expect(error.status == 422)
+                #expect(error.errors.map(\.pointer) == ["query.limit", "query.limit"])
+            }
+        }
+        // Outputs that do not write themselves are encoded by the host.
+        let plain = try await Self.operation(
+            OperationRequest(pathParameters: ["id": "x"], body: ByteBuffer(string: #"{"title": "t", "count": 1}"#), contentType: "application/json"),
+            context: Self.context)
+        guard case .json = plain.body else {
+            Issue.record("expected an output for the host to encode")
+            return
+        }
+    }
 }
