@@ -182,12 +182,23 @@ extension JSONValue {
     public static func write(string: String, into bytes: inout [UInt8]) {
         bytes.append(UInt8(ascii: "\""))
         let written: Void? = string.utf8.withContiguousStorageIfAvailable { utf8 in
-            // Runs of bytes that need no escape are copied whole.
+            // Runs of bytes that need no escape are copied whole; the bytes are checked eight at
+            // a time (most strings need no escape at all).
             var runStart = 0
-            for (index, byte) in utf8.enumerated() where byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") {
-                if runStart < index { bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart..<index])) }
-                appendEscaped(byte, into: &bytes)
-                runStart = index + 1
+            var index = 0
+            while index < utf8.count {
+                if index + 8 <= utf8.count,
+                   !mayNeedEscape(UInt64(littleEndian: UnsafeRawPointer(utf8.baseAddress! + index).loadUnaligned(as: UInt64.self))) {
+                    index += 8
+                    continue
+                }
+                let byte = utf8[index]
+                if byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") {
+                    if runStart < index { bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart..<index])) }
+                    appendEscaped(byte, into: &bytes)
+                    runStart = index + 1
+                }
+                index += 1
             }
             if runStart < utf8.count { bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart...])) }
         }
@@ -197,6 +208,18 @@ extension JSONValue {
             }
         }
         bytes.append(UInt8(ascii: "\""))
+    }
+
+    /// Whether any of the eight bytes of `word` is below 0x20, a quote or a backslash (exact for
+    /// "none": a word this says false of needs no escape).
+    @inline(__always)
+    static func mayNeedEscape(_ word: UInt64) -> Bool {
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let highs: UInt64 = 0x8080_8080_8080_8080
+        @inline(__always) func hasZero(_ value: UInt64) -> Bool { (value &- ones) & ~value & highs != 0 }
+        // Bytes below 0x20 (bytes from 0x80 up never count: `~word` clears their high bit).
+        let control = (word &- 0x2020_2020_2020_2020) & ~word & highs != 0
+        return control || hasZero(word ^ 0x2222_2222_2222_2222) || hasZero(word ^ 0x5C5C_5C5C_5C5C_5C5C)
     }
 
     private static func appendEscaped(_ byte: UInt8, into bytes: inout [UInt8]) {
