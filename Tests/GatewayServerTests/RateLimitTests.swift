@@ -172,4 +172,39 @@ struct RateLimitTests {
             #expect(GatewayRequestContext.text(of: socket) == socket.ipAddress)
         }
     }
+
+    @Test("decisions made without waiting spend from the same buckets as awaited ones")
+    func immediateDecisions() async throws {
+        var settings = LimitSettings()
+        settings.anonymous = RateSpec(count: 3, period: 3600)
+        let limiter = LocalRateLimiter(policies: RateLimitPolicies(defaults: settings))
+        let guest = Principal.anonymous(address: "10.0.0.9")
+        #expect(try #require(limiter.acquireNow(principal: guest, plugin: "notes", cost: 1)).allowed)
+        #expect(await limiter.acquire(principal: guest, plugin: "notes", cost: 1).allowed)
+        let third = try #require(limiter.acquireNow(principal: guest, plugin: "notes", cost: 1))
+        #expect(third.allowed && third.headers.contains { $0.name.rawName == "x-ratelimit-remaining" && $0.value == "0" })
+        #expect(await !limiter.acquire(principal: guest, plugin: "notes", cost: 1).allowed)
+        #expect(try #require(limiter.acquireNow(principal: guest, plugin: "notes", cost: 1)).allowed == false)
+        #expect(UnlimitedRateLimiter().acquireNow(principal: guest, plugin: "notes", cost: 1)?.allowed == true)
+    }
+
+    @Test("a principal is known without waiting only for no credential or a remembered one, and address rules still apply")
+    func knownPrincipals() async throws {
+        try await TestGateway.with(notes) { test in
+            let store = test.gateway.accounts
+            let user = try await store.register(username: "kim", secret: .plain("correct horse battery"))
+            let (secret, _) = try await store.createKey(userID: user.id, grant: .init(label: "k", scopes: ["*"], allowedAddresses: ["127.0.0.0/8"]))
+            let authenticator = AccountAuthenticator(store: store)
+            #expect(try authenticator.knownPrincipal(for: nil, address: "10.1.1.1")?.isAnonymous == true)
+            #expect(try authenticator.knownPrincipal(for: .apiKey(secret), address: "127.0.0.1") == nil)
+            #expect(try await authenticator.principal(for: .apiKey(secret), address: "127.0.0.1").userID == user.id)
+            #expect(try authenticator.knownPrincipal(for: .apiKey(secret), address: "127.0.0.2")?.userID == user.id)
+            #expect(throws: GatewayError.self) { try authenticator.knownPrincipal(for: .apiKey(secret), address: "10.0.0.1") }
+            #expect(try authenticator.knownPrincipal(for: .apiKey("gk_unknown"), address: "127.0.0.1") == nil)
+            authenticator.forget(userID: user.id)
+            #expect(try authenticator.knownPrincipal(for: .apiKey(secret), address: "127.0.0.1") == nil)
+            #expect(try GuestOnlyAuthenticator().knownPrincipal(for: nil, address: "::1").isAnonymous)
+            #expect(throws: GatewayError.self) { try GuestOnlyAuthenticator().knownPrincipal(for: .apiKey(secret), address: "::1") }
+        }
+    }
 }

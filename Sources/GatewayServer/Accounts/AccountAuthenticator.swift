@@ -29,17 +29,27 @@ public final class AccountAuthenticator: Authenticator {
         self.cacheTTL = cacheTTL
     }
 
-    public func principal(for credential: Credential?, address: String) async throws -> Principal {
+    public func knownPrincipal(for credential: Credential?, address: String) throws -> Principal? {
         guard let credential else { return .anonymous(address: address) }
-        let cacheKey: String
-        switch credential {
-        case .sessionToken(let token): cacheKey = "s:" + token
-        case .apiKey(let key): cacheKey = "k:" + key
-        }
         let now = ContinuousClock.now
-        if let hit = cache.withLockedValue({ $0[cacheKey] }), hit.expires > now {
+        if let hit = cache.withLockedValue({ $0[Self.cacheKey(credential)] }), hit.expires > now {
             return try admit(hit, address: address)
         }
+        return nil
+    }
+
+    private static func cacheKey(_ credential: Credential) -> String {
+        switch credential {
+        case .sessionToken(let token): "s:" + token
+        case .apiKey(let key): "k:" + key
+        }
+    }
+
+    public func principal(for credential: Credential?, address: String) async throws -> Principal {
+        if let known = try knownPrincipal(for: credential, address: address) { return known }
+        guard let credential else { return .anonymous(address: address) }
+        let cacheKey = Self.cacheKey(credential)
+        let now = ContinuousClock.now
         let resolved: Cached
         switch credential {
         case .sessionToken(let token):

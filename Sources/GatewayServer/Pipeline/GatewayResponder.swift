@@ -155,7 +155,28 @@ public struct GatewayResponder: HTTPResponder {
     }
 
     func limit(_ principal: Principal, plugin: String, cost: Int) async throws -> [HTTPField] {
-        let decision = try await rateLimiter.acquire(principal: principal, plugin: plugin, cost: cost)
+        try Self.admit(try await rateLimiter.acquire(principal: principal, plugin: plugin, cost: cost))
+    }
+
+    /// The principal and the rate-limit fields of a request, without suspending when the
+    /// authenticator and the limiter can answer at once (no credential or a remembered one, limits
+    /// kept in this process): most requests then make no asynchronous call for either stage.
+    @inline(__always)
+    private func principalAndLimit(_ credential: Credential?, address: String, plugin: String, cost: Int) async throws -> (Principal, [HTTPField]) {
+        let principal: Principal
+        if let known = try authenticator.knownPrincipal(for: credential, address: address) {
+            principal = known
+        } else {
+            principal = try await authenticator.principal(for: credential, address: address)
+        }
+        if let decision = rateLimiter.acquireNow(principal: principal, plugin: plugin, cost: cost) {
+            return (principal, try Self.admit(decision))
+        }
+        return (principal, try await limit(principal, plugin: plugin, cost: cost))
+    }
+
+    /// The decision's fields, or the 429 it calls for.
+    private static func admit(_ decision: RateLimitDecision) throws -> [HTTPField] {
         guard decision.allowed else {
             throw GatewayError.quotaExceeded(policy: decision.policy, retryAfter: decision.retryAfter)
                 .adding(headers: Dictionary(decision.headers.map { ($0.name.rawName, $0.value) }, uniquingKeysWith: { _, new in new }))
@@ -205,8 +226,8 @@ public struct GatewayResponder: HTTPResponder {
         // Fields are read from the mounted operation in place: a copy of the whole descriptor
         // would count references to each of its strings and arrays.
         let credential = NativeCredentials.extract(from: request.headers)
-        let principal = try await authenticator.principal(for: credential, address: context.remoteAddress)
-        let limitHeaders = try await limit(principal, plugin: mounted.pluginID, cost: mounted.operation.cost)
+        let (principal, limitHeaders) = try await principalAndLimit(credential, address: context.remoteAddress, plugin: mounted.pluginID,
+                                                                    cost: mounted.operation.cost)
         let query = try PercentDecoding.queryParameters(Substring(request.uri.query ?? ""))
 
         let isRead = method == .get || method == .head
@@ -322,8 +343,8 @@ public struct GatewayResponder: HTTPResponder {
         let dialectRequest = DialectRequest(method: request.method, path: request.uri.path, pathParameters: parameters,
                                             queryParameters: query, headers: request.headers, body: body, authority: request.head.authority)
         let credential = mounted.dialect.credential(dialectRequest)
-        let principal = try await authenticator.principal(for: credential, address: context.remoteAddress)
-        let limitHeaders = try await limit(principal, plugin: mounted.pluginID, cost: mounted.route.cost)
+        let (principal, limitHeaders) = try await principalAndLimit(credential, address: context.remoteAddress, plugin: mounted.pluginID,
+                                                                    cost: mounted.route.cost)
         let operationContext = OperationContext(principal: principal, requestID: requestID, logger: logger,
                                                 headers: request.headers, plugin: mounted.plugin, credential: credential)
         var response = Self.response(try await mounted.route.handler(dialectRequest, operationContext))

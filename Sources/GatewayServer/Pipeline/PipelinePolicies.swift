@@ -9,6 +9,14 @@ import HTTPTypes
 /// an anonymous principal only when no credential is presented.
 public protocol Authenticator: Sendable {
     func principal(for credential: Credential?, address: String) async throws -> Principal
+    /// The principal when it is known without waiting (no credential, or one remembered), else
+    /// nil and the pipeline awaits ``principal(for:address:)``. The same rules apply: a credential
+    /// known to be bad throws. The default is nil.
+    func knownPrincipal(for credential: Credential?, address: String) throws -> Principal?
+}
+
+extension Authenticator {
+    public func knownPrincipal(for credential: Credential?, address: String) throws -> Principal? { nil }
 }
 
 /// Reads the credential a native request carries: `Authorization: Bearer <token>` or `X-Api-Key`.
@@ -39,6 +47,10 @@ public enum NativeCredentials {
 public struct GuestOnlyAuthenticator: Authenticator {
     public init() {}
     public func principal(for credential: Credential?, address: String) async throws -> Principal {
+        try knownPrincipal(for: credential, address: address)
+    }
+
+    public func knownPrincipal(for credential: Credential?, address: String) throws -> Principal {
         guard credential == nil else { throw GatewayError.unauthorized("This gateway has no accounts; the credential cannot be accepted.") }
         return .anonymous(address: address)
     }
@@ -68,12 +80,20 @@ public struct RateLimitDecision: Sendable {
 /// The rate-limit stage: decides whether `principal` may spend `cost` units of `plugin`'s quota now.
 public protocol RateLimiter: Sendable {
     func acquire(principal: Principal, plugin: String, cost: Int) async throws -> RateLimitDecision
+    /// The decision when it can be made without waiting (limits kept in this process), else nil
+    /// and the pipeline awaits ``acquire(principal:plugin:cost:)``. The default is nil.
+    func acquireNow(principal: Principal, plugin: String, cost: Int) -> RateLimitDecision?
+}
+
+extension RateLimiter {
+    public func acquireNow(principal: Principal, plugin: String, cost: Int) -> RateLimitDecision? { nil }
 }
 
 /// A rate limiter that allows everything (used when limits are switched off, as in the benchmark's reference).
 public struct UnlimitedRateLimiter: RateLimiter {
     public init() {}
     public func acquire(principal: Principal, plugin: String, cost: Int) async -> RateLimitDecision { .unlimited }
+    public func acquireNow(principal: Principal, plugin: String, cost: Int) -> RateLimitDecision? { .unlimited }
 }
 
 /// A stored reply.

@@ -208,6 +208,14 @@ public final class LocalRateLimiter: RateLimiter {
     }
 
     public func acquire(principal: Principal, plugin: String, cost: Int) async -> RateLimitDecision {
+        decide(principal: principal, plugin: plugin, cost: cost)
+    }
+
+    public func acquireNow(principal: Principal, plugin: String, cost: Int) -> RateLimitDecision? {
+        decide(principal: principal, plugin: plugin, cost: cost)
+    }
+
+    private func decide(principal: Principal, plugin: String, cost: Int) -> RateLimitDecision {
         let kinds = pluginPolicies.isEmpty ? defaultPolicies : pluginPolicies[plugin] ?? defaultPolicies
         let policy: GCRA.ResolvedPolicy
         let key: Bucket
