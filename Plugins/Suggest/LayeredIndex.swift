@@ -15,15 +15,39 @@ final class LayeredIndex: Sendable {
         var keyword: String
     }
 
+    /// What a lookup reads, published as one object after every change: a lookup (on every
+    /// thread, for every keystroke) then takes one shared reference instead of three.
+    private final class View: Sendable {
+        let base: SuggestionIndex
+        let changes: [TermKey: (term: Term?, sequence: Int)]
+        let overlay: SuggestionIndex
+
+        init(base: SuggestionIndex, changes: [TermKey: (term: Term?, sequence: Int)], overlay: SuggestionIndex) {
+            self.base = base
+            self.changes = changes
+            self.overlay = overlay
+        }
+    }
+
     private struct State {
-        var base: SuggestionIndex
+        var base: SuggestionIndex { didSet { publish() } }
         /// The overlay: per changed term, the term now (nil when deleted) and the change's number.
-        var changes: [TermKey: (term: Term?, sequence: Int)] = [:]
-        var overlay = SuggestionIndex(terms: [])
+        var changes: [TermKey: (term: Term?, sequence: Int)] = [:] { didSet { publish() } }
+        var overlay = SuggestionIndex(terms: []) { didSet { publish() } }
+        private(set) var view: View
         var sequence = 0
         var rebuilding = false
         /// Bumped by every full reset, so that a background rebuild begun before it is discarded.
         var generation = 0
+
+        init(base: SuggestionIndex) {
+            self.base = base
+            view = View(base: base, changes: [:], overlay: SuggestionIndex(terms: []))
+        }
+
+        private mutating func publish() {
+            view = View(base: base, changes: changes, overlay: overlay)
+        }
     }
 
     private let state: Mutex<State>
@@ -85,8 +109,9 @@ final class LayeredIndex: Sendable {
 
     /// The best `limit` matches over the base (without the terms the overlay changed) and the overlay.
     func suggestions(for query: String, limit: Int) -> [SuggestionIndex.Match] {
-        let (base, overlay, changes) = state.withLock { ($0.base, $0.overlay, $0.changes) }
-        guard !changes.isEmpty else { return base.suggestions(for: query, limit: limit) }
+        let view = state.withLock { $0.view }
+        guard !view.changes.isEmpty else { return view.base.suggestions(for: query, limit: limit) }
+        let (base, overlay, changes) = (view.base, view.overlay, view.changes)
         let wanted = min(SuggestionIndex.maxLimit, limit + changes.count)
         var merged = base.suggestions(for: query, limit: wanted).filter { changes[TermKey(dictionary: $0.term.dictionary, keyword: $0.term.keyword)] == nil }
         merged += overlay.suggestions(for: query, limit: limit)
