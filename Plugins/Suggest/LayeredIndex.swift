@@ -17,7 +17,7 @@ final class LayeredIndex: Sendable {
 
     /// What a lookup reads, published as one object after every change: a lookup (on every
     /// thread, for every keystroke) then takes one shared reference instead of three.
-    private final class View: Sendable {
+    final class View: Sendable {
         let base: SuggestionIndex
         let changes: [TermKey: (term: Term?, sequence: Int)]
         let overlay: SuggestionIndex
@@ -107,16 +107,50 @@ final class LayeredIndex: Sendable {
     /// Changes waiting in the overlay.
     var pendingChanges: Int { state.withLock { $0.changes.count } }
 
+    /// What a lookup found: the view it read, and its suggestions as term numbers in it.
+    struct Lookup: Sendable {
+        let view: View
+        /// The suggestions, best first. A term number `n` is the base's term `n` when `n >= 0`, and
+        /// the overlay's term `-1 - n` otherwise.
+        let hits: [SuggestionIndex.Hit]
+
+        /// The index and the term number in it of a hit's `term`.
+        @inline(__always)
+        func source(of term: Int32) -> (index: SuggestionIndex, term: Int) {
+            term >= 0 ? (view.base, Int(term)) : (view.overlay, Int(-1 - term))
+        }
+
+        /// The hits as matches, with copies of their terms.
+        var matches: [SuggestionIndex.Match] {
+            hits.map { hit in
+                let (index, term) = source(of: hit.term)
+                return SuggestionIndex.Match(term: index.terms[term], wholePrefix: hit.wholePrefix, edits: hit.edits)
+            }
+        }
+    }
+
     /// The best `limit` matches over the base (without the terms the overlay changed) and the overlay.
     func suggestions(for query: String, limit: Int) -> [SuggestionIndex.Match] {
+        lookup(query, limit: limit).matches
+    }
+
+    /// ``suggestions(for:limit:)`` as term numbers, without copying any term.
+    func lookup(_ query: String, limit: Int) -> Lookup {
         let view = state.withLock { $0.view }
-        guard !view.changes.isEmpty else { return view.base.suggestions(for: query, limit: limit) }
+        guard !view.changes.isEmpty else { return Lookup(view: view, hits: view.base.hits(for: query, limit: limit)) }
         let (base, overlay, changes) = (view.base, view.overlay, view.changes)
         let wanted = min(SuggestionIndex.maxLimit, limit + changes.count)
-        var merged = base.suggestions(for: query, limit: wanted).filter { changes[TermKey(dictionary: $0.term.dictionary, keyword: $0.term.keyword)] == nil }
-        merged += overlay.suggestions(for: query, limit: limit)
-        merged.sort { a, b in a.edits != b.edits ? a.edits < b.edits : SuggestionIndex.ranks(a, before: b) }
+        // Overlay hits take negative numbers (see `Lookup.hits`).
+        var merged = base.hits(for: query, limit: wanted).filter { hit in
+            let term = base.terms[Int(hit.term)]
+            return changes[TermKey(dictionary: term.dictionary, keyword: term.keyword)] == nil
+        }
+        merged += overlay.hits(for: query, limit: limit).map { SuggestionIndex.Hit(term: -1 - $0.term, wholePrefix: $0.wholePrefix, edits: $0.edits) }
+        func term(_ hit: SuggestionIndex.Hit) -> Term { hit.term >= 0 ? base.terms[Int(hit.term)] : overlay.terms[Int(-1 - hit.term)] }
+        merged.sort { a, b in
+            a.edits != b.edits ? a.edits < b.edits : SuggestionIndex.ranks(term(a), wholePrefix: a.wholePrefix, before: term(b), wholePrefix: b.wholePrefix)
+        }
         var seen = Set<SuggestionIndex.ExactText>()
-        return Array(merged.filter { seen.insert(SuggestionIndex.ExactText($0.term.keyword)).inserted }.prefix(limit))
+        return Lookup(view: view, hits: Array(merged.filter { seen.insert(SuggestionIndex.ExactText(term($0).keyword)).inserted }.prefix(limit)))
     }
 }

@@ -175,58 +175,129 @@ public struct SuggestPlugin: ServicePlugin {
 
     struct Suggestions: Codable, Sendable, JSONWritable {
         var query: String
-        var items: [Suggestion]
         var tookMicros: Int
+        /// The items as values (decoded, or merged with an upstream service's)…
+        private var listed: [Suggestion]
+        /// …or as the index's lookup, written straight from the index's bytes (see ``TermBytes``).
+        private var lookup: LayeredIndex.Lookup?
+
+        var items: [Suggestion] {
+            guard let lookup else { return listed }
+            return lookup.hits.map { hit in
+                let (index, number) = lookup.source(of: hit.term)
+                let term = index.terms[number]
+                return Suggestion(keyword: term.keyword, text: term.text, weight: term.weight, spans: SuggestionIndex.highlightSpan(query, in: term.text))
+            }
+        }
+
+        init(query: String, items: [Suggestion], tookMicros: Int) {
+            self.query = query
+            self.tookMicros = tookMicros
+            listed = items
+        }
+
+        init(query: String, lookup: LayeredIndex.Lookup, tookMicros: Int) {
+            self.query = query
+            self.tookMicros = tookMicros
+            listed = []
+            self.lookup = lookup
+        }
+
+        enum CodingKeys: String, CodingKey { case items, query, tookMicros }
+
+        init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            self.init(query: try container.decode(String.self, forKey: .query), items: try container.decode([Suggestion].self, forKey: .items),
+                      tookMicros: try container.decode(Int.self, forKey: .tookMicros))
+        }
+
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(items, forKey: .items)
+            try container.encode(query, forKey: .query)
+            try container.encode(tookMicros, forKey: .tookMicros)
+        }
 
         // The fixed parts of the document. Static strings, not arrays: appending a shared array
         // retains its buffer, and under load that count is contended between threads.
         private static let open: StaticString = #"{"items":["#
         private static let itemOpen: StaticString = #"{"highlight":["#
-        private static let keywordKey: StaticString = #"],"keyword":"#
-        private static let textKey: StaticString = #","text":"#
-        private static let weightKey: StaticString = #","weight":"#
         private static let queryKey: StaticString = #"],"query":"#
         private static let tookKey: StaticString = #","tookMicros":"#
 
         /// What `JSONEncoder` would write, several times faster (this is the plugin's hot path).
         func writeJSON(into bytes: inout [UInt8]) {
-            // Room for the whole document up front: one allocation instead of a few regrowths.
-            bytes.reserveCapacity(bytes.count + items.reduce(64 + query.utf8.count) { $0 + 64 + $1.keyword.utf8.count + $1.text.utf8.count })
-            JSONValue.write(literal: Self.open, into: &bytes)
-            for (index, item) in items.enumerated() {
-                if index > 0 { bytes.append(UInt8(ascii: ",")) }
-                JSONValue.write(literal: Self.itemOpen, into: &bytes)
-                switch item.spans {
-                case .single(let start, let end):
-                    bytes.append(UInt8(ascii: "["))
-                    JSONValue.write(int64: Int64(start), into: &bytes)
-                    bytes.append(UInt8(ascii: ","))
-                    JSONValue.write(int64: Int64(end), into: &bytes)
-                    bytes.append(UInt8(ascii: "]"))
-                case .list(let spans):
-                    for (spanIndex, span) in spans.enumerated() {
-                        if spanIndex > 0 { bytes.append(UInt8(ascii: ",")) }
-                        bytes.append(UInt8(ascii: "["))
-                        for (valueIndex, value) in span.enumerated() {
-                            if valueIndex > 0 { bytes.append(UInt8(ascii: ",")) }
-                            JSONValue.write(int64: Int64(value), into: &bytes)
-                        }
-                        bytes.append(UInt8(ascii: "]"))
-                    }
+            if let lookup {
+                writeItems(of: lookup, into: &bytes)
+            } else {
+                // Room for the whole document up front: one allocation instead of a few regrowths.
+                bytes.reserveCapacity(bytes.count + listed.reduce(64 + query.utf8.count) { $0 + 64 + $1.keyword.utf8.count + $1.text.utf8.count })
+                JSONValue.write(literal: Self.open, into: &bytes)
+                for (index, item) in listed.enumerated() {
+                    if index > 0 { bytes.append(UInt8(ascii: ",")) }
+                    JSONValue.write(literal: Self.itemOpen, into: &bytes)
+                    Self.write(item.spans, into: &bytes)
+                    _ = TermBytes.writeItemPart(keyword: item.keyword, text: item.text, weight: item.weight, into: &bytes)
                 }
-                JSONValue.write(literal: Self.keywordKey, into: &bytes)
-                JSONValue.write(string: item.keyword, into: &bytes)
-                JSONValue.write(literal: Self.textKey, into: &bytes)
-                JSONValue.write(string: item.text, into: &bytes)
-                JSONValue.write(literal: Self.weightKey, into: &bytes)
-                JSONValue.write(number: item.weight, into: &bytes)
-                bytes.append(UInt8(ascii: "}"))
             }
             JSONValue.write(literal: Self.queryKey, into: &bytes)
             JSONValue.write(string: query, into: &bytes)
             JSONValue.write(literal: Self.tookKey, into: &bytes)
             JSONValue.write(int64: Int64(tookMicros), into: &bytes)
             bytes.append(UInt8(ascii: "}"))
+        }
+
+        /// The items of a lookup, each term's part copied from its index's bytes; the highlight
+        /// compares the query, prepared once, with the text's bytes.
+        private func writeItems(of lookup: LayeredIndex.Lookup, into bytes: inout [UInt8]) {
+            var capacity = 64 + query.utf8.count
+            for hit in lookup.hits {
+                let (index, term) = lookup.source(of: hit.term)
+                capacity += 40 + (index.termBytes?.itemPartLength(of: term) ?? 64 + index.terms[term].keyword.utf8.count + index.terms[term].text.utf8.count)
+            }
+            bytes.reserveCapacity(bytes.count + capacity)
+            JSONValue.write(literal: Self.open, into: &bytes)
+            SuggestionIndex.withHighlightPattern(query) { pattern in
+                for (position, hit) in lookup.hits.enumerated() {
+                    if position > 0 { bytes.append(UInt8(ascii: ",")) }
+                    JSONValue.write(literal: Self.itemOpen, into: &bytes)
+                    let (index, term) = lookup.source(of: hit.term)
+                    guard let termBytes = index.termBytes else {
+                        let value = index.terms[term]
+                        Self.write(SuggestionIndex.highlightSpan(query, in: value.text), into: &bytes)
+                        _ = TermBytes.writeItemPart(keyword: value.keyword, text: value.text, weight: value.weight, into: &bytes)
+                        continue
+                    }
+                    switch pattern.map({ SuggestionIndex.highlightSpanFast(pattern: $0, in: termBytes.text(of: term)) }) ?? .unsupported {
+                    case .span(let start, let end): Self.write(.single(start, end), into: &bytes)
+                    case .none: break
+                    case .unsupported: Self.write(.list(SuggestionIndex.highlight(query, in: index.terms[term].text)), into: &bytes)
+                    }
+                    termBytes.writeItemPart(of: term, into: &bytes)
+                }
+            }
+        }
+
+        /// `[start,end]` pairs, comma separated.
+        private static func write(_ spans: HighlightSpans, into bytes: inout [UInt8]) {
+            switch spans {
+            case .single(let start, let end):
+                bytes.append(UInt8(ascii: "["))
+                JSONValue.write(int64: Int64(start), into: &bytes)
+                bytes.append(UInt8(ascii: ","))
+                JSONValue.write(int64: Int64(end), into: &bytes)
+                bytes.append(UInt8(ascii: "]"))
+            case .list(let spans):
+                for (spanIndex, span) in spans.enumerated() {
+                    if spanIndex > 0 { bytes.append(UInt8(ascii: ",")) }
+                    bytes.append(UInt8(ascii: "["))
+                    for (valueIndex, value) in span.enumerated() {
+                        if valueIndex > 0 { bytes.append(UInt8(ascii: ",")) }
+                        JSONValue.write(int64: Int64(value), into: &bytes)
+                    }
+                    bytes.append(UInt8(ascii: "]"))
+                }
+            }
         }
     }
 
@@ -260,6 +331,10 @@ public struct SuggestPlugin: ServicePlugin {
 
     struct DictionaryList: Codable, Sendable { var items: [Dictionary] }
 
+    static func micros(_ duration: Duration) -> Int {
+        Int(duration.components.seconds * 1_000_000 + duration.components.attoseconds / 1_000_000_000_000)
+    }
+
     /// Suggestions for `query`, as both APIs serve them.
     func complete(_ query: String, limit: Int) -> [SuggestionIndex.Match] {
         store.index.suggestions(for: query, limit: limit)
@@ -275,7 +350,14 @@ public struct SuggestPlugin: ServicePlugin {
                 .returns(Suggestions.self) { input, _ in
                     let started = ContinuousClock.now
                     let query = input.query.q ?? ""
-                    var matches = await Self.suggestions(for: query, limit: input.query.limit ?? 10, store: store, upstream: upstream)
+                    let limit = input.query.limit ?? 10
+                    if upstream == nil {
+                        // Local suggestions only: the reply is written from the index's bytes.
+                        let lookup = store.index.lookup(query, limit: limit)
+                        let elapsed = ContinuousClock.now - started
+                        return Suggestions(query: query, lookup: lookup, tookMicros: Self.micros(elapsed))
+                    }
+                    var matches = await Self.suggestions(for: query, limit: limit, store: store, upstream: upstream)
                     let elapsed = ContinuousClock.now - started
                     var items: [Suggestion] = []
                     items.reserveCapacity(matches.count)
@@ -284,9 +366,7 @@ public struct SuggestPlugin: ServicePlugin {
                         items.append(Suggestion(keyword: found.keyword, text: found.text, weight: found.weight, spans: spans))
                     }
                     items.reverse()
-                    return Suggestions(
-                        query: query, items: items,
-                        tookMicros: Int(elapsed.components.seconds * 1_000_000 + elapsed.components.attoseconds / 1_000_000_000_000))
+                    return Suggestions(query: query, items: items, tookMicros: Self.micros(elapsed))
                 },
             ServiceOperation.define("suggest.terms.put", .put, "/terms", summary: "Add or replace a term")
                 .access(.scope("suggest:write"))

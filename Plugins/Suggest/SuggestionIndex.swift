@@ -128,6 +128,13 @@ public final class SuggestionIndex: Sendable {
         }
     }
 
+    /// A suggestion found by a lookup: the number of its term and how it matched.
+    struct Hit: Sendable, Equatable {
+        var term: Int32
+        var wholePrefix: Bool
+        var edits: Int
+    }
+
     /// A key: `length` bytes of ``KeyTable/bytes`` from `start`, the normalized whole keyword of
     /// `term` or the part of it from one of its later words on.
     struct Key: Sendable {
@@ -160,6 +167,8 @@ public final class SuggestionIndex: Sendable {
     public static let smallRange = 64
 
     public let terms: [Term]
+    /// Every term's part of a native reply, ready to copy (nil for more than 4 GiB of terms).
+    let termBytes: TermBytes?
     let table: KeyTable
     /// The nodes with large ranges; the root is the last (when it is large).
     private let nodes: [Node]
@@ -168,6 +177,7 @@ public final class SuggestionIndex: Sendable {
 
     public init(terms: [Term]) {
         self.terms = terms
+        termBytes = TermBytes(terms: terms)
         let table = KeyTable(terms: terms)
         var nodes: [Node] = []
         var nodeAtPrefix: [[UInt8]: Int32] = [:]
@@ -204,12 +214,17 @@ public final class SuggestionIndex: Sendable {
     /// first; when they are fewer than `limit`, a Latin query of 4 characters or more also finds
     /// prefixes within one edit (two from 8 characters), ranked after every exact match.
     public func suggestions(for query: String, limit: Int) -> [Match] {
+        hits(for: query, limit: limit).map { Match(term: terms[Int($0.term)], wholePrefix: $0.wholePrefix, edits: $0.edits) }
+    }
+
+    /// ``suggestions(for:limit:)`` as term numbers, without copying any term.
+    func hits(for query: String, limit: Int) -> [Hit] {
         let needle = SuggestNormalizer.normalizedBytes(query)
         guard !needle.isEmpty, limit > 0 else { return [] }
         let limit = min(limit, Self.maxLimit)
         let range = table.range(ofPrefix: needle)
         let exact = best(range: range, node: range.count > Self.smallRange ? nodeAtPrefix[needle] ?? -1 : -1, limit: limit)
-        var result = exact.map { match(rank: $0, edits: 0) }
+        var result = exact.map { hit(rank: $0, edits: 0) }
         let allowed = needle.count >= 8 ? 2 : (needle.count >= 4 ? 1 : 0)
         guard exact.count < limit, allowed > 0, needle.allSatisfy({ $0 < 0x80 }) else { return result }
         var seen = exact.map { table.keywordAtRank[Int($0)] }
@@ -217,15 +232,15 @@ public final class SuggestionIndex: Sendable {
             let keyword = table.keywordAtRank[Int(rank)]
             guard !seen.contains(keyword) else { continue }
             seen.append(keyword)
-            result.append(match(rank: rank, edits: edits))
+            result.append(hit(rank: rank, edits: edits))
             if result.count == limit { break }
         }
         return result
     }
 
-    private func match(rank: Int32, edits: Int) -> Match {
+    private func hit(rank: Int32, edits: Int) -> Hit {
         let key = table.keys[Int(table.keyAtRank[Int(rank)])]
-        return Match(term: terms[Int(key.term)], wholePrefix: key.wholePrefix, edits: edits)
+        return Hit(term: key.term, wholePrefix: key.wholePrefix, edits: edits)
     }
 
     /// The best keys (as ranks) of the keys in `range`, whose node is `node` (-1 when small).
@@ -368,85 +383,106 @@ public final class SuggestionIndex: Sendable {
 
     /// ``highlightFast(_:in:)`` without building arrays.
     static func highlightSpanFast(_ query: String, in text: String) -> FastHighlight {
-        func isIdeograph(_ value: UInt32) -> Bool { (0x4E00...0x9FFF).contains(value) || (0x3400...0x4DBF).contains(value) }
-        func isInert(_ value: UInt32) -> Bool { value == 0x2013 || value == 0x2014 || value == 0x2018 || value == 0x2019 || value == 0x201C || value == 0x201D }
-        func lower(_ value: UInt32) -> UInt32 { value >= 0x41 && value <= 0x5A ? value | 0x20 : value }
-        func isSpace(_ value: UInt32) -> Bool { value == 0x20 || (0x09...0x0D).contains(value) }
-        /// Writes the text's scalars, ASCII lowercased, into `buffer` (at least as long as the
-        /// text's UTF-8) and returns how many; nil when one is outside what the fast path knows.
-        func fold(_ text: String, into buffer: UnsafeMutableBufferPointer<UInt32>) -> Int? {
+        withHighlightPattern(query) { pattern in
+            guard let pattern else { return .unsupported }
             var text = text
-            // Decoded from the (always valid) UTF-8 directly: cheaper than the scalar view.
-            return text.withUTF8 { utf8 -> Int? in
-                var count = 0
-                var index = 0
-                while index < utf8.count {
-                    let lead = UInt32(utf8[index])
-                    let value: UInt32
-                    if lead < 0x80 {
-                        value = lead
-                        index += 1
-                    } else if lead < 0xE0 {
-                        value = (lead & 0x1F) << 6 | UInt32(utf8[index + 1] & 0x3F)
-                        index += 2
-                    } else if lead < 0xF0 {
-                        value = (lead & 0x0F) << 12 | UInt32(utf8[index + 1] & 0x3F) << 6 | UInt32(utf8[index + 2] & 0x3F)
-                        index += 3
-                    } else {
-                        return nil  // beyond the Basic Multilingual Plane: not for the fast path
-                    }
-                    guard (value < 0x80 && value != 0x0D) || isIdeograph(value) || isInert(value) else { return nil }
-                    buffer[count] = lower(value)
-                    count += 1
-                }
-                return count
-            }
+            return text.withUTF8 { highlightSpanFast(pattern: pattern, in: $0) }
         }
-        /// Whether the text's first scalars, each one the fast path knows, are `pattern` (folded).
-        func begins(_ utf8: UnsafeBufferPointer<UInt8>, with pattern: UnsafeBufferPointer<UInt32>) -> Bool {
-            var index = 0
-            for expected in pattern {
-                guard index < utf8.count else { return false }
-                let lead = UInt32(utf8[index])
-                let value: UInt32
-                if lead < 0x80 {
-                    value = lead
-                    index += 1
-                } else if lead >= 0xE0 && lead < 0xF0 {
-                    value = (lead & 0x0F) << 12 | UInt32(utf8[index + 1] & 0x3F) << 6 | UInt32(utf8[index + 2] & 0x3F)
-                    index += 3
-                } else {
-                    return false  // two-byte scalars are none the fast path knows; four-byte ones are beyond it
-                }
-                guard lower(value) == expected, (value < 0x80 && value != 0x0D) || isIdeograph(value) || isInert(value) else { return false }
-            }
-            return true
-        }
-        // Both folds go to temporary (stack) buffers: this runs for every suggestion served.
-        return withUnsafeTemporaryAllocation(of: UInt32.self, capacity: max(1, query.utf8.count)) { pattern -> FastHighlight in
-            guard let patternCount = fold(query, into: pattern) else { return .unsupported }
+    }
+
+    /// Calls `body` with `query` as the fast highlight compares it: its scalars, ASCII lowercased,
+    /// without leading and trailing white space (on the stack). Nil when a scalar is outside what
+    /// the fast path knows. A reply prepares the pattern once for all its suggestions.
+    static func withHighlightPattern<Result>(_ query: String, _ body: (UnsafeBufferPointer<UInt32>?) -> Result) -> Result {
+        withUnsafeTemporaryAllocation(of: UInt32.self, capacity: max(1, query.utf8.count)) { pattern -> Result in
+            var query = query
+            guard let count = query.withUTF8({ fold($0, into: pattern) }) else { return body(nil) }
             var from = 0
-            var to = patternCount
+            var to = count
             while from < to, isSpace(pattern[from]) { from += 1 }
             while to > from, isSpace(pattern[to - 1]) { to -= 1 }
-            let length = to - from
-            // The usual case: the text begins with the query (a suggestion's text mostly begins
-            // with its keyword). Only that much of the text is read: wherever the text goes on,
-            // the first match is this one, and its offsets count one character per scalar.
-            if length > 0, text.utf8.withContiguousStorageIfAvailable({ begins($0, with: UnsafeBufferPointer(rebasing: pattern[from..<to])) }) == true {
-                return .span(0, length)
-            }
-            return withUnsafeTemporaryAllocation(of: UInt32.self, capacity: max(1, text.utf8.count)) { haystack -> FastHighlight in
-                guard let count = fold(text, into: haystack) else { return .unsupported }
-                guard length > 0, length <= count else { return .none }
-                for start in 0...(count - length) {
-                    var index = 0
-                    while index < length, haystack[start + index] == pattern[from + index] { index += 1 }
-                    if index == length { return .span(start, start + length) }
-                }
-                return .none
-            }
+            return body(UnsafeBufferPointer(rebasing: pattern[from..<to]))
         }
+    }
+
+    /// Where the prepared `pattern` (see ``withHighlightPattern(_:_:)``) first matches in the text
+    /// whose UTF-8 is `text`, as [start, end) character offsets.
+    static func highlightSpanFast(pattern: UnsafeBufferPointer<UInt32>, in text: UnsafeBufferPointer<UInt8>) -> FastHighlight {
+        let length = pattern.count
+        // The usual case: the text begins with the query (a suggestion's text mostly begins
+        // with its keyword). Only that much of the text is read: wherever the text goes on,
+        // the first match is this one, and its offsets count one character per scalar.
+        if length > 0, begins(text, with: pattern) { return .span(0, length) }
+        return withUnsafeTemporaryAllocation(of: UInt32.self, capacity: max(1, text.count)) { haystack -> FastHighlight in
+            guard let count = fold(text, into: haystack) else { return .unsupported }
+            guard length > 0, length <= count else { return .none }
+            for start in 0...(count - length) {
+                var index = 0
+                while index < length, haystack[start + index] == pattern[index] { index += 1 }
+                if index == length { return .span(start, start + length) }
+            }
+            return .none
+        }
+    }
+
+    @inline(__always)
+    private static func isIdeograph(_ value: UInt32) -> Bool { (0x4E00...0x9FFF).contains(value) || (0x3400...0x4DBF).contains(value) }
+    @inline(__always)
+    private static func isInert(_ value: UInt32) -> Bool {
+        value == 0x2013 || value == 0x2014 || value == 0x2018 || value == 0x2019 || value == 0x201C || value == 0x201D
+    }
+    @inline(__always)
+    private static func lower(_ value: UInt32) -> UInt32 { value >= 0x41 && value <= 0x5A ? value | 0x20 : value }
+    @inline(__always)
+    private static func isSpace(_ value: UInt32) -> Bool { value == 0x20 || (0x09...0x0D).contains(value) }
+
+    /// Writes the scalars of the (valid) UTF-8 `utf8`, ASCII lowercased, into `buffer` (at least as
+    /// long as the UTF-8) and returns how many; nil when one is outside what the fast path knows.
+    private static func fold(_ utf8: UnsafeBufferPointer<UInt8>, into buffer: UnsafeMutableBufferPointer<UInt32>) -> Int? {
+        var count = 0
+        var index = 0
+        while index < utf8.count {
+            let lead = UInt32(utf8[index])
+            let value: UInt32
+            if lead < 0x80 {
+                value = lead
+                index += 1
+            } else if lead < 0xE0 {
+                value = (lead & 0x1F) << 6 | UInt32(utf8[index + 1] & 0x3F)
+                index += 2
+            } else if lead < 0xF0 {
+                value = (lead & 0x0F) << 12 | UInt32(utf8[index + 1] & 0x3F) << 6 | UInt32(utf8[index + 2] & 0x3F)
+                index += 3
+            } else {
+                return nil  // beyond the Basic Multilingual Plane: not for the fast path
+            }
+            guard (value < 0x80 && value != 0x0D) || isIdeograph(value) || isInert(value) else { return nil }
+            buffer[count] = lower(value)
+            count += 1
+        }
+        return count
+    }
+
+    /// Whether the text's first scalars, each one the fast path knows, are `pattern` (folded).
+    private static func begins(_ utf8: UnsafeBufferPointer<UInt8>, with pattern: UnsafeBufferPointer<UInt32>) -> Bool {
+        var index = 0
+        for expected in pattern {
+            guard index < utf8.count else { return false }
+            let lead = UInt32(utf8[index])
+            let value: UInt32
+            if lead < 0x80 {
+                value = lead
+                index += 1
+            } else if lead >= 0xE0 && lead < 0xF0 {
+                guard index + 2 < utf8.count else { return false }
+                value = (lead & 0x0F) << 12 | UInt32(utf8[index + 1] & 0x3F) << 6 | UInt32(utf8[index + 2] & 0x3F)
+                index += 3
+            } else {
+                return false  // two-byte scalars are none the fast path knows; four-byte ones are beyond it
+            }
+            guard lower(value) == expected, (value < 0x80 && value != 0x0D) || isIdeograph(value) || isInert(value) else { return false }
+        }
+        return true
     }
 
     /// A string compared and hashed by its UTF-8 bytes: `String`'s own hashing and equality
@@ -462,14 +498,19 @@ public final class SuggestionIndex: Sendable {
     }
 
     static func ranks(_ a: Match, before b: Match) -> Bool {
-        if a.term.weight != b.term.weight { return a.term.weight > b.term.weight }
-        if a.wholePrefix != b.wholePrefix { return a.wholePrefix }
+        ranks(a.term, wholePrefix: a.wholePrefix, before: b.term, wholePrefix: b.wholePrefix)
+    }
+
+    /// The ranking of suggestions: weight, then whole-keyword before word matches, then shorter, then alphabetically.
+    static func ranks(_ a: Term, wholePrefix aWhole: Bool, before b: Term, wholePrefix bWhole: Bool) -> Bool {
+        if a.weight != b.weight { return a.weight > b.weight }
+        if aWhole != bWhole { return aWhole }
         // Lengths in Unicode scalars and order by code points: as good a tie-break as characters and
         // Unicode collation, and far cheaper for CJK text (this runs for every comparison of a sort).
-        let lengthA = a.term.keyword.unicodeScalars.count
-        let lengthB = b.term.keyword.unicodeScalars.count
+        let lengthA = a.keyword.unicodeScalars.count
+        let lengthB = b.keyword.unicodeScalars.count
         if lengthA != lengthB { return lengthA < lengthB }
-        return a.term.keyword.utf8.lexicographicallyPrecedes(b.term.keyword.utf8)
+        return a.keyword.utf8.lexicographicallyPrecedes(b.keyword.utf8)
     }
 
     /// Where `query` matches in `text`, as [start, end) character offsets, for highlighting.

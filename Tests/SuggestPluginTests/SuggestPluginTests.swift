@@ -161,6 +161,51 @@ struct SuggestPluginTests {
         #expect(decoded.items.map(\.highlight) == [[[0, 1], [3, 5]], [], [[0, 4]]])
     }
 
+    @Test("a reply written from the index's bytes is the reply written from its terms, escapes, highlights and overlay included")
+    func repliesFromIndexBytes() throws {
+        let terms = [
+            Term(dictionary: "a", keyword: "Star Wars", text: "Star Wars (1977) — George Lucas", weight: 90),
+            Term(dictionary: "a", keyword: "Stalker", text: "Stalker \"the zone\" \\ Tarkovsky\t\u{1}", weight: 12.5),
+            Term(dictionary: "a", keyword: "Amélie", text: "Amélie — Jean-Pierre Jeunet", weight: 40),
+            Term(dictionary: "a", keyword: "ａｂｃ", text: "ＡＢＣ full width", weight: 3),
+            Term(dictionary: "a", keyword: "smile", text: "😀 smile", weight: 2),
+            Term(dictionary: "a", keyword: "北京", text: "北京 Beijing", weight: 100),
+            Term(dictionary: "a", keyword: "北京大學", text: "Peking University 北京大學", weight: 1e20),
+            Term(dictionary: "a", keyword: "quote\"", text: "ends with a quote\"", weight: 0),
+            Term(dictionary: "b", keyword: "Star Wars", text: "Star Wars (dup)", weight: 1),
+        ]
+        let index = LayeredIndex(terms: terms)
+        let queries = ["s", "st", "STA", " star ", "star wars", "stalker", "ame", "amé", "abc", "ａ", "smi", "北", "北京大", "quote", "zzz", "strar", "\"", ""]
+        func check(_ label: String) throws {
+            for query in queries {
+                let lookup = index.lookup(query, limit: 10)
+                let fromBytes = SuggestPlugin.Suggestions(query: query, lookup: lookup, tookMicros: 5)
+                let fromTerms = SuggestPlugin.Suggestions(query: query, items: fromBytes.items, tookMicros: 5)
+                var written: [UInt8] = []
+                fromBytes.writeJSON(into: &written)
+                var expected: [UInt8] = []
+                fromTerms.writeJSON(into: &expected)
+                #expect(String(decoding: written, as: UTF8.self) == String(decoding: expected, as: UTF8.self), "\(label): \(query)")
+                #expect(try JSONValue.parse(ByteBuffer(bytes: written)) == JSONValue.parse(ByteBuffer(bytes: try JSONCoding.encoder.encode(fromTerms))))
+                #expect(fromBytes.items.map(\.keyword) == index.suggestions(for: query, limit: 10).map(\.term.keyword))
+            }
+        }
+        try check("base only")
+        #expect(index.lookup("star", limit: 10).matches.filter { $0.term.keyword == "Star Wars" }.count == 1, "one keyword from two dictionaries is one suggestion")
+        #expect(index.lookup("sta", limit: 10).hits.allSatisfy { $0.term >= 0 })
+        // Changes answer from the overlay (negative term numbers) merged with the base.
+        _ = index.apply(.init(dictionary: "a", keyword: "Stalker"), term: Term(dictionary: "a", keyword: "Stalker", text: "Stalker \"new\"", weight: 95))
+        _ = index.apply(.init(dictionary: "a", keyword: "Starman"), term: Term(dictionary: "a", keyword: "Starman", text: "Starman\n(1984)", weight: 91))
+        _ = index.apply(.init(dictionary: "a", keyword: "北京"), term: nil)
+        try check("with overlay")
+        let merged = index.lookup("sta", limit: 10)
+        #expect(merged.matches.map(\.term.keyword) == ["Stalker", "Starman", "Star Wars"])
+        #expect(merged.hits.filter { $0.term < 0 }.count == 2)
+        let reply = SuggestPlugin.Suggestions(query: "sta", lookup: merged, tookMicros: 1)
+        #expect(reply.items.map(\.text) == ["Stalker \"new\"", "Starman\n(1984)", "Star Wars (1977) — George Lucas"])
+        #expect(reply.items.map(\.spans) == [.single(0, 3), .single(0, 3), .single(0, 3)])
+    }
+
     @Test("GET /v1/suggest answers ranked suggestions with highlights and timing")
     func complete() async throws {
         try await withSuggest { gateway in
