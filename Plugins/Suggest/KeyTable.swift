@@ -134,19 +134,28 @@ struct KeyTable: Sendable {
     /// The keys of `range` (which share their first `depth` bytes) whose byte at `depth` is `byte`.
     func childRange(in range: Range<Int>, depth: Int, byte target: UInt8) -> Range<Int> {
         let value = Int(target)
-        var low = range.lowerBound
-        var high = range.upperBound
-        while low < high {
-            let middle = (low + high) / 2
-            if byte(middle, at: depth) < value { low = middle + 1 } else { high = middle }
+        return keys.withUnsafeBufferPointer { keys in
+            bytes.withUnsafeBufferPointer { bytes in
+                @inline(__always)
+                func byte(_ index: Int) -> Int {
+                    let key = keys[index]
+                    return depth < Int(key.length) ? Int(bytes[Int(key.start) + depth]) : -1
+                }
+                var low = range.lowerBound
+                var high = range.upperBound
+                while low < high {
+                    let middle = (low + high) / 2
+                    if byte(middle) < value { low = middle + 1 } else { high = middle }
+                }
+                var end = low
+                high = range.upperBound
+                while end < high {
+                    let middle = (end + high) / 2
+                    if byte(middle) <= value { end = middle + 1 } else { high = middle }
+                }
+                return low..<end
+            }
         }
-        var end = low
-        high = range.upperBound
-        while end < high {
-            let middle = (end + high) / 2
-            if byte(middle, at: depth) <= value { end = middle + 1 } else { high = middle }
-        }
-        return low..<end
     }
 
     /// The children of the trie node whose keys are `range` (they share their first `depth`
@@ -172,19 +181,33 @@ struct KeyTable: Sendable {
 
     /// The best `limit` keys of `range`, as ranks, one per keyword.
     func best(ofRange range: Range<Int>, limit: Int) -> [Int32] {
-        var ranks = range.map { rankOfKey[$0] }
-        return ranked(&ranks, limit: limit)
+        // The ranks are sorted in a temporary buffer (on the stack for the small ranges lookups
+        // rank): only the result is an array.
+        withUnsafeTemporaryAllocation(of: Int32.self, capacity: max(1, range.count)) { buffer in
+            var count = 0
+            for key in range {
+                buffer[count] = rankOfKey[key]
+                count += 1
+            }
+            var ranks = UnsafeMutableBufferPointer(rebasing: buffer[..<count])
+            ranks.sort()
+            return firstPerKeyword(UnsafeBufferPointer(ranks), limit: limit)
+        }
     }
 
     /// The best `limit` of `ranks`, one per keyword (each keyword's best).
     func ranked(_ ranks: inout [Int32], limit: Int) -> [Int32] {
         ranks.sort()
+        return ranks.withUnsafeBufferPointer { firstPerKeyword($0, limit: limit) }
+    }
+
+    /// The first `limit` of the sorted `ranks` whose keyword is not among those taken before.
+    private func firstPerKeyword(_ ranks: UnsafeBufferPointer<Int32>, limit: Int) -> [Int32] {
         var result: [Int32] = []
-        var keywords: [Int32] = []
+        result.reserveCapacity(min(limit, ranks.count))
         for rank in ranks {
             let keyword = keywordAtRank[Int(rank)]
-            guard !keywords.contains(keyword) else { continue }
-            keywords.append(keyword)
+            guard !result.contains(where: { keywordAtRank[Int($0)] == keyword }) else { continue }
             result.append(rank)
             if result.count == limit { break }
         }

@@ -56,6 +56,10 @@ final class LayeredIndex: Sendable {
         state = Mutex(State(base: SuggestionIndex(terms: terms)))
     }
 
+    init(base: SuggestionIndex) {
+        state = Mutex(State(base: base))
+    }
+
     /// Replaces everything (a full reload).
     func reset(to index: SuggestionIndex) {
         state.withLock { state in

@@ -228,7 +228,7 @@ public struct SuggestPlugin: ServicePlugin {
         /// What `JSONEncoder` would write, several times faster (this is the plugin's hot path).
         func writeJSON(into bytes: inout [UInt8]) {
             if let lookup {
-                writeItems(of: lookup, into: &bytes)
+                Self.writeItems(lookup.hits, of: lookup.view, query: query, into: &bytes)
             } else {
                 // Room for the whole document up front: one allocation instead of a few regrowths.
                 bytes.reserveCapacity(bytes.count + listed.reduce(64 + query.utf8.count) { $0 + 64 + $1.keyword.utf8.count + $1.text.utf8.count })
@@ -249,33 +249,49 @@ public struct SuggestPlugin: ServicePlugin {
 
         /// The items of a lookup, each term's part copied from its index's bytes; the highlight
         /// compares the query, prepared once, with the text's bytes.
-        private func writeItems(of lookup: LayeredIndex.Lookup, into bytes: inout [UInt8]) {
+        ///
+        /// Static, with its inputs passed in: the closure below would otherwise capture a copy of
+        /// the whole reply. The indexes are passed down rather than picked into a variable per
+        /// item: each such copy would count references to an object every thread serving
+        /// suggestions shares.
+        private static func writeItems(_ hits: [SuggestionIndex.Hit], of view: LayeredIndex.View, query: String, into bytes: inout [UInt8]) {
             var capacity = 64 + query.utf8.count
-            for hit in lookup.hits {
-                let (index, term) = lookup.source(of: hit.term)
-                capacity += 40 + (index.termBytes?.itemPartLength(of: term) ?? 64 + index.terms[term].keyword.utf8.count + index.terms[term].text.utf8.count)
+            for hit in hits {
+                capacity += 40 + (hit.term >= 0 ? Self.itemPartLength(Int(hit.term), of: view.base) : Self.itemPartLength(Int(-1 - hit.term), of: view.overlay))
             }
             bytes.reserveCapacity(bytes.count + capacity)
             JSONValue.write(literal: Self.open, into: &bytes)
             SuggestionIndex.withHighlightPattern(query) { pattern in
-                for (position, hit) in lookup.hits.enumerated() {
+                for (position, hit) in hits.enumerated() {
                     if position > 0 { bytes.append(UInt8(ascii: ",")) }
                     JSONValue.write(literal: Self.itemOpen, into: &bytes)
-                    let (index, term) = lookup.source(of: hit.term)
-                    guard let termBytes = index.termBytes else {
-                        let value = index.terms[term]
-                        Self.write(SuggestionIndex.highlightSpan(query, in: value.text), into: &bytes)
-                        _ = TermBytes.writeItemPart(keyword: value.keyword, text: value.text, weight: value.weight, into: &bytes)
-                        continue
+                    if hit.term >= 0 {
+                        Self.writeItem(Int(hit.term), of: view.base, query: query, pattern: pattern, into: &bytes)
+                    } else {
+                        Self.writeItem(Int(-1 - hit.term), of: view.overlay, query: query, pattern: pattern, into: &bytes)
                     }
-                    switch pattern.map({ SuggestionIndex.highlightSpanFast(pattern: $0, in: termBytes.text(of: term)) }) ?? .unsupported {
-                    case .span(let start, let end): Self.write(.single(start, end), into: &bytes)
-                    case .none: break
-                    case .unsupported: Self.write(.list(SuggestionIndex.highlight(query, in: index.terms[term].text)), into: &bytes)
-                    }
-                    termBytes.writeItemPart(of: term, into: &bytes)
                 }
             }
+        }
+
+        private static func itemPartLength(_ term: Int, of index: SuggestionIndex) -> Int {
+            index.termBytes.isAvailable ? index.termBytes.itemPartLength(of: term) : 64 + index.terms[term].keyword.utf8.count + index.terms[term].text.utf8.count
+        }
+
+        /// One item from its highlight on: `[start,end]],"keyword":…}`.
+        private static func writeItem(_ term: Int, of index: SuggestionIndex, query: String, pattern: UnsafeBufferPointer<UInt32>?, into bytes: inout [UInt8]) {
+            guard index.termBytes.isAvailable else {
+                let value = index.terms[term]
+                write(SuggestionIndex.highlightSpan(query, in: value.text), into: &bytes)
+                _ = TermBytes.writeItemPart(keyword: value.keyword, text: value.text, weight: value.weight, into: &bytes)
+                return
+            }
+            switch pattern.map({ SuggestionIndex.highlightSpanFast(pattern: $0, in: index.termBytes.text(of: term)) }) ?? .unsupported {
+            case .span(let start, let end): write(.single(start, end), into: &bytes)
+            case .none: break
+            case .unsupported: write(.list(SuggestionIndex.highlight(query, in: index.terms[term].text)), into: &bytes)
+            }
+            index.termBytes.writeItemPart(of: term, into: &bytes)
         }
 
         /// `[start,end]` pairs, comma separated.

@@ -167,17 +167,22 @@ public final class SuggestionIndex: Sendable {
     public static let smallRange = 64
 
     public let terms: [Term]
-    /// Every term's part of a native reply, ready to copy (nil for more than 4 GiB of terms).
-    let termBytes: TermBytes?
+    /// Every term's part of a native reply, ready to copy.
+    let termBytes: TermBytes
     let table: KeyTable
     /// The nodes with large ranges; the root is the last (when it is large).
     private let nodes: [Node]
     /// The nodes by prefix bytes (the root's prefix is empty).
     private let nodeAtPrefix: [[UInt8]: Int32]
 
-    public init(terms: [Term]) {
+    public convenience init(terms: [Term]) {
+        self.init(terms: terms, termByteLimit: Int(UInt32.max))
+    }
+
+    /// `termByteLimit` bounds the bytes of ``termBytes`` (tests lower it).
+    init(terms: [Term], termByteLimit: Int) {
         self.terms = terms
-        termBytes = TermBytes(terms: terms)
+        termBytes = TermBytes(terms: terms, byteLimit: termByteLimit)
         let table = KeyTable(terms: terms)
         var nodes: [Node] = []
         var nodeAtPrefix: [[UInt8]: Int32] = [:]
@@ -258,7 +263,9 @@ public final class SuggestionIndex: Sendable {
     /// them all, only the bytes that continue the needle (or complete a swap) can keep it within
     /// `allowed`, and just those children are looked up.
     private func fuzzyMatches(_ needle: [UInt8], allowed: Int, limit: Int) -> [(rank: Int32, edits: Int)] {
+        let enough = 4 * limit
         var found: [(range: Range<Int>, node: Int32, edits: Int)] = []
+        found.reserveCapacity(enough)
         let count = needle.count
         let width = count + 1
         // A key deeper than the needle plus the allowed edits can only add edits: that bounds the walk.
@@ -275,7 +282,6 @@ public final class SuggestionIndex: Sendable {
         }
         for column in 0..<width { rows[column] = column }
         let table = self.table
-        let enough = 4 * limit
 
         func walk(range: Range<Int>, node: Int32, depth: Int) {
             let row = depth * width
@@ -343,6 +349,7 @@ public final class SuggestionIndex: Sendable {
         let root = table.keys.count > Self.smallRange ? Int32(nodes.count - 1) : -1
         walk(range: 0..<table.keys.count, node: root, depth: 0)
         var results: [(rank: Int32, edits: Int)] = []
+        results.reserveCapacity(found.count * limit)
         for entry in found {
             for rank in best(range: entry.range, node: entry.node, limit: limit) { results.append((rank, entry.edits)) }
         }

@@ -30,17 +30,29 @@ final class TermBytes: @unchecked Sendable {
 
     private let storage: UnsafeMutableBufferPointer<UInt8>
     private let entries: UnsafeMutableBufferPointer<Entry>
+    /// False when the bytes would not fit 32-bit offsets (more than 4 GiB of terms): then nothing
+    /// is kept, and replies are written from the terms' strings.
+    let isAvailable: Bool
 
-    /// Nil when the bytes would not fit 32-bit offsets (more than 4 GiB of terms). The index then
-    /// writes its replies from the terms' strings.
-    init?(terms: [Term]) {
+    /// `byteLimit` bounds the bytes kept (tests lower it to see replies written without them).
+    init(terms: [Term], byteLimit: Int = Int(UInt32.max)) {
+        if let prepared = Self.prepare(terms, byteLimit: byteLimit) {
+            (storage, entries) = prepared
+            isAvailable = true
+        } else {
+            (storage, entries) = (.allocate(capacity: 1), .allocate(capacity: 1))
+            isAvailable = false
+        }
+    }
+
+    private static func prepare(_ terms: [Term], byteLimit: Int) -> (UnsafeMutableBufferPointer<UInt8>, UnsafeMutableBufferPointer<Entry>)? {
         var bytes: [UInt8] = []
         bytes.reserveCapacity(terms.count * 48)
         var entries: [Entry] = []
         entries.reserveCapacity(terms.count)
         for term in terms {
             let start = bytes.count
-            let writtenText = Self.writeItemPart(keyword: term.keyword, text: term.text, weight: term.weight, into: &bytes)
+            let writtenText = writeItemPart(keyword: term.keyword, text: term.text, weight: term.weight, into: &bytes)
             // The written text is the plain text between quotes when nothing needed an escape.
             let plain = writtenText.count - 2 == term.text.utf8.count
             let length = bytes.count - start
@@ -49,13 +61,14 @@ final class TermBytes: @unchecked Sendable {
                 textStart = bytes.count
                 bytes.append(contentsOf: term.text.utf8)
             }
-            guard let entry = Entry(start: start, length: length, textStart: textStart, textLength: term.text.utf8.count) else { return nil }
+            guard bytes.count <= byteLimit, let entry = Entry(start: start, length: length, textStart: textStart, textLength: term.text.utf8.count) else { return nil }
             entries.append(entry)
         }
-        storage = .allocate(capacity: max(1, bytes.count))
+        let storage = UnsafeMutableBufferPointer<UInt8>.allocate(capacity: max(1, bytes.count))
         _ = storage.initialize(from: bytes)
-        self.entries = .allocate(capacity: max(1, entries.count))
-        _ = self.entries.initialize(from: entries)
+        let entryBuffer = UnsafeMutableBufferPointer<Entry>.allocate(capacity: max(1, entries.count))
+        _ = entryBuffer.initialize(from: entries)
+        return (storage, entryBuffer)
     }
 
     deinit {

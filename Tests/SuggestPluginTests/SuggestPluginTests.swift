@@ -174,7 +174,14 @@ struct SuggestPluginTests {
             Term(dictionary: "a", keyword: "quote\"", text: "ends with a quote\"", weight: 0),
             Term(dictionary: "b", keyword: "Star Wars", text: "Star Wars (dup)", weight: 1),
         ]
-        let index = LayeredIndex(terms: terms)
+        try checkReplies(LayeredIndex(terms: terms))
+        // Without the prepared bytes (more than 4 GiB of terms), replies are written from the strings.
+        let withoutBytes = SuggestionIndex(terms: terms, termByteLimit: 10)
+        #expect(!withoutBytes.termBytes.isAvailable)
+        try checkReplies(LayeredIndex(base: withoutBytes))
+    }
+
+    func checkReplies(_ index: LayeredIndex) throws {
         let queries = ["s", "st", "STA", " star ", "star wars", "stalker", "ame", "amé", "abc", "ａ", "smi", "北", "北京大", "quote", "zzz", "strar", "\"", ""]
         func check(_ label: String) throws {
             for query in queries {
