@@ -104,33 +104,6 @@ struct KeyTable: Sendable {
         return depth < Int(key.length) ? Int(bytes[Int(key.start) + depth]) : -1
     }
 
-    /// The keys starting with `prefix`.
-    func range(ofPrefix prefix: [UInt8]) -> Range<Int> {
-        var low = 0
-        var high = keys.count
-        bytes.withUnsafeBufferPointer { buffer in
-            prefix.withUnsafeBufferPointer { needle in
-                // The first key not before the prefix…
-                while low < high {
-                    let middle = (low + high) / 2
-                    let key = keys[middle]
-                    if Self.compare(buffer, Int(key.start), Int(key.length), needle, 0, needle.count) < 0 { low = middle + 1 } else { high = middle }
-                }
-                // …and the first after it that does not start with it.
-                high = keys.count
-                var lower = low
-                while lower < high {
-                    let middle = (lower + high) / 2
-                    let key = keys[middle]
-                    let common = min(Int(key.length), needle.count)
-                    let order = Self.compare(buffer, Int(key.start), common, needle, 0, needle.count)
-                    if order <= 0 { lower = middle + 1 } else { high = middle }
-                }
-            }
-        }
-        return low..<high
-    }
-
     /// The keys of `range` (which share their first `depth` bytes) whose byte at `depth` is `byte`.
     func childRange(in range: Range<Int>, depth: Int, byte target: UInt8) -> Range<Int> {
         let value = Int(target)

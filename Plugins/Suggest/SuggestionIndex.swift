@@ -100,8 +100,9 @@ public enum SuggestNormalizer {
 /// An immutable prefix index over terms: every term is found by a prefix of its whole keyword
 /// (`北` finds `北京大學`) or of any word of it (`jack` finds `Michael Jackson`).
 ///
-/// Keys are normalized UTF-8 bytes, sorted, so the keys matching a prefix are one contiguous range
-/// found by binary search. The bytes of every key live in one array (a word's key is a slice of its
+/// Keys are normalized UTF-8 bytes, sorted, so the keys matching a prefix are one contiguous range.
+/// A lookup finds it by walking the trie nodes down from the root (see below), then by binary
+/// search within a small range. The bytes of every key live in one array (a word's key is a slice of its
 /// keyword's bytes), so the index holds no object per key. Every key also has a place in one global
 /// ranking, computed when the index is built, so ranking candidates is sorting integers.
 ///
@@ -172,8 +173,6 @@ public final class SuggestionIndex: Sendable {
     let table: KeyTable
     /// The nodes with large ranges; the root is the last (when it is large).
     private let nodes: [Node]
-    /// The nodes by prefix bytes (the root's prefix is empty).
-    private let nodeAtPrefix: [[UInt8]: Int32]
 
     public convenience init(terms: [Term]) {
         self.init(terms: terms, termByteLimit: Int(UInt32.max))
@@ -185,33 +184,26 @@ public final class SuggestionIndex: Sendable {
         termBytes = TermBytes(terms: terms, byteLimit: termByteLimit)
         let table = KeyTable(terms: terms)
         var nodes: [Node] = []
-        var nodeAtPrefix: [[UInt8]: Int32] = [:]
-        var prefix: [UInt8] = []
-        _ = Self.buildNodes(table, range: 0..<table.keys.count, depth: 0, prefix: &prefix, into: &nodes, &nodeAtPrefix)
+        _ = Self.buildNodes(table, range: 0..<table.keys.count, depth: 0, into: &nodes)
         self.table = table
         self.nodes = nodes
-        self.nodeAtPrefix = nodeAtPrefix
     }
 
-    /// Computes the best keys of the node at `prefix` and, when its range is large, records the
-    /// node. Children first: a node's best are the best among its own keys (those ending here) and
+    /// Computes the best keys of the node whose keys are `range` (they share their first `depth`
+    /// bytes) and, when its range is large, records the node. Children first: a node's best are the best among its own keys (those ending here) and
     /// its children's best. That is exact: a keyword missing from a child's best list is outranked
     /// there by `maxLimit` other keywords, which outrank it here as well.
-    private static func buildNodes(_ table: KeyTable, range: Range<Int>, depth: Int, prefix: inout [UInt8],
-                                   into nodes: inout [Node], _ nodeAtPrefix: inout [[UInt8]: Int32]) -> (best: [Int32], node: Int32) {
+    private static func buildNodes(_ table: KeyTable, range: Range<Int>, depth: Int, into nodes: inout [Node]) -> (best: [Int32], node: Int32) {
         guard range.count > smallRange else { return (table.best(ofRange: range, limit: maxLimit), -1) }
         var children = table.children(of: range, depth: depth)
         var candidates = (range.lowerBound..<(children.first.map { Int($0.lower) } ?? range.upperBound)).map { table.rankOfKey[$0] }
         for index in children.indices {
-            prefix.append(children[index].byte)
-            let (best, node) = buildNodes(table, range: children[index].range, depth: depth + 1, prefix: &prefix, into: &nodes, &nodeAtPrefix)
+            let (best, node) = buildNodes(table, range: children[index].range, depth: depth + 1, into: &nodes)
             candidates += best
             children[index].node = node
-            prefix.removeLast()
         }
         let best = table.ranked(&candidates, limit: maxLimit)
         nodes.append(Node(best: best, children: children))
-        nodeAtPrefix[prefix] = Int32(nodes.count - 1)
         return (best, Int32(nodes.count - 1))
     }
 
@@ -227,8 +219,8 @@ public final class SuggestionIndex: Sendable {
         let needle = SuggestNormalizer.normalizedBytes(query)
         guard !needle.isEmpty, limit > 0 else { return [] }
         let limit = min(limit, Self.maxLimit)
-        let range = table.range(ofPrefix: needle)
-        let exact = best(range: range, node: range.count > Self.smallRange ? nodeAtPrefix[needle] ?? -1 : -1, limit: limit)
+        let (range, node) = locate(needle)
+        let exact = best(range: range, node: node, limit: limit)
         var result = exact.map { hit(rank: $0, edits: 0) }
         let allowed = needle.count >= 8 ? 2 : (needle.count >= 4 ? 1 : 0)
         guard exact.count < limit, allowed > 0, needle.allSatisfy({ $0 < 0x80 }) else { return result }
@@ -246,6 +238,43 @@ public final class SuggestionIndex: Sendable {
     private func hit(rank: Int32, edits: Int) -> Hit {
         let key = table.keys[Int(table.keyAtRank[Int(rank)])]
         return Hit(term: key.term, wholePrefix: key.wholePrefix, edits: edits)
+    }
+
+    /// The root node, or -1 when every key fits a small range.
+    private var root: Int32 { table.keys.count > Self.smallRange ? Int32(nodes.count - 1) : -1 }
+
+    /// The keys starting with `prefix`, and their node (-1 when the range is small), found by
+    /// walking down from the root: through the nodes' short child lists while the range is
+    /// large, then by binary search within the small range. That reads a few cache lines per
+    /// byte, where a binary search over all the keys would read two for every probe.
+    private func locate(_ prefix: [UInt8]) -> (range: Range<Int>, node: Int32) {
+        var range = 0..<table.keys.count
+        var node = root
+        for (depth, byte) in prefix.enumerated() {
+            if node >= 0 {
+                guard let child = child(of: node, byte: byte) else { return (range.lowerBound..<range.lowerBound, -1) }
+                range = child.range
+                node = child.node
+            } else {
+                range = table.childRange(in: range, depth: depth, byte: byte)
+                if range.isEmpty { return (range, -1) }
+            }
+        }
+        return (range, node)
+    }
+
+    /// The child of large node `node` for the next byte `byte`, if any.
+    @inline(__always)
+    private func child(of node: Int32, byte: UInt8) -> Child? {
+        nodes[Int(node)].children.withUnsafeBufferPointer { children in
+            var low = 0
+            var high = children.count
+            while low < high {
+                let middle = (low + high) / 2
+                if children[middle].byte < byte { low = middle + 1 } else { high = middle }
+            }
+            return low < children.count && children[low].byte == byte ? children[low] : nil
+        }
     }
 
     /// The best keys (as ranks) of the keys in `range`, whose node is `node` (-1 when small).
@@ -310,17 +339,7 @@ public final class SuggestionIndex: Sendable {
                 }
                 while found.count < enough, let byte = wanted.removeFirst() {
                     if node >= 0 {
-                        // A large node's children, by byte.
-                        let children = nodes[Int(node)].children
-                        var low = 0
-                        var high = children.count
-                        while low < high {
-                            let middle = (low + high) / 2
-                            if children[middle].byte < byte { low = middle + 1 } else { high = middle }
-                        }
-                        if low < children.count, children[low].byte == byte {
-                            descend(byte: byte, range: children[low].range, node: children[low].node, depth: depth)
-                        }
+                        if let child = child(of: node, byte: byte) { descend(byte: byte, range: child.range, node: child.node, depth: depth) }
                     } else {
                         let child = table.childRange(in: range, depth: depth, byte: byte)
                         if !child.isEmpty { descend(byte: byte, range: child, node: -1, depth: depth) }
@@ -346,7 +365,6 @@ public final class SuggestionIndex: Sendable {
             walk(range: range, node: node, depth: depth + 1)
         }
 
-        let root = table.keys.count > Self.smallRange ? Int32(nodes.count - 1) : -1
         walk(range: 0..<table.keys.count, node: root, depth: 0)
         var results: [(rank: Int32, edits: Int)] = []
         results.reserveCapacity(found.count * limit)

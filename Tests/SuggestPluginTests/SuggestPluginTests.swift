@@ -350,7 +350,7 @@ struct SuggestionIndexScaleTests {
                               weight: Double(Int.random(in: 0...20, using: &generator))))
         }
         let index = SuggestionIndex(terms: terms)
-        for query in ["a", "b", "ab", "abc", "e", "dd", "a b", "c", "bad", "eeee"] {
+        for query in ["a", "b", "ab", "abc", "e", "dd", "a b", "c", "bad", "eeee", "f", "af", "abcdea", "a bcd", "b e"] {
             for limit in [1, 10, 50] {
                 // Exact matches come first and typo-tolerant ones only fill up the rest.
                 #expect(index.suggestions(for: query, limit: limit).filter { $0.edits == 0 }.map(\.term.keyword)
