@@ -291,11 +291,11 @@ public final class SuggestionIndex: Sendable {
     /// every child is tried (from the node's list for a large range); once a branch has spent
     /// them all, only the bytes that continue the needle (or complete a swap) can keep it within
     /// `allowed`, and just those children are looked up.
-    private func fuzzyMatches(_ needle: [UInt8], allowed: Int, limit: Int) -> [(rank: Int32, edits: Int)] {
+    private func fuzzyMatches(_ query: [UInt8], allowed: Int, limit: Int) -> [(rank: Int32, edits: Int)] {
         let enough = 4 * limit
         var found: [(range: Range<Int>, node: Int32, edits: Int)] = []
         found.reserveCapacity(enough)
-        let count = needle.count
+        let count = query.count
         let width = count + 1
         // A key deeper than the needle plus the allowed edits can only add edits: that bounds the walk.
         let maxDepth = count + allowed
@@ -305,9 +305,12 @@ public final class SuggestionIndex: Sendable {
         // an exclusivity check on every access.
         let rows = UnsafeMutableBufferPointer<Int>.allocate(capacity: (maxDepth + 2) * width)
         let prefix = UnsafeMutableBufferPointer<UInt8>.allocate(capacity: maxDepth + 1)
+        let needle = UnsafeMutableBufferPointer<UInt8>.allocate(capacity: count)
+        _ = needle.initialize(from: query)
         defer {
             rows.deallocate()
             prefix.deallocate()
+            needle.deallocate()
         }
         for column in 0..<width { rows[column] = column }
         let table = self.table
@@ -366,13 +369,14 @@ public final class SuggestionIndex: Sendable {
         }
 
         walk(range: 0..<table.keys.count, node: root, depth: 0)
-        var results: [(rank: Int32, edits: Int)] = []
-        results.reserveCapacity(found.count * limit)
+        // Sorted by edits, then rank, as one integer each.
+        var ordered: [Int64] = []
+        ordered.reserveCapacity(found.count * limit)
         for entry in found {
-            for rank in best(range: entry.range, node: entry.node, limit: limit) { results.append((rank, entry.edits)) }
+            for rank in best(range: entry.range, node: entry.node, limit: limit) { ordered.append(Int64(entry.edits) << 32 | Int64(rank)) }
         }
-        results.sort { $0.edits != $1.edits ? $0.edits < $1.edits : $0.rank < $1.rank }
-        return results
+        ordered.sort()
+        return ordered.map { (Int32(truncatingIfNeeded: $0), Int($0 >> 32)) }
     }
 
     /// ``highlight(_:in:)`` without Foundation, for the common case: query and text of ASCII, CJK
