@@ -165,6 +165,21 @@ struct RateLimitTests {
         #expect(rejected.retryAfter >= 1)
     }
 
+    @Test("the header values of a decision, for a short and a long policy name")
+    func decisionHeaders() {
+        for (name, count) in [("anonymous", 60), ("key-abcdefgh", 1_000_000_000)] {
+            let policy = GCRA.ResolvedPolicy(name: name, rate: RateSpec(count: count, period: 60))
+            let outcome = GCRA.evaluate(tat: nil, now: 1000, rate: policy.rate, cost: 1)
+            let decision = GCRA.decision(outcome, policy: policy)
+            let remaining = count - 1
+            #expect(decision.allowed)
+            #expect(decision.policy == name)
+            #expect(decision.headers.map(\.name.canonicalName) == ["ratelimit-policy", "ratelimit", "x-ratelimit-limit", "x-ratelimit-remaining", "x-ratelimit-reset"])
+            #expect(decision.headers.map(\.value) == ["\"\(name)\";q=\(count);w=60", "\"\(name)\";r=\(remaining);t=1", "\(count)", "\(remaining)", "1"])
+        }
+        #expect(GCRA.ResolvedPolicy(name: "n", rate: RateSpec(count: 1, period: 1)).rateValue(remaining: "0", reset: "12345") == "\"n\";r=0;t=12345")
+    }
+
     @Test("anonymous callers are limited by their address, written as NIO writes it")
     func addressText() throws {
         for address in ["127.0.0.1", "10.0.255.1", "0.0.0.0", "255.255.255.255", "192.168.1.20", "1.22.100.9", "99.100.10.0", "::1", "2001:db8::7"] {

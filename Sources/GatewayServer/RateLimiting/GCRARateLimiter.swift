@@ -3,6 +3,7 @@ import GatewayCore
 import HTTPTypes
 import NIOConcurrencyHelpers
 import SQLKit
+import Synchronization
 
 /// Which quota applies to a request: the caller kind's default from plugins.yaml, the plugin's
 /// override, or the key's own rate.
@@ -48,12 +49,15 @@ enum GCRA {
         let tat = max(stored ?? now, now)
         let newTAT = tat + interval * Double(cost)
         let allowAt = newTAT - rate.period
+        /// Whole requests in `units` intervals, forgiving the rounding error of the division
+        /// (relative to its size: a quota of 10⁹ per minute has intervals of 6·10⁻⁸ s).
+        func whole(_ units: Double) -> Int { max(0, Int((units + max(1e-9, abs(units) * 1e-12)).rounded(.down))) }
         if allowAt > now + 1e-9 {
-            let remaining = max(0, Int(((rate.period - (tat - now)) / interval).rounded(.down) + 1e-9))
+            let remaining = whole((rate.period - (tat - now)) / interval)
             return Outcome(allowed: false, newTAT: tat, remaining: remaining, resetSeconds: Int((tat - now).rounded(.up)),
                            retryAfter: max(1, Int((allowAt - now).rounded(.up))))
         }
-        let remaining = max(0, Int(((rate.period - (newTAT - now)) / interval + 1e-9).rounded(.down)))
+        let remaining = whole((rate.period - (newTAT - now)) / interval)
         return Outcome(allowed: true, newTAT: newTAT, remaining: remaining, resetSeconds: Int((newTAT - now).rounded(.up)), retryAfter: 0)
     }
 
@@ -105,16 +109,44 @@ enum GCRA {
             (policyField, limitField) = GCRA.fields(policy: name, rate: rate)
             ratePrefix = "\"\(name)\";r="
         }
+
+        /// The `RateLimit` value, `"name";r=<remaining>;t=<reset>`, written into one string of
+        /// the right size rather than grown by appends.
+        func rateValue(remaining: String, reset: String) -> String {
+            var prefix = ratePrefix
+            var remaining = remaining
+            var reset = reset
+            return prefix.withUTF8 { prefix in
+                remaining.withUTF8 { remaining in
+                    reset.withUTF8 { reset in
+                        let count = prefix.count + remaining.count + 3 + reset.count
+                        return String(unsafeUninitializedCapacity: count) { buffer in
+                            var index = 0
+                            func put(_ bytes: UnsafeBufferPointer<UInt8>) {
+                                for byte in bytes {
+                                    buffer[index] = byte
+                                    index += 1
+                                }
+                            }
+                            put(prefix)
+                            put(remaining)
+                            for byte in ";t=".utf8 {
+                                buffer[index] = byte
+                                index += 1
+                            }
+                            put(reset)
+                            return index
+                        }
+                    }
+                }
+            }
+        }
     }
 
     static func decision(_ outcome: Outcome, policy: ResolvedPolicy) -> RateLimitDecision {
-        var rateValue = policy.ratePrefix
-        rateValue.reserveCapacity(policy.ratePrefix.utf8.count + 24)
         let remaining = String(outcome.remaining)
         let reset = String(outcome.resetSeconds)
-        rateValue += remaining
-        rateValue += ";t="
-        rateValue += reset
+        let rateValue = policy.rateValue(remaining: remaining, reset: reset)
         let headers = [
             policy.policyField,
             HTTPField(name: rateLimitField, value: rateValue),
@@ -133,7 +165,7 @@ enum GCRA {
 /// Rate limits kept in this process's memory (`limits.policy: local`), sharded to keep lock
 /// contention low. Idle buckets (whose quota has fully returned) are equivalent to absent ones
 /// and are evicted, so memory stays bounded under millions of distinct addresses.
-public final class LocalRateLimiter: RateLimiter {
+public final class LocalRateLimiter: RateLimiter, @unchecked Sendable {
     public let policies: RateLimitPolicies
     /// When a shard holds more buckets than this, its idle ones are swept.
     public let sweepThreshold: Int
@@ -182,14 +214,24 @@ public final class LocalRateLimiter: RateLimiter {
         let user: GCRA.ResolvedPolicy
         let key: GCRA.ResolvedPolicy
     }
-    private let shards: [NIOLockedValueBox<[Bucket: Double]>]
+    /// One shard's buckets and their lock, alone on its cache lines (so that threads using
+    /// different shards do not invalidate each other's).
+    private struct Shard: ~Copyable {
+        let buckets = Mutex<[Bucket: Double]>([:])
+        private let padding: (UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0, 0, 0, 0)
+    }
+    private static let shardCount = 32
+    /// The shards, in memory of their own: reaching one counts no references (every thread
+    /// serving requests would contend for the count of a shared object).
+    private let shards: UnsafeMutablePointer<Shard>
     private let defaultPolicies: KindPolicies
     private let pluginPolicies: [String: KindPolicies]
 
     public init(policies: RateLimitPolicies, sweepThreshold: Int = 65_536) {
         self.policies = policies
         self.sweepThreshold = sweepThreshold
-        self.shards = (0..<32).map { _ in NIOLockedValueBox([:]) }
+        shards = .allocate(capacity: Self.shardCount)
+        for index in 0..<Self.shardCount { (shards + index).initialize(to: Shard()) }
         func resolve(_ overrides: LimitOverrides?) -> KindPolicies {
             KindPolicies(anonymous: .init(name: "anonymous", rate: overrides?.anonymous ?? policies.defaults.anonymous),
                          user: .init(name: "user", rate: overrides?.user ?? policies.defaults.user),
@@ -199,13 +241,13 @@ public final class LocalRateLimiter: RateLimiter {
         pluginPolicies = policies.plugins.mapValues(resolve)
     }
 
-    /// Seconds on the monotonic clock (the one `ContinuousClock` reads), without `Duration`'s
-    /// 128-bit arithmetic.
-    private var now: Double {
-        var time = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &time)
-        return Double(time.tv_sec) + Double(time.tv_nsec) / 1e9
+    deinit {
+        shards.deinitialize(count: Self.shardCount)
+        shards.deallocate()
     }
+
+    /// Seconds on the monotonic clock.
+    private var now: Double { MonotonicClock.seconds }
 
     public func acquire(principal: Principal, plugin: String, cost: Int) async -> RateLimitDecision {
         decide(principal: principal, plugin: plugin, cost: cost)
@@ -233,8 +275,7 @@ public final class LocalRateLimiter: RateLimiter {
         }
         let now = self.now
         let rate = policy.rate
-        let shard = shards[Int((key.digest >> 32) % UInt64(shards.count))]
-        let outcome = shard.withLockedValue { buckets in
+        let outcome = shards[Int((key.digest >> 32) % UInt64(Self.shardCount))].buckets.withLock { buckets in
             // One lookup: an existing bucket is updated where it is.
             let index = buckets.index(forKey: key)
             let outcome = GCRA.evaluate(tat: index.map { buckets.values[$0] }, now: now, rate: rate, cost: max(0, cost))
@@ -248,7 +289,7 @@ public final class LocalRateLimiter: RateLimiter {
     }
 
     /// Buckets held now (for tests and metrics).
-    public var bucketCount: Int { shards.reduce(0) { $0 + $1.withLockedValue { $0.count } } }
+    public var bucketCount: Int { (0..<Self.shardCount).reduce(0) { count, index in count + shards[index].buckets.withLock { $0.count } } }
 }
 
 /// Rate limits kept in PostgreSQL (`limits.policy: cluster`): every instance on the database
