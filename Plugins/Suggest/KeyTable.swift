@@ -79,6 +79,7 @@ struct KeyTable: Sendable {
         var rankOfKey = [Int32](repeating: 0, count: keys.count)
         for (rank, key) in keyAtRank.enumerated() { rankOfKey[Int(key)] = Int32(rank) }
         self.keywordAtRank = keyAtRank.map { keywordOfTerm[Int(keys[Int($0)].term)] }
+        for index in keys.indices { keys[index].keyword = keywordOfTerm[Int(keys[index].term)] }
         self.keys = keys
         self.bytes = bytes
         self.rankOfKey = rankOfKey
@@ -165,6 +166,34 @@ struct KeyTable: Sendable {
             var ranks = UnsafeMutableBufferPointer(rebasing: buffer[..<count])
             ranks.sort()
             return firstPerKeyword(UnsafeBufferPointer(ranks), limit: limit)
+        }
+    }
+
+    /// ``best(ofRange:limit:)`` as a lookup's hits, for a small range: everything is read from
+    /// the range's keys and ranks, which lie together, rather than from scattered places per
+    /// candidate (what a lookup mostly waits for when the index is not in the caches).
+    func bestHits(ofRange range: Range<Int>, limit: Int) -> [SuggestionIndex.Hit] {
+        // Each candidate as its rank and key, in one integer, sorted by rank.
+        withUnsafeTemporaryAllocation(of: Int64.self, capacity: max(1, range.count)) { buffer in
+            var count = 0
+            for key in range {
+                buffer[count] = Int64(rankOfKey[key]) << 32 | Int64(key)
+                count += 1
+            }
+            var candidates = UnsafeMutableBufferPointer(rebasing: buffer[..<count])
+            candidates.sort()
+            var result: [SuggestionIndex.Hit] = []
+            result.reserveCapacity(min(limit, count))
+            var keywords: [Int32] = []
+            keywords.reserveCapacity(min(limit, count))
+            for candidate in candidates {
+                let key = keys[Int(candidate & 0xFFFF_FFFF)]
+                guard !keywords.contains(key.keyword) else { continue }
+                keywords.append(key.keyword)
+                result.append(.init(term: key.term, wholePrefix: key.wholePrefix, edits: 0))
+                if result.count == limit { break }
+            }
+            return result
         }
     }
 
