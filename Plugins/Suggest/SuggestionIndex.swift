@@ -158,25 +158,11 @@ public final class SuggestionIndex: Sendable {
         var range: Range<Int> { Int(lower)..<Int(upper) }
     }
 
-    /// A trie node with more than ``smallRange`` keys.
+    /// A trie node with more than ``smallRange`` keys, as built (see ``NodeTable`` for how it is kept).
     struct Node: Sendable {
         /// Its best keys, as ranks (see ``KeyTable/keyAtRank``), one per keyword, at most ``maxLimit``.
         let best: [Int32]
-        /// The same keys as what a lookup answers: term number × 2, plus 1 for a whole-keyword
-        /// key. A lookup reads them here rather than through the ranking and the key table: two
-        /// scattered memory reads fewer per suggestion, which is most of a lookup's cost when
-        /// other work has evicted the index from the caches.
-        let bestHits: [Int32]
         let children: [Child]
-
-        init(best: [Int32], table: KeyTable, children: [Child]) {
-            self.best = best
-            bestHits = best.map { rank in
-                let key = table.keys[Int(table.keyAtRank[Int(rank)])]
-                return key.term << 1 | (key.wholePrefix ? 1 : 0)
-            }
-            self.children = children
-        }
     }
 
     /// The largest `limit` a lookup serves.
@@ -189,7 +175,7 @@ public final class SuggestionIndex: Sendable {
     let termBytes: TermBytes
     let table: KeyTable
     /// The nodes with large ranges; the root is the last (when it is large).
-    private let nodes: [Node]
+    private let nodes: NodeTable
 
     public convenience init(terms: [Term]) {
         self.init(terms: terms, termByteLimit: Int(UInt32.max))
@@ -203,7 +189,7 @@ public final class SuggestionIndex: Sendable {
         var nodes: [Node] = []
         _ = Self.buildNodes(table, range: 0..<table.keys.count, depth: 0, into: &nodes)
         self.table = table
-        self.nodes = nodes
+        self.nodes = NodeTable(nodes, table: table)
     }
 
     /// Computes the best keys of the node whose keys are `range` (they share their first `depth`
@@ -220,7 +206,7 @@ public final class SuggestionIndex: Sendable {
             children[index].node = node
         }
         let best = table.ranked(&candidates, limit: maxLimit)
-        nodes.append(Node(best: best, table: table, children: children))
+        nodes.append(Node(best: best, children: children))
         return (best, Int32(nodes.count - 1))
     }
 
@@ -239,7 +225,7 @@ public final class SuggestionIndex: Sendable {
         let (range, node) = locate(needle)
         var result: [Hit]
         if node >= 0 {
-            result = nodes[Int(node)].bestHits.prefix(limit).map { Hit(term: $0 >> 1, wholePrefix: $0 & 1 == 1, edits: 0) }
+            result = nodes.bestHits(of: node).prefix(limit).map { Hit(term: $0 >> 1, wholePrefix: $0 & 1 == 1, edits: 0) }
         } else {
             result = table.bestHits(ofRange: range, limit: limit)
         }
@@ -287,20 +273,19 @@ public final class SuggestionIndex: Sendable {
     /// The child of large node `node` for the next byte `byte`, if any.
     @inline(__always)
     private func child(of node: Int32, byte: UInt8) -> Child? {
-        nodes[Int(node)].children.withUnsafeBufferPointer { children in
-            var low = 0
-            var high = children.count
-            while low < high {
-                let middle = (low + high) / 2
-                if children[middle].byte < byte { low = middle + 1 } else { high = middle }
-            }
-            return low < children.count && children[low].byte == byte ? children[low] : nil
+        let children = nodes.children(of: node)
+        var low = 0
+        var high = children.count
+        while low < high {
+            let middle = (low + high) / 2
+            if children[middle].byte < byte { low = middle + 1 } else { high = middle }
         }
+        return low < children.count && children[low].byte == byte ? children[low] : nil
     }
 
     /// The best keys (as ranks) of the keys in `range`, whose node is `node` (-1 when small).
     private func best(range: Range<Int>, node: Int32, limit: Int) -> [Int32] {
-        if node >= 0 { return Array(nodes[Int(node)].best.prefix(limit)) }
+        if node >= 0 { return Array(nodes.best(of: node).prefix(limit)) }
         return table.best(ofRange: range, limit: limit)
     }
 
@@ -347,9 +332,14 @@ public final class SuggestionIndex: Sendable {
             for column in 0..<width { smallest = min(smallest, rows[row + column]) }
             guard smallest <= allowed else { return }
             if smallest < allowed {
-                let children = node >= 0 ? nodes[Int(node)].children : table.children(of: range, depth: depth)
-                for child in children where found.count < enough {
-                    descend(byte: child.byte, range: child.range, node: child.node, depth: depth)
+                if node >= 0 {
+                    for child in nodes.children(of: node) where found.count < enough {
+                        descend(byte: child.byte, range: child.range, node: child.node, depth: depth)
+                    }
+                } else {
+                    for child in table.children(of: range, depth: depth) where found.count < enough {
+                        descend(byte: child.byte, range: child.range, node: child.node, depth: depth)
+                    }
                 }
             } else {
                 // Every edit is spent: a child stays within `allowed` only by matching the needle
