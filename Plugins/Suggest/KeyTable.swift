@@ -13,6 +13,13 @@ struct KeyTable: Sendable {
     /// Per place in the ranking, the keyword of its key's term as a number: equal for equal
     /// keywords, and ordered as the keywords' UTF-8 bytes are.
     let keywordAtRank: [Int32]
+    /// Per key, its first ``headBytes`` bytes (the first in the highest byte, zeros past its end)
+    /// and, in the lowest byte, its length (at most 255). A binary search over a small range
+    /// near the top of the trie then reads one array, where neighbouring keys lie together,
+    /// rather than each probed key and then its bytes elsewhere in memory.
+    let heads: [UInt64]
+    /// How many leading bytes ``heads`` holds.
+    static let headBytes = 7
 
     init(terms: [Term]) {
         var bytes: [UInt8] = []
@@ -80,6 +87,13 @@ struct KeyTable: Sendable {
         for (rank, key) in keyAtRank.enumerated() { rankOfKey[Int(key)] = Int32(rank) }
         self.keywordAtRank = keyAtRank.map { keywordOfTerm[Int(keys[Int($0)].term)] }
         for index in keys.indices { keys[index].keyword = keywordOfTerm[Int(keys[index].term)] }
+        self.heads = keys.map { key in
+            var head = UInt64(min(key.length, 255))
+            for depth in 0..<min(Int(key.length), Self.headBytes) {
+                head |= UInt64(bytes[Int(key.start) + depth]) << (56 - 8 * depth)
+            }
+            return head
+        }
         self.keys = keys
         self.bytes = bytes
         self.rankOfKey = rankOfKey
@@ -101,6 +115,10 @@ struct KeyTable: Sendable {
     /// The byte of key `index` at `depth`, or -1 when the key is shorter.
     @inline(__always)
     func byte(_ index: Int, at depth: Int) -> Int {
+        if depth < Self.headBytes {
+            let head = heads[index]
+            return depth < Int(head & 0xFF) ? Int(truncatingIfNeeded: (head >> UInt64(56 - 8 * depth)) & 0xFF) : -1
+        }
         let key = keys[index]
         return depth < Int(key.length) ? Int(bytes[Int(key.start) + depth]) : -1
     }
@@ -108,28 +126,41 @@ struct KeyTable: Sendable {
     /// The keys of `range` (which share their first `depth` bytes) whose byte at `depth` is `byte`.
     func childRange(in range: Range<Int>, depth: Int, byte target: UInt8) -> Range<Int> {
         let value = Int(target)
+        if depth < Self.headBytes {
+            let shift = UInt64(56 - 8 * depth)
+            return heads.withUnsafeBufferPointer { heads in
+                Self.run(of: value, in: range) { index in
+                    let head = heads[index]
+                    return depth < Int(head & 0xFF) ? Int(truncatingIfNeeded: (head >> shift) & 0xFF) : -1
+                }
+            }
+        }
         return keys.withUnsafeBufferPointer { keys in
             bytes.withUnsafeBufferPointer { bytes in
-                @inline(__always)
-                func byte(_ index: Int) -> Int {
+                Self.run(of: value, in: range) { index in
                     let key = keys[index]
                     return depth < Int(key.length) ? Int(bytes[Int(key.start) + depth]) : -1
                 }
-                var low = range.lowerBound
-                var high = range.upperBound
-                while low < high {
-                    let middle = (low + high) / 2
-                    if byte(middle) < value { low = middle + 1 } else { high = middle }
-                }
-                var end = low
-                high = range.upperBound
-                while end < high {
-                    let middle = (end + high) / 2
-                    if byte(middle) <= value { end = middle + 1 } else { high = middle }
-                }
-                return low..<end
             }
         }
+    }
+
+    /// The run of `range` whose `byte` is `value`, by two binary searches (`byte` is sorted over `range`).
+    @inline(__always)
+    private static func run(of value: Int, in range: Range<Int>, byte: (Int) -> Int) -> Range<Int> {
+        var low = range.lowerBound
+        var high = range.upperBound
+        while low < high {
+            let middle = (low + high) / 2
+            if byte(middle) < value { low = middle + 1 } else { high = middle }
+        }
+        var end = low
+        high = range.upperBound
+        while end < high {
+            let middle = (end + high) / 2
+            if byte(middle) <= value { end = middle + 1 } else { high = middle }
+        }
+        return low..<end
     }
 
     /// The children of the trie node whose keys are `range` (they share their first `depth`

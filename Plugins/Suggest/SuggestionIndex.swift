@@ -273,14 +273,7 @@ public final class SuggestionIndex: Sendable {
     /// The child of large node `node` for the next byte `byte`, if any.
     @inline(__always)
     private func child(of node: Int32, byte: UInt8) -> Child? {
-        let children = nodes.children(of: node)
-        var low = 0
-        var high = children.count
-        while low < high {
-            let middle = (low + high) / 2
-            if children[middle].byte < byte { low = middle + 1 } else { high = middle }
-        }
-        return low < children.count && children[low].byte == byte ? children[low] : nil
+        nodes.child(of: node, byte: byte)
     }
 
     /// The best keys (as ranks) of the keys in `range`, whose node is `node` (-1 when small).

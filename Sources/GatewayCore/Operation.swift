@@ -231,10 +231,12 @@ public struct Reply<Output: Encodable & Sendable>: Sendable {
             return OperationReply(status: status ?? defaultStatus, headers: headers, body: .bytes(value.serialized(), contentType: "application/json"))
         }
         if let writer {
-            var bytes: [UInt8] = []
-            bytes.reserveCapacity(512)
-            writer(output, &bytes)
-            return OperationReply(status: status ?? defaultStatus, headers: headers, body: .bytes(ByteBuffer(bytes: bytes), contentType: "application/json"))
+            // Written into this thread's reusable bytes, then copied once into the reply's buffer:
+            // no array is allocated (and regrown) per reply.
+            let stream = JSONStreamWriter.borrow()
+            defer { stream.giveBack() }
+            writer(output, &stream.bytes)
+            return OperationReply(status: status ?? defaultStatus, headers: headers, body: .bytes(ByteBuffer(bytes: stream.bytes), contentType: "application/json"))
         }
         if Output.self == JSONDocument.self, let document = output as? JSONDocument {
             return OperationReply(status: status ?? defaultStatus, headers: headers, body: .bytes(document.bytes, contentType: "application/json"))

@@ -350,13 +350,29 @@ struct SuggestionIndexScaleTests {
                               weight: Double(Int.random(in: 0...20, using: &generator))))
         }
         let index = SuggestionIndex(terms: terms)
-        for query in ["a", "b", "ab", "abc", "e", "dd", "a b", "c", "bad", "eeee", "f", "af", "abcdea", "a bcd", "b e"] {
+        // Queries up to eleven bytes: the first seven bytes of each key are searched in a table
+        // of their own, the rest in the keys' bytes.
+        for query in ["a", "b", "ab", "abc", "e", "dd", "a b", "c", "bad", "eeee", "f", "af", "abcdea", "a bcd", "b e",
+                      "abcdeab", "ab cd", "aab bc", "aaa a", "eee eee", "abcde abc"] {
             for limit in [1, 10, 50] {
                 // Exact matches come first and typo-tolerant ones only fill up the rest.
                 #expect(index.suggestions(for: query, limit: limit).filter { $0.edits == 0 }.map(\.term.keyword)
                         == Self.bruteForce(terms, query, limit: limit), "query \(query) limit \(limit)")
             }
         }
+    }
+
+    @Test("keys longer than 255 bytes are found by their short and long prefixes")
+    func longKeys() {
+        let long = String(repeating: "ab", count: 150)
+        let terms = [Term(dictionary: "d", keyword: long, text: "long", weight: 1),
+                     Term(dictionary: "d", keyword: String(long.prefix(7)), text: "seven", weight: 2),
+                     Term(dictionary: "d", keyword: String(long.prefix(8)) + "x", text: "other", weight: 3)]
+        let index = SuggestionIndex(terms: terms)
+        #expect(index.suggestions(for: String(long.prefix(7)), limit: 10).map(\.term.text) == ["other", "seven", "long"])
+        #expect(index.suggestions(for: String(long.prefix(9)), limit: 10).filter { $0.edits == 0 }.map(\.term.text) == ["long"])
+        #expect(index.suggestions(for: long, limit: 10).map(\.term.text) == ["long"])
+        #expect(index.suggestions(for: long + "b", limit: 10).filter { $0.edits == 0 }.isEmpty)
     }
 
     @Test("the full demo dictionary of the shipped data set answers one-character queries from precomputed ranges")
