@@ -125,9 +125,20 @@ public struct SuggestPlugin: ServicePlugin {
 
     // MARK: Native API
 
-    struct CompleteQuery: Codable, Sendable, ValidatableInput {
+    struct CompleteQuery: Codable, Sendable, ValidatableInput, ParameterReadable {
         var q: String?
         var limit: Int?
+
+        init(q: String? = nil, limit: Int? = nil) {
+            self.q = q
+            self.limit = limit
+        }
+
+        /// Read directly on every keystroke (see ``ParameterReadable``); decodes as `Codable` does.
+        init(parameters: Parameters) throws {
+            q = parameters.string("q")
+            limit = try parameters.int("limit")
+        }
 
         func validate() -> [GatewayError.FieldError] {
             var problems: [GatewayError.FieldError] = []

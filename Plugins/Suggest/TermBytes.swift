@@ -105,8 +105,15 @@ final class TermBytes: @unchecked Sendable {
         return UnsafeBufferPointer(start: storage.baseAddress! + Int(entry.textStart), count: Int(entry.textLength))
     }
 
-    /// The bytes of term `term`'s part of a reply item.
-    func itemPartLength(of term: Int) -> Int { Int(entries[term].length) }
+    /// The bytes of term `term`'s part of a reply item, give or take two: it also reads the first
+    /// byte of the part and of the text. A reply asks this of all its terms before writing any,
+    /// so that the first reads of their scattered bytes overlap rather than wait one at a time.
+    @inline(__always)
+    func itemPartLength(of term: Int) -> Int {
+        let entry = entries[term]
+        let base = storage.baseAddress!
+        return Int(entry.length) + Int(base[Int(entry.start)] & 1) + (entry.textLength > 0 ? Int(base[Int(entry.textStart)] & 1) : 0)
+    }
 }
 
 extension TermBytes.Entry {

@@ -52,6 +52,21 @@ enum InputDecoder {
         }
     }
 
+    /// How an input part of type `T` is read when it is ``ParameterReadable``, prepared once per
+    /// operation (no dynamic cast per request); nil otherwise.
+    static func reader<T>(for type: T.Type, location: String) -> (@Sendable (ParameterValues) throws -> T)? {
+        guard let readable = type as? any ParameterReadable.Type else { return nil }
+        return reader(readable, as: T.self, location: location)
+    }
+
+    private static func reader<R: ParameterReadable, T>(_: R.Type, as _: T.Type, location: String) -> @Sendable (ParameterValues) throws -> T {
+        // R is T itself (opened from T's metatype), so an R's storage is a T's: no cast per request.
+        { values in
+            let value = try R(parameters: Parameters(values: values, location: location))
+            return withUnsafePointer(to: value) { UnsafeRawPointer($0).assumingMemoryBound(to: T.self).pointee }
+        }
+    }
+
     /// The validation of an input part of type `T`, prepared once per operation: when `T` is
     /// ``ValidatableInput``, a function that validates a value of it in place (no dynamic cast and
     /// no conformance lookup per request); nil otherwise.

@@ -96,11 +96,13 @@ public struct ServiceOperation: Sendable {
         let validateQuery = InputDecoder.validator(for: Query.self)
         let validateBody = InputDecoder.validator(for: Body.self)
         let writer = JSONWriter.writer(for: Output.self)
+        let readQuery = InputDecoder.reader(for: Query.self, location: "query")
         self.run = { request, context in
             let path: Path = takesPath
                 ? try InputDecoder.decodeParameters(Path.self, from: request.pathParameters, location: "path") : NoInput() as! Path
             let query: Query = takesQuery
-                ? try InputDecoder.decodeParameters(Query.self, from: request.queryParameters, location: "query") : NoInput() as! Query
+                ? try readQuery?(.pairs(request.queryParameters)) ?? InputDecoder.decodeParameters(Query.self, from: request.queryParameters, location: "query")
+                : NoInput() as! Query
             let input = OperationInput(path: path, query: query, body: try InputDecoder.decodeBody(Body.self, from: request))
             if let validatePath { try validatePath(input.path, "path") }
             if let validateQuery { try validateQuery(input.query, "query") }
@@ -195,6 +197,39 @@ public protocol ValidatableInput {
     /// The problems with this value; empty when it is valid. Pointers are relative to the input
     /// part (`/title` in a body, `limit` in a query).
     func validate() -> [GatewayError.FieldError]
+}
+
+/// Path or query input that reads its parameters itself, for an operation on a hot path: the
+/// host calls ``init(parameters:)`` instead of decoding it through `Decodable`, which costs more
+/// than some whole operations. The OpenAPI document still describes the type from its `Codable`
+/// shape, so the two must agree: read the same parameters, with the same types (a test should
+/// compare them).
+public protocol ParameterReadable: Decodable, SendableMetatype {
+    init(parameters: Parameters) throws
+}
+
+/// The string parameters of one input part (path or query), as ``ParameterReadable`` reads them.
+/// A repeated parameter answers its last value, as decoding does; a value of the wrong type
+/// throws the 422 problem decoding would, naming the parameter.
+public struct Parameters {
+    let values: ParameterValues
+    /// `path` or `query`: the start of a problem's pointer.
+    let location: String
+
+    /// The last value of `name`, or nil when it is absent.
+    public func string(_ name: String) -> String? {
+        values.last(name)
+    }
+
+    /// The last value of `name` as an integer, or nil when it is absent.
+    public func int(_ name: String) throws -> Int? {
+        guard let text = values.last(name) else { return nil }
+        guard let value = Int(text) else {
+            let pointer = "\(location).\(name)"
+            throw GatewayError.invalid("\(pointer): expected an integer", errors: [.init(pointer: pointer, detail: "expected an integer")])
+        }
+        return value
+    }
 }
 
 /// A body taken as raw bytes (CSV, plain text, files) rather than decoded from JSON.

@@ -168,6 +168,60 @@ struct OperationInputTests {
         func writeJSON(into bytes: inout [UInt8]) { bytes += Array(#"{"words":\#(words.count),"by":"class"}"#.utf8) }
     }
 
+    /// A query that reads itself; `Codable` would decode the same parameters.
+    struct ReadQuery: Codable, Sendable, Equatable, ParameterReadable, ValidatableInput {
+        var q: String?
+        var limit: Int?
+        /// Set only by ``init(parameters:)``: shows which way the host built the value.
+        var readDirectly = false
+
+        enum CodingKeys: String, CodingKey { case q, limit }
+
+        init(parameters: Parameters) throws {
+            q = parameters.string("q")
+            limit = try parameters.int("limit")
+            readDirectly = true
+        }
+
+        func validate() -> [GatewayError.FieldError] {
+            limit.map { $0 < 1 } == true ? [.init(pointer: "limit", detail: "must be positive")] : []
+        }
+    }
+
+    @Test("a ParameterReadable query is read directly, with the values and problems decoding gives")
+    func parameterReadable() async throws {
+        let operation = ServiceOperation.define("test.read", .get, "/r", summary: "r").query(ReadQuery.self)
+            .returns(ReadQuery.self) { input, _ in input.query }
+        func pairs(_ values: [(String, String)]) -> [(name: String, value: String)] { values.map { (name: $0.0, value: $0.1) } }
+        for values in [[("q", "a b"), ("limit", "5")], [("limit", "1"), ("limit", "7"), ("q", "x"), ("q", "")], [("other", "1")], []] {
+            let reply = try await operation(OperationRequest(queryParameters: pairs(values)), context: Self.context)
+            guard case .json(let output) = reply.body, let read = output as? ReadQuery else {
+                Issue.record("expected the query back")
+                continue
+            }
+            #expect(read.readDirectly)
+            let decoded = try JSONDecoder().decode(ReadQuery.self, from: JSONEncoder().encode(read))
+            #expect(read.q == decoded.q && read.limit == decoded.limit)
+            // The same parameters through the ordinary decoder: the same values.
+            let plain = ServiceOperation.define("test.plain", .get, "/p", summary: "p").query(Query.self)
+                .returns(Output.self) { input, _ in Output(id: "", limit: input.query.limit, tags: nil, title: "") }
+            let plainReply = try await plain(OperationRequest(queryParameters: pairs(values.filter { $0.0 == "limit" })), context: Self.context)
+            guard case .json(let plainOutput) = plainReply.body else { continue }
+            #expect((plainOutput as? Output)?.limit == read.limit)
+        }
+        for (bad, pointer) in [("ten", "query.limit"), ("99999999999999999999999", "query.limit"), ("", "query.limit"), ("0", "query.limit")] {
+            do {
+                _ = try await operation(OperationRequest(queryParameters: [(name: "limit", value: bad)]), context: Self.context)
+                Issue.record("limit=\(bad) was accepted")
+            } catch let error as GatewayError {
+                #expect(error.status == 422)
+                #expect(error.errors.map(\.pointer) == [pointer])
+                let viaDecoder = await problem(query: [("limit", bad)], body: #"{"title": "t", "count": 1}"#)
+                if bad != "0" { #expect(viaDecoder?.detail == error.detail, "limit=\(bad)") }
+            }
+        }
+    }
+
     @Test("validation and self-writing outputs prepared once per operation work for structs and classes alike")
     func preparedValidationAndWriting() async throws {
         let structOutput = ServiceOperation.define("test.struct", .get, "/s", summary: "s").query(ClassQuery.self)

@@ -248,6 +248,9 @@ enum PercentDecoding {
     /// The pairs of a query string's bytes, split at `&` and `=` without index arithmetic on strings.
     private static func queryParameters(_ bytes: UnsafeBufferPointer<UInt8>) -> Result<[(name: String, value: String)], GatewayError> {
         var result: [(name: String, value: String)] = []
+        var separators = 0
+        for byte in bytes where byte == UInt8(ascii: "&") { separators += 1 }
+        result.reserveCapacity(separators + 1)
         var start = 0
         while start < bytes.count {
             var end = start
