@@ -1,37 +1,65 @@
-/// The trie nodes of a ``SuggestionIndex`` whose ranges are large, laid out flat: every node's
-/// children one after another in one buffer, and likewise its best keys (as ranks, and as what a
-/// lookup answers). Walking down the trie then reads adjacent memory rather than three separate
-/// objects per node, and reaching a node counts no references (the buffers are raw memory owned
-/// here, not arrays read out of a shared object).
+/// The trie nodes of a ``SuggestionIndex`` whose ranges are large, laid out flat in one raw buffer.
+/// A node is known by where its record starts (``SuggestionIndex/Child/node`` holds that), and a
+/// record is its header, its children's bytes, then its children:
+///
+///     +0   UInt32  number of children
+///     +4   UInt32  where its best keys start in `bestList` and `hitList`
+///     +8   UInt32  how many best keys it has
+///     +12  UInt8 × children: each child's byte, in order (then padding to 16 bytes)
+///     ...  Child × children
+///
+/// Records start on a cache line, so finding a child reads one line for the header and the bytes
+/// (up to 52 children) and one for the child found; the child names its own node's record, so
+/// walking down the trie reads no table in between. Failing to find a byte, as the typo walk does
+/// for most of the bytes it tries, reads the one line. Reaching a node counts no references (the
+/// buffers are raw memory owned here, not arrays read out of a shared object).
 final class NodeTable: @unchecked Sendable {
-    /// Node `n`'s children are `childList[childStart[n] ..< childStart[n + 1]]`.
-    private let childStart: UnsafeMutableBufferPointer<Int32>
-    private let childList: UnsafeMutableBufferPointer<SuggestionIndex.Child>
-    /// The same children's bytes alone, at the same places: finding a child searches these (a
-    /// node's fit a cache line or a few) and then reads just the child found.
-    private let childBytes: UnsafeMutableBufferPointer<UInt8>
-    /// Node `n`'s best keys are `bestList[bestStart[n] ..< bestStart[n + 1]]` as ranks, and the
+    private let records: UnsafeMutableRawBufferPointer
+    /// Node best keys are `bestList[start ..< start + count]` as ranks (see the header), and the
     /// same places of `hitList` as a lookup answers them: term number × 2, plus 1 for a
     /// whole-keyword key (read there rather than through the ranking and the key table: two
     /// scattered memory reads fewer per suggestion, which is most of a lookup's cost when other
     /// work has evicted the index from the caches).
-    private let bestStart: UnsafeMutableBufferPointer<Int32>
     private let bestList: UnsafeMutableBufferPointer<Int32>
     private let hitList: UnsafeMutableBufferPointer<Int32>
-    let count: Int
+    /// The root's record (the last node built), or -1 when there is no node.
+    let root: Int32
 
+    private static let line = 64
+    private static let headerSize = 12
+
+    /// `nodes` as built, children before their parent; a child's `node` is its index in `nodes`.
     init(_ nodes: [SuggestionIndex.Node], table: KeyTable) {
-        count = nodes.count
-        var childStart: [Int32] = [0]
-        var bestStart: [Int32] = [0]
-        var children: [SuggestionIndex.Child] = []
-        var best: [Int32] = []
-        for node in nodes {
-            children += node.children
-            best += node.best
-            childStart.append(Int32(children.count))
-            bestStart.append(Int32(best.count))
+        func childrenOffset(_ count: Int) -> Int { (Self.headerSize + count + 15) & ~15 }
+        func recordSize(_ count: Int) -> Int {
+            (childrenOffset(count) + count * MemoryLayout<SuggestionIndex.Child>.stride + Self.line - 1) & ~(Self.line - 1)
         }
+        var offsets: [Int] = []
+        offsets.reserveCapacity(nodes.count)
+        var size = 0
+        for node in nodes {
+            offsets.append(size)
+            size += recordSize(node.children.count)
+        }
+        precondition(size <= Int(Int32.max), "the trie's nodes exceed 2 GiB")
+        records = .allocate(byteCount: max(Self.line, size), alignment: Self.line)
+        records.initializeMemory(as: UInt8.self, repeating: 0)
+        var best: [Int32] = []
+        for (index, node) in nodes.enumerated() {
+            let record = records.baseAddress! + offsets[index]
+            record.storeBytes(of: UInt32(node.children.count), as: UInt32.self)
+            record.storeBytes(of: UInt32(best.count), toByteOffset: 4, as: UInt32.self)
+            record.storeBytes(of: UInt32(node.best.count), toByteOffset: 8, as: UInt32.self)
+            let children = (record + childrenOffset(node.children.count)).bindMemory(to: SuggestionIndex.Child.self, capacity: node.children.count)
+            for (position, child) in node.children.enumerated() {
+                record.storeBytes(of: child.byte, toByteOffset: Self.headerSize + position, as: UInt8.self)
+                var placed = child
+                if child.node >= 0 { placed.node = Int32(offsets[Int(child.node)]) }
+                (children + position).initialize(to: placed)
+            }
+            best += node.best
+        }
+        root = nodes.isEmpty ? -1 : Int32(offsets[nodes.count - 1])
         let hits = best.map { rank in
             let key = table.keys[Int(table.keyAtRank[Int(rank)])]
             return key.term << 1 | (key.wholePrefix ? 1 : 0)
@@ -41,54 +69,54 @@ final class NodeTable: @unchecked Sendable {
             _ = buffer.initialize(from: values)
             return buffer
         }
-        self.childStart = buffer(childStart)
-        self.bestStart = buffer(bestStart)
-        childList = buffer(children)
-        childBytes = buffer(children.map(\.byte))
         bestList = buffer(best)
         hitList = buffer(hits)
     }
 
     deinit {
-        for buffer in [childStart, bestStart, bestList, hitList] { buffer.deallocate() }
-        childList.deallocate()
-        childBytes.deallocate()
+        records.deallocate()
+        bestList.deallocate()
+        hitList.deallocate()
     }
 
-    /// Node `node`'s child for the next byte `byte`, if any.
     @inline(__always)
-    func child(of node: Int32, byte: UInt8) -> SuggestionIndex.Child? {
-        let start = Int(childStart[Int(node)])
-        var low = start
-        var high = Int(childStart[Int(node) + 1])
-        while low < high {
-            let middle = (low + high) / 2
-            if childBytes[middle] < byte { low = middle + 1 } else { high = middle }
-        }
-        return low < Int(childStart[Int(node) + 1]) && childBytes[low] == byte ? childList[low] : nil
+    private func header(_ node: Int32, _ field: Int) -> Int {
+        Int(records.baseAddress!.load(fromByteOffset: Int(node) + field, as: UInt32.self))
     }
 
     /// Node `node`'s children, by byte.
     @inline(__always)
     func children(of node: Int32) -> UnsafeBufferPointer<SuggestionIndex.Child> {
-        slice(childList, childStart, node)
+        let count = header(node, 0)
+        let start = records.baseAddress! + Int(node) + ((Self.headerSize + count + 15) & ~15)
+        return UnsafeBufferPointer(start: start.assumingMemoryBound(to: SuggestionIndex.Child.self), count: count)
+    }
+
+    /// Node `node`'s child for the next byte `byte`, if any.
+    @inline(__always)
+    func child(of node: Int32, byte: UInt8) -> SuggestionIndex.Child? {
+        let record = records.baseAddress! + Int(node)
+        let count = header(node, 0)
+        let bytes = (record + Self.headerSize).assumingMemoryBound(to: UInt8.self)
+        var low = 0
+        var high = count
+        while low < high {
+            let middle = (low + high) / 2
+            if bytes[middle] < byte { low = middle + 1 } else { high = middle }
+        }
+        guard low < count, bytes[low] == byte else { return nil }
+        return (record + ((Self.headerSize + count + 15) & ~15)).assumingMemoryBound(to: SuggestionIndex.Child.self)[low]
     }
 
     /// Node `node`'s best keys, as ranks.
     @inline(__always)
     func best(of node: Int32) -> UnsafeBufferPointer<Int32> {
-        slice(bestList, bestStart, node)
+        UnsafeBufferPointer(start: bestList.baseAddress! + header(node, 4), count: header(node, 8))
     }
 
     /// Node `node`'s best keys as a lookup answers them (term number × 2, plus 1 for a whole keyword).
     @inline(__always)
     func bestHits(of node: Int32) -> UnsafeBufferPointer<Int32> {
-        slice(hitList, bestStart, node)
-    }
-
-    @inline(__always)
-    private func slice<Element>(_ list: UnsafeMutableBufferPointer<Element>, _ starts: UnsafeMutableBufferPointer<Int32>, _ node: Int32) -> UnsafeBufferPointer<Element> {
-        let start = Int(starts[Int(node)])
-        return UnsafeBufferPointer(start: list.baseAddress! + start, count: Int(starts[Int(node) + 1]) - start)
+        UnsafeBufferPointer(start: hitList.baseAddress! + header(node, 4), count: header(node, 8))
     }
 }

@@ -149,7 +149,7 @@ public final class SuggestionIndex: Sendable {
     }
 
     /// A child of a trie node: the next byte, the keys below it, and its node (-1 when its range
-    /// is small).
+    /// is small): while built, the node's number; in a ``NodeTable``, where its record starts.
     struct Child: Sendable {
         let byte: UInt8
         let lower: Int32
@@ -174,7 +174,7 @@ public final class SuggestionIndex: Sendable {
     /// Every term's part of a native reply, ready to copy.
     let termBytes: TermBytes
     let table: KeyTable
-    /// The nodes with large ranges; the root is the last (when it is large).
+    /// The nodes with large ranges.
     private let nodes: NodeTable
 
     public convenience init(terms: [Term]) {
@@ -248,7 +248,7 @@ public final class SuggestionIndex: Sendable {
     }
 
     /// The root node, or -1 when every key fits a small range.
-    private var root: Int32 { table.keys.count > Self.smallRange ? Int32(nodes.count - 1) : -1 }
+    private var root: Int32 { nodes.root }
 
     /// The keys starting with `prefix`, and their node (-1 when the range is small), found by
     /// walking down from the root: through the nodes' short child lists while the range is
