@@ -12,16 +12,18 @@
 /// (up to 52 children) and one for the child found; the child names its own node's record, so
 /// walking down the trie reads no table in between. Failing to find a byte, as the typo walk does
 /// for most of the bytes it tries, reads the one line. Reaching a node counts no references (the
-/// buffers are raw memory owned here, not arrays read out of a shared object).
+/// tables are raw memory of the index's ``IndexMemory``, not arrays read out of a shared object).
 final class NodeTable: @unchecked Sendable {
-    private let records: UnsafeMutableRawBufferPointer
+    /// Holds the tables' memory.
+    private let memory: IndexMemory
+    private let records: UnsafeMutableRawPointer
     /// Node best keys are `bestList[start ..< start + count]` as ranks (see the header), and the
     /// same places of `hitList` as a lookup answers them: term number × 2, plus 1 for a
     /// whole-keyword key (read there rather than through the ranking and the key table: two
     /// scattered memory reads fewer per suggestion, which is most of a lookup's cost when other
     /// work has evicted the index from the caches).
-    private let bestList: UnsafeMutableBufferPointer<Int32>
-    private let hitList: UnsafeMutableBufferPointer<Int32>
+    private let bestList: IndexTable<Int32>
+    private let hitList: IndexTable<Int32>
     /// The root's record (the last node built), or -1 when there is no node.
     let root: Int32
 
@@ -29,7 +31,8 @@ final class NodeTable: @unchecked Sendable {
     private static let headerSize = 12
 
     /// `nodes` as built, children before their parent; a child's `node` is its index in `nodes`.
-    init(_ nodes: [SuggestionIndex.Node], table: KeyTable) {
+    init(_ nodes: [SuggestionIndex.Node], table: KeyTable, memory: IndexMemory) {
+        self.memory = memory
         func childrenOffset(_ count: Int) -> Int { (Self.headerSize + count + 15) & ~15 }
         func recordSize(_ count: Int) -> Int {
             (childrenOffset(count) + count * MemoryLayout<SuggestionIndex.Child>.stride + Self.line - 1) & ~(Self.line - 1)
@@ -42,11 +45,13 @@ final class NodeTable: @unchecked Sendable {
             size += recordSize(node.children.count)
         }
         precondition(size <= Int(Int32.max), "the trie's nodes exceed 2 GiB")
-        records = .allocate(byteCount: max(Self.line, size), alignment: Self.line)
-        records.initializeMemory(as: UInt8.self, repeating: 0)
+        // Allocated as bytes (on a cache line or a huge page); the fields are written and read raw.
+        let bytes = memory.allocate(UInt8.self, count: max(Self.line, size))
+        bytes.base.initialize(repeating: 0, count: bytes.count)
+        records = UnsafeMutableRawPointer(bytes.base)
         var best: [Int32] = []
         for (index, node) in nodes.enumerated() {
-            let record = records.baseAddress! + offsets[index]
+            let record = records + offsets[index]
             record.storeBytes(of: UInt32(node.children.count), as: UInt32.self)
             record.storeBytes(of: UInt32(best.count), toByteOffset: 4, as: UInt32.self)
             record.storeBytes(of: UInt32(node.best.count), toByteOffset: 8, as: UInt32.self)
@@ -64,38 +69,27 @@ final class NodeTable: @unchecked Sendable {
             let key = table.keys[Int(table.keyAtRank[Int(rank)])]
             return key.term << 1 | (key.wholePrefix ? 1 : 0)
         }
-        func buffer<Element>(_ values: [Element]) -> UnsafeMutableBufferPointer<Element> {
-            let buffer = UnsafeMutableBufferPointer<Element>.allocate(capacity: max(1, values.count))
-            _ = buffer.initialize(from: values)
-            return buffer
-        }
-        bestList = buffer(best)
-        hitList = buffer(hits)
-    }
-
-    deinit {
-        records.deallocate()
-        bestList.deallocate()
-        hitList.deallocate()
+        bestList = memory.table(best)
+        hitList = memory.table(hits)
     }
 
     @inline(__always)
     private func header(_ node: Int32, _ field: Int) -> Int {
-        Int(records.baseAddress!.load(fromByteOffset: Int(node) + field, as: UInt32.self))
+        Int(records.load(fromByteOffset: Int(node) + field, as: UInt32.self))
     }
 
     /// Node `node`'s children, by byte.
     @inline(__always)
     func children(of node: Int32) -> UnsafeBufferPointer<SuggestionIndex.Child> {
         let count = header(node, 0)
-        let start = records.baseAddress! + Int(node) + ((Self.headerSize + count + 15) & ~15)
+        let start = records + Int(node) + ((Self.headerSize + count + 15) & ~15)
         return UnsafeBufferPointer(start: start.assumingMemoryBound(to: SuggestionIndex.Child.self), count: count)
     }
 
     /// Node `node`'s child for the next byte `byte`, if any.
     @inline(__always)
     func child(of node: Int32, byte: UInt8) -> SuggestionIndex.Child? {
-        let record = records.baseAddress! + Int(node)
+        let record = records + Int(node)
         let count = header(node, 0)
         let bytes = (record + Self.headerSize).assumingMemoryBound(to: UInt8.self)
         var low = 0
@@ -111,12 +105,12 @@ final class NodeTable: @unchecked Sendable {
     /// Node `node`'s best keys, as ranks.
     @inline(__always)
     func best(of node: Int32) -> UnsafeBufferPointer<Int32> {
-        UnsafeBufferPointer(start: bestList.baseAddress! + header(node, 4), count: header(node, 8))
+        UnsafeBufferPointer(start: bestList.base + header(node, 4), count: header(node, 8))
     }
 
     /// Node `node`'s best keys as a lookup answers them (term number × 2, plus 1 for a whole keyword).
     @inline(__always)
     func bestHits(of node: Int32) -> UnsafeBufferPointer<Int32> {
-        UnsafeBufferPointer(start: hitList.baseAddress! + header(node, 4), count: header(node, 8))
+        UnsafeBufferPointer(start: hitList.base + header(node, 4), count: header(node, 8))
     }
 }

@@ -184,12 +184,15 @@ public final class SuggestionIndex: Sendable {
     /// `termByteLimit` bounds the bytes of ``termBytes`` (tests lower it).
     init(terms: [Term], termByteLimit: Int) {
         self.terms = terms
-        termBytes = TermBytes(terms: terms, byteLimit: termByteLimit)
-        let table = KeyTable(terms: terms)
+        let memory = IndexMemory()
+        termBytes = TermBytes(terms: terms, byteLimit: termByteLimit, memory: memory)
+        let table = KeyTable(terms: terms, memory: memory)
         var nodes: [Node] = []
         _ = Self.buildNodes(table, range: 0..<table.keys.count, depth: 0, into: &nodes)
         self.table = table
-        self.nodes = NodeTable(nodes, table: table)
+        self.nodes = NodeTable(nodes, table: table, memory: memory)
+        // The build's arrays, copied into the tables and freed, would otherwise stay resident.
+        if terms.count >= 10_000 { IndexMemory.returnFreedMemory() }
     }
 
     /// Computes the best keys of the node whose keys are `range` (they share their first `depth`

@@ -10,8 +10,8 @@ import GatewayCore
 /// references to its storage, and every thread serving suggestions shares that storage. It also
 /// does not scan the text for characters to escape again.
 ///
-/// The buffers are raw memory rather than arrays: reading an array held by a shared object would
-/// retain and release the array's storage.
+/// The buffers are tables of the index's ``IndexMemory`` rather than arrays: reading an array held
+/// by a shared object would retain and release the array's storage.
 final class TermBytes: @unchecked Sendable {
     /// Where one term's bytes are.
     struct Entry {
@@ -28,24 +28,27 @@ final class TermBytes: @unchecked Sendable {
     private static let textKey: StaticString = #","text":"#
     private static let weightKey: StaticString = #","weight":"#
 
-    private let storage: UnsafeMutableBufferPointer<UInt8>
-    private let entries: UnsafeMutableBufferPointer<Entry>
+    /// Holds the two tables' memory.
+    private let memory: IndexMemory
+    private let storage: IndexTable<UInt8>
+    private let entries: IndexTable<Entry>
     /// False when the bytes would not fit 32-bit offsets (more than 4 GiB of terms): then nothing
     /// is kept, and replies are written from the terms' strings.
     let isAvailable: Bool
 
     /// `byteLimit` bounds the bytes kept (tests lower it to see replies written without them).
-    init(terms: [Term], byteLimit: Int = Int(UInt32.max)) {
-        if let prepared = Self.prepare(terms, byteLimit: byteLimit) {
+    init(terms: [Term], byteLimit: Int = Int(UInt32.max), memory: IndexMemory) {
+        self.memory = memory
+        if let prepared = Self.prepare(terms, byteLimit: byteLimit, memory: memory) {
             (storage, entries) = prepared
             isAvailable = true
         } else {
-            (storage, entries) = (.allocate(capacity: 1), .allocate(capacity: 1))
+            (storage, entries) = (memory.allocate(UInt8.self, count: 0), memory.allocate(Entry.self, count: 0))
             isAvailable = false
         }
     }
 
-    private static func prepare(_ terms: [Term], byteLimit: Int) -> (UnsafeMutableBufferPointer<UInt8>, UnsafeMutableBufferPointer<Entry>)? {
+    private static func prepare(_ terms: [Term], byteLimit: Int, memory: IndexMemory) -> (IndexTable<UInt8>, IndexTable<Entry>)? {
         var bytes: [UInt8] = []
         bytes.reserveCapacity(terms.count * 48)
         var entries: [Entry] = []
@@ -64,16 +67,7 @@ final class TermBytes: @unchecked Sendable {
             guard bytes.count <= byteLimit, let entry = Entry(start: start, length: length, textStart: textStart, textLength: term.text.utf8.count) else { return nil }
             entries.append(entry)
         }
-        let storage = UnsafeMutableBufferPointer<UInt8>.allocate(capacity: max(1, bytes.count))
-        _ = storage.initialize(from: bytes)
-        let entryBuffer = UnsafeMutableBufferPointer<Entry>.allocate(capacity: max(1, entries.count))
-        _ = entryBuffer.initialize(from: entries)
-        return (storage, entryBuffer)
-    }
-
-    deinit {
-        storage.deallocate()
-        entries.deallocate()
+        return (memory.table(bytes), memory.table(entries))
     }
 
     /// Writes a suggestion's part of a reply item, `],"keyword":"…","text":"…","weight":…}`, and
@@ -95,14 +89,14 @@ final class TermBytes: @unchecked Sendable {
     @inline(__always)
     func writeItemPart(of term: Int, into bytes: inout [UInt8]) {
         let entry = entries[term]
-        bytes.append(contentsOf: UnsafeBufferPointer(start: storage.baseAddress! + Int(entry.start), count: Int(entry.length)))
+        bytes.append(contentsOf: UnsafeBufferPointer(start: storage.base + Int(entry.start), count: Int(entry.length)))
     }
 
     /// The UTF-8 of term `term`'s text.
     @inline(__always)
     func text(of term: Int) -> UnsafeBufferPointer<UInt8> {
         let entry = entries[term]
-        return UnsafeBufferPointer(start: storage.baseAddress! + Int(entry.textStart), count: Int(entry.textLength))
+        return UnsafeBufferPointer(start: storage.base + Int(entry.textStart), count: Int(entry.textLength))
     }
 
     /// The bytes of term `term`'s part of a reply item, give or take two: it also reads the first
@@ -111,7 +105,7 @@ final class TermBytes: @unchecked Sendable {
     @inline(__always)
     func itemPartLength(of term: Int) -> Int {
         let entry = entries[term]
-        let base = storage.baseAddress!
+        let base = storage.base
         return Int(entry.length) + Int(base[Int(entry.start)] & 1) + (entry.textLength > 0 ? Int(base[Int(entry.textStart)] & 1) : 0)
     }
 }

@@ -52,31 +52,15 @@ final class TermStore: Sendable {
             }
         }
         if let error = failure.withLock({ $0 }) { throw error }
-        let index = SuggestionIndex(terms: terms.withLock { $0 })
-        Self.returnFreedMemory()
-        return index
+        // A large build hands back the memory it freed itself (see `IndexMemory.returnFreedMemory`).
+        return SuggestionIndex(terms: terms.withLock { $0 })
     }
-
-    /// Hands the heap's free pages back to the system after a rebuild: building an index of
-    /// hundreds of thousands of terms frees most of what it allocates, and glibc would otherwise
-    /// keep it all as resident memory.
-    static func returnFreedMemory() {
-        #if canImport(Glibc)
-        _ = mallocTrim?(0)
-        #endif
-    }
-
-    #if canImport(Glibc)
-    /// glibc's `malloc_trim`, looked up at run time (its header is not part of the Glibc module).
-    private static let mallocTrim: (@convention(c) (Int) -> Int32)? = dlsym(nil, "malloc_trim").map {
-        unsafeBitCast($0, to: (@convention(c) (Int) -> Int32).self)
-    }
-    #endif
 
     /// Rebuilds the index from the table.
     func reload() async throws {
         index.reset(to: try await readIndex())
-        Self.returnFreedMemory()
+        // The index replaced is freed now.
+        IndexMemory.returnFreedMemory()
     }
 
     /// Puts one change into the index; when enough have gathered, rebuilds the base in the background.
