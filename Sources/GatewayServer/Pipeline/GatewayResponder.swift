@@ -493,8 +493,10 @@ extension HTTPFields {
 }
 
 /// A reply's header fields while they are gathered: an array, made into `HTTPFields` once. Each
-/// `HTTPFields.append` goes through its generic `replaceSubrange`, one field at a time, which is a
-/// noticeable part of a small reply's cost; an array append is not.
+/// `HTTPFields.append` (and `append(contentsOf:)`, and the initializer from a sequence, which
+/// append field by field) goes through its generic `replaceSubrange` for one field, which is a
+/// noticeable part of a small reply's cost; an array append is not, and ``httpFields`` hands all
+/// the fields to one `replaceSubrange`.
 struct FieldList {
     private(set) var fields: [HTTPField] = []
 
@@ -530,5 +532,10 @@ struct FieldList {
         }
     }
 
-    var httpFields: HTTPFields { HTTPFields(fields) }
+    var httpFields: HTTPFields {
+        var result = HTTPFields()
+        result.reserveCapacity(fields.count)
+        result.replaceSubrange(0..<0, with: fields)
+        return result
+    }
 }
