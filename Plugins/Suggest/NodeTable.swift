@@ -78,6 +78,13 @@ final class NodeTable: @unchecked Sendable {
         Int(records.load(fromByteOffset: Int(node) + field, as: UInt32.self))
     }
 
+    /// Reads the first word of node `node`'s record (its header and first children's bytes), for
+    /// a walk that is about to visit many nodes to load their lines at once.
+    @inline(__always)
+    func touch(_ node: Int32) -> UInt64 {
+        records.load(fromByteOffset: Int(node), as: UInt64.self)
+    }
+
     /// Node `node`'s children, by byte.
     @inline(__always)
     func children(of node: Int32) -> UnsafeBufferPointer<SuggestionIndex.Child> {
