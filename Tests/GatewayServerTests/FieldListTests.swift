@@ -31,4 +31,18 @@ struct FieldListTests {
         list[tag] = nil
         #expect(list.fields.map(\.name.canonicalName) == ["etag", "cache-control"])
     }
+
+    @Test("every count of fields, below and beyond the prepared placeholder lists, keeps its fields in order and nothing else",
+          arguments: [0, 1, 2, 12, FieldList.templates.count - 1, FieldList.templates.count, FieldList.templates.count + 9])
+    func everyCount(count: Int) {
+        var list = FieldList(capacity: count)
+        for index in 0..<count { list.append(HTTPField(name: HTTPField.Name("X-Field-\(index % 5)")!, value: "value \(index)")) }
+        var first = list.httpFields
+        #expect(Array(first) == list.fields)
+        // What Hummingbird adds afterwards; and a second list from the same count starts from clean placeholders.
+        first[.date] = "Sun, 22 Nov 2026 12:00:00 GMT"
+        #expect(first.count == count + 1 && first[.date] != nil)
+        #expect(Array(list.httpFields) == list.fields)
+        #expect(FieldList.templates.enumerated().allSatisfy { $0.element.count == $0.offset })
+    }
 }

@@ -1,6 +1,7 @@
 import GatewayCore
 @testable import GatewayServer
 import HTTPTypes
+import Hummingbird
 import Testing
 
 @Suite("route table")
@@ -151,6 +152,14 @@ struct PipelineHelperTests {
                 #expect(error.status == 400)
                 #expect(error.detail.contains(bad.split(separator: "&")[0]), "\(error.detail)")
             }
+        }
+    }
+
+    @Test("a request's query is what follows the first ? of its target, up to a #, as Hummingbird's URI reads it")
+    func requestQuery() {
+        for target in ["/v1/suggest?limit=10&q=%E5%8C%97%E4%BA%AC", "/a", "/a?", "/a?x=1?y=2", "/a?x=1#frag", "/a#frag?x=1", "/?q=%20+"] {
+            let request = Request(head: HTTPRequest(method: .get, scheme: "http", authority: "gateway.test", path: target), body: .init(buffer: .init()))
+            #expect(GatewayResponder.query(of: request) == Substring(request.uri.query ?? ""), "\(target)")
         }
     }
 }

@@ -228,7 +228,7 @@ public struct GatewayResponder: HTTPResponder {
         let credential = NativeCredentials.extract(from: request.headers)
         let (principal, limitHeaders) = try await principalAndLimit(credential, address: context.remoteAddress, plugin: mounted.pluginID,
                                                                     cost: mounted.operation.cost)
-        let query = try PercentDecoding.queryParameters(Substring(request.uri.query ?? ""))
+        let query = try PercentDecoding.queryParameters(Self.query(of: request))
 
         let isRead = method == .get || method == .head
         let requestCacheControl = request.headers.value(.cacheControl)?.lowercased() ?? ""
@@ -333,7 +333,7 @@ public struct GatewayResponder: HTTPResponder {
     // MARK: Dialects
 
     private func runDialect(_ mounted: MountedDialectRoute, parameters: [String: String], request: Request, context: Context, requestID: String) async throws -> Response {
-        let query = try PercentDecoding.queryParameters(Substring(request.uri.query ?? ""))
+        let query = try PercentDecoding.queryParameters(Self.query(of: request))
         let body = try await collectBody(request)
         let dialectRequest = DialectRequest(method: request.method, path: request.uri.path, pathParameters: parameters,
                                             queryParameters: query, headers: request.headers, body: body, authority: request.head.authority)
@@ -421,6 +421,15 @@ public struct GatewayResponder: HTTPResponder {
         tags.map { TagTemplate($0).resolve(parameters) }
     }
 
+    /// The request's query: what follows the first `?` of its target, up to a `#`, as it came.
+    /// Read from the request's path in place (`request.uri.query` is a new string each time).
+    static func query(of request: Request) -> Substring {
+        guard let target = request.head.path, let mark = target.utf8.firstIndex(of: UInt8(ascii: "?")) else { return "" }
+        let query = target[target.utf8.index(after: mark)...]
+        guard let hash = query.utf8.firstIndex(of: UInt8(ascii: "#")) else { return query }
+        return query[..<hash]
+    }
+
     static func cacheKey(_ mounted: MountedOperation, parameters: [String: String], query: [(name: String, value: String)],
                          request: Request, principal: Principal) -> String {
         var key = mounted.operation.name
@@ -492,12 +501,22 @@ extension HTTPFields {
     }
 }
 
-/// A reply's header fields while they are gathered: an array, made into `HTTPFields` once. Each
-/// `HTTPFields.append` (and `append(contentsOf:)`, and the initializer from a sequence, which
-/// append field by field) goes through its generic `replaceSubrange` for one field, which is a
-/// noticeable part of a small reply's cost; an array append is not, and ``httpFields`` hands all
-/// the fields to one `replaceSubrange`.
+/// A reply's header fields while they are gathered: an array, made into `HTTPFields` once.
+///
+/// `HTTPFields` has no specialized way in for a field from outside its module: `append` (and
+/// `append(contentsOf:)`, and the initializer from a sequence) go through its generic, unspecialized
+/// `replaceSubrange`, which boxes every field in a heap allocation of its own. Its position
+/// subscript, though, is inlinable, so ``httpFields`` starts from a list of that many placeholder
+/// fields (copied from ``templates``) and sets each position.
 struct FieldList {
+    /// For each count below its size, that many placeholder fields.
+    static let templates: [HTTPFields] = (0..<32).map { count in
+        HTTPFields(repeatElement(HTTPField(name: placeholderName, value: ""), count: count))
+    }
+    private static let placeholderName = HTTPField.Name("x-placeholder")!
+    /// Room for the fields Hummingbird adds after the responder (`Date`, and `Server` when one is
+    /// configured): without it, adding one copies the whole list into a larger one.
+    static let addedLater = 2
     private(set) var fields: [HTTPField] = []
 
     init(capacity: Int) {
@@ -533,9 +552,17 @@ struct FieldList {
     }
 
     var httpFields: HTTPFields {
-        var result = HTTPFields()
-        result.reserveCapacity(fields.count)
-        result.replaceSubrange(0..<0, with: fields)
+        let templates = Self.templates
+        guard fields.count < templates.count else {
+            var result = HTTPFields()
+            result.reserveCapacity(fields.count + Self.addedLater)
+            result.append(contentsOf: fields)
+            return result
+        }
+        var result = templates[fields.count]
+        // A list of its own, with room to spare; then each placeholder is replaced.
+        result.reserveCapacity(fields.count + Self.addedLater)
+        for index in fields.indices { result[index] = fields[index] }
         return result
     }
 }
