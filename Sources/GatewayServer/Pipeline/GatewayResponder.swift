@@ -505,9 +505,12 @@ extension HTTPFields {
 ///
 /// `HTTPFields` has no specialized way in for a field from outside its module: `append` (and
 /// `append(contentsOf:)`, and the initializer from a sequence) go through its generic, unspecialized
-/// `replaceSubrange`, which boxes every field in a heap allocation of its own. Its position
-/// subscript, though, is inlinable, so ``httpFields`` starts from a list of that many placeholder
-/// fields (copied from ``templates``) and sets each position.
+/// `replaceSubrange`, which boxes every field in a heap allocation of its own. But its one stored
+/// property is the array of its fields, in order (`_fields: [HTTPField]`), so a struct with that
+/// property alone has that array's layout: where reflection confirms it (``storedAsArray``), the
+/// list becomes `HTTPFields` as it is, without a copy. Otherwise ``httpFields`` starts from a list
+/// of that many placeholder fields (copied from ``templates``; its position subscript is
+/// inlinable) and sets each position.
 struct FieldList {
     /// For each count below its size, that many placeholder fields.
     static let templates: [HTTPFields] = (0..<32).map { count in
@@ -519,8 +522,9 @@ struct FieldList {
     static let addedLater = 2
     private(set) var fields: [HTTPField] = []
 
+    /// Room for `capacity` fields and for those Hummingbird adds later.
     init(capacity: Int) {
-        fields.reserveCapacity(capacity)
+        fields.reserveCapacity(capacity + Self.addedLater)
     }
 
     mutating func append(_ field: HTTPField) {
@@ -551,7 +555,30 @@ struct FieldList {
         }
     }
 
+    /// Whether `HTTPFields` is, as far as its memory goes, its array of fields: its only stored
+    /// property (by its type's reflection metadata) is an `[HTTPField]`, and a list read that way
+    /// has the fields, their count and lookups by name that the public API gives.
+    static let storedAsArray: Bool = {
+        let children = Array(Mirror(reflecting: HTTPFields()).children)
+        guard children.count == 1, children[0].value is [HTTPField], MemoryLayout<HTTPFields>.size == MemoryLayout<[HTTPField]>.size,
+              MemoryLayout<HTTPFields>.alignment == MemoryLayout<[HTTPField]>.alignment else { return false }
+        let probe = [HTTPField(name: .contentType, value: "application/json"), HTTPField(name: .eTag, value: "\"probe\""),
+                     HTTPField(name: .cacheControl, value: "no-cache")]
+        var expected = HTTPFields()
+        for field in probe { expected.append(field) }
+        var converted = unsafeBitCast(probe, to: HTTPFields.self)
+        guard converted == expected, converted.count == 3, Array(converted) == probe, converted[.eTag] == "\"probe\"" else { return false }
+        converted[.date] = "Sun, 22 Nov 2026 12:00:00 GMT"
+        return converted.count == 4 && converted[.date] != nil && probe.count == 3
+    }()
+
     var httpFields: HTTPFields {
+        // The list's own array, with its spare capacity for the fields added later.
+        Self.storedAsArray ? unsafeBitCast(fields, to: HTTPFields.self) : copiedFields
+    }
+
+    /// The fields, copied into placeholders.
+    var copiedFields: HTTPFields {
         let templates = Self.templates
         guard fields.count < templates.count else {
             var result = HTTPFields()
