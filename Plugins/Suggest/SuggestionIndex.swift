@@ -347,17 +347,29 @@ public final class SuggestionIndex: Sendable {
                     }
                 }
             } else {
-                // Every edit is spent: a child stays within `allowed` only by matching the needle
-                // where this row is at `allowed`, or by completing a swap begun at the last byte.
+                // Every edit is spent: a child stays within `allowed` only by continuing the needle
+                // from a column where this row is at `allowed` (and then the rest of the needle
+                // must follow byte for byte), or by completing a swap begun at the last byte.
                 var wanted = ByteSet()
-                for column in 1...count where rows[row + column - 1] == allowed { wanted.insert(needle[column - 1]) }
+                // Bytes that need the table's rows: those that start a continuation from two
+                // columns, or complete a swap (which may leave edits to spare).
+                var tabled = ByteSet()
+                for column in 0..<count where rows[row + column] == allowed {
+                    if !wanted.insert(needle[column]) { tabled.insert(needle[column]) }
+                }
                 if depth > 0, count >= 2 {
                     for column in 2...count where needle[column - 1] == prefix[depth - 1] && rows[row - width + column - 2] < allowed {
                         wanted.insert(needle[column - 2])
+                        tabled.insert(needle[column - 2])
                     }
                 }
                 while found.count < enough, let byte = wanted.removeFirst() {
-                    if node >= 0 {
+                    if !tabled.contains(byte) {
+                        // One continuation: follow the rest of the needle without computing rows.
+                        var column = 0
+                        while rows[row + column] != allowed || needle[column] != byte { column += 1 }
+                        follow(from: column, range: range, node: node, depth: depth)
+                    } else if node >= 0 {
                         if let child = child(of: node, byte: byte) { descend(byte: byte, range: child.range, node: child.node, depth: depth) }
                     } else {
                         let child = table.childRange(in: range, depth: depth, byte: byte)
@@ -365,6 +377,27 @@ public final class SuggestionIndex: Sendable {
                     }
                 }
             }
+        }
+
+        /// Walks `needle[column...]` exactly down from a branch with every edit spent; the key
+        /// prefix reached (if any) is within `allowed` edits, and none on the way was.
+        func follow(from column: Int, range: Range<Int>, node: Int32, depth: Int) {
+            var range = range
+            var node = node
+            var depth = depth
+            for index in column..<count {
+                let byte = needle[index]
+                if node >= 0 {
+                    guard let child = child(of: node, byte: byte) else { return }
+                    range = child.range
+                    node = child.node
+                } else {
+                    range = table.childRange(in: range, depth: depth, byte: byte)
+                    if range.isEmpty { return }
+                }
+                depth += 1
+            }
+            found.append((range, node, allowed))
         }
 
         func descend(byte: UInt8, range: Range<Int>, node: Int32, depth: Int) {
@@ -574,13 +607,27 @@ public final class SuggestionIndex: Sendable {
 struct ByteSet {
     private var words: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
 
-    mutating func insert(_ byte: UInt8) {
+    /// Adds `byte`; false when it was already there.
+    @discardableResult
+    mutating func insert(_ byte: UInt8) -> Bool {
         let bit = UInt64(1) << (byte & 63)
+        let present = contains(byte)
         switch byte >> 6 {
         case 0: words.0 |= bit
         case 1: words.1 |= bit
         case 2: words.2 |= bit
         default: words.3 |= bit
+        }
+        return !present
+    }
+
+    func contains(_ byte: UInt8) -> Bool {
+        let bit = UInt64(1) << (byte & 63)
+        switch byte >> 6 {
+        case 0: return words.0 & bit != 0
+        case 1: return words.1 & bit != 0
+        case 2: return words.2 & bit != 0
+        default: return words.3 & bit != 0
         }
     }
 
