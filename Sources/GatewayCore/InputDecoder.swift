@@ -4,12 +4,15 @@ import NIOCore
 /// Decodes an operation's input parts and turns every decoding failure into a ``GatewayError``
 /// that names the offending field: 400 when the body cannot be read at all, 422 when a value has
 /// the wrong type, is missing or is invalid.
+@usableFromInline
 enum InputDecoder {
+    @usableFromInline
     static func decodeParameters<T: Decodable>(_ type: T.Type, from values: [String: String], location: String) throws -> T {
         if T.self == NoInput.self { return NoInput() as! T }
         return try decodeParameters(type, from: ParameterValues.named(values), location: location)
     }
 
+    @usableFromInline
     static func decodeParameters<T: Decodable>(_ type: T.Type, from pairs: [(name: String, value: String)], location: String) throws -> T {
         if T.self == NoInput.self { return NoInput() as! T }
         return try decodeParameters(type, from: ParameterValues.pairs(pairs), location: location)
@@ -23,6 +26,7 @@ enum InputDecoder {
         }
     }
 
+    @usableFromInline
     static func decodeBody<T: Decodable>(_ type: T.Type, from request: OperationRequest) throws -> T {
         if T.self == NoInput.self { return NoInput() as! T }
         let contentType = request.contentType ?? "application/json"
@@ -54,6 +58,7 @@ enum InputDecoder {
 
     /// How an input part of type `T` is read when it is ``ParameterReadable``, prepared once per
     /// operation (no dynamic cast per request); nil otherwise.
+    @usableFromInline
     static func reader<T>(for type: T.Type, location: String) -> (@Sendable (ParameterValues) throws -> T)? {
         guard let readable = type as? any ParameterReadable.Type else { return nil }
         return reader(readable, as: T.self, location: location)
@@ -70,6 +75,7 @@ enum InputDecoder {
     /// The validation of an input part of type `T`, prepared once per operation: when `T` is
     /// ``ValidatableInput``, a function that validates a value of it in place (no dynamic cast and
     /// no conformance lookup per request); nil otherwise.
+    @usableFromInline
     static func validator<T>(for type: T.Type) -> (@Sendable (borrowing T, String) throws -> Void)? {
         guard let validatable = type as? any ValidatableInput.Type else { return nil }
         return validator(validatable, as: T.self)

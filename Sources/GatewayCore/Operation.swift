@@ -49,7 +49,8 @@ public struct ServiceOperation: Sendable {
     /// The media types the body may have (only for operations with a body).
     public let bodyMediaTypes: [String]
 
-    private let run: @Sendable (OperationRequest, OperationContext) async throws -> OperationReply
+    @usableFromInline
+    let run: @Sendable (OperationRequest, OperationContext) async throws -> OperationReply
 
     /// Runs the operation on raw input: decodes, validates, calls the handler.
     /// Throws ``GatewayError`` for bad input; rethrows whatever the handler throws.
@@ -58,6 +59,11 @@ public struct ServiceOperation: Sendable {
     }
 
     /// Declares an operation whose handler chooses its reply's status and headers.
+    ///
+    /// Inlinable, so that the function it makes (run on every call) is compiled for the declared
+    /// types in the plugin's module: unspecialized, it would look up the generic types' metadata
+    /// at run time on every call.
+    @inlinable
     public init<Path: Decodable & Sendable, Query: Decodable & Sendable, Body: Decodable & Sendable, Output: Encodable & Sendable>(
         _ name: String,
         _ method: HTTPRequest.Method,
@@ -92,6 +98,7 @@ public struct ServiceOperation: Sendable {
         // decided once here.
         let takesPath = Path.self != NoInput.self
         let takesQuery = Query.self != NoInput.self
+        let takesBody = Body.self != NoInput.self
         let validatePath = InputDecoder.validator(for: Path.self)
         let validateQuery = InputDecoder.validator(for: Query.self)
         let validateBody = InputDecoder.validator(for: Body.self)
@@ -103,7 +110,8 @@ public struct ServiceOperation: Sendable {
             let query: Query = takesQuery
                 ? try readQuery?(.pairs(request.queryParameters)) ?? InputDecoder.decodeParameters(Query.self, from: request.queryParameters, location: "query")
                 : NoInput() as! Query
-            let input = OperationInput(path: path, query: query, body: try InputDecoder.decodeBody(Body.self, from: request))
+            let body: Body = takesBody ? try InputDecoder.decodeBody(Body.self, from: request) : NoInput() as! Body
+            let input = OperationInput(path: path, query: query, body: body)
             if let validatePath { try validatePath(input.path, "path") }
             if let validateQuery { try validateQuery(input.query, "query") }
             if let validateBody { try validateBody(input.body, "") }
@@ -113,6 +121,7 @@ public struct ServiceOperation: Sendable {
     }
 
     /// Declares an operation whose handler returns just its output (status ``successStatus``).
+    @inlinable
     public init<Path: Decodable & Sendable, Query: Decodable & Sendable, Body: Decodable & Sendable, Output: Encodable & Sendable>(
         _ name: String,
         _ method: HTTPRequest.Method,
@@ -161,6 +170,14 @@ public struct OperationIO: @unchecked Sendable {
     public let query: any Decodable.Type
     public let body: any Decodable.Type
     public let output: any Encodable.Type
+
+    @usableFromInline
+    init(path: any Decodable.Type, query: any Decodable.Type, body: any Decodable.Type, output: any Encodable.Type) {
+        self.path = path
+        self.query = query
+        self.body = body
+        self.output = output
+    }
 
     /// Whether the operation reads a body.
     public var hasBody: Bool { body != NoInput.self }
@@ -254,7 +271,7 @@ public struct Reply<Output: Encodable & Sendable>: Sendable {
         self.headers = headers
     }
 
-    @inline(__always)
+    @usableFromInline
     func erased(defaultStatus: Int, writer: JSONWriter.Writer<Output>?) -> OperationReply {
         if Output.self == NoContent.self {
             return OperationReply(status: status ?? 204, headers: headers, body: .empty)
@@ -351,16 +368,16 @@ extension ServiceOperation {
 /// Declares an ``ServiceOperation`` step by step: its settings, its input types, then its handler.
 /// Input parts left out are ``NoInput``.
 public struct OperationBuilder<Path: Decodable & Sendable, Query: Decodable & Sendable, Body: Decodable & Sendable> {
-    let name: String
-    let method: HTTPRequest.Method
-    let path: String
-    let summary: String
-    var details: String?
-    var access: AccessRule = .public
-    var cache: CachePolicy = .none
-    var cost = 1
-    var resource: String?
-    var successStatus: Int?
+    @usableFromInline let name: String
+    @usableFromInline let method: HTTPRequest.Method
+    @usableFromInline let path: String
+    @usableFromInline let summary: String
+    @usableFromInline var details: String?
+    @usableFromInline var access: AccessRule = .public
+    @usableFromInline var cache: CachePolicy = .none
+    @usableFromInline var cost = 1
+    @usableFromInline var resource: String?
+    @usableFromInline var successStatus: Int?
 
     init(name: String, method: HTTPRequest.Method, path: String, summary: String) {
         self.name = name
@@ -400,7 +417,9 @@ public struct OperationBuilder<Path: Decodable & Sendable, Query: Decodable & Se
     /// The status of a successful reply (default 200; 201 for POST).
     public func status(_ code: Int) -> Self { var copy = self; copy.successStatus = code; return copy }
 
-    /// Finishes with a handler that returns just its output.
+    /// Finishes with a handler that returns just its output. (Inlinable, as the operation's
+    /// initializer is: see there.)
+    @inlinable
     public func returns<Output: Encodable & Sendable>(
         _ output: Output.Type, handler: @escaping @Sendable (OperationInput<Path, Query, Body>, OperationContext) async throws -> Output
     ) -> ServiceOperation {
@@ -409,6 +428,7 @@ public struct OperationBuilder<Path: Decodable & Sendable, Query: Decodable & Se
     }
 
     /// Finishes with a handler that chooses its reply's status and headers.
+    @inlinable
     public func replies<Output: Encodable & Sendable>(
         _ output: Output.Type, handler: @escaping @Sendable (OperationInput<Path, Query, Body>, OperationContext) async throws -> Reply<Output>
     ) -> ServiceOperation {
