@@ -17,7 +17,7 @@ public enum JSONStreamEncoder {
 
     /// The same JSON, in a `ByteBuffer` (a reply's body), copied once from the encoder's bytes.
     public static func encodeBuffer<Value: Encodable>(_ value: Value) throws -> ByteBuffer {
-        try encoding(value) { ByteBuffer(bytes: $0) }
+        try encoding(value, ReplyBuffers.buffer(copying:))
     }
 
     /// Encodes `value` with this thread's writer and hands `result` the bytes before the writer is

@@ -288,7 +288,7 @@ public struct Reply<Output: Encodable & Sendable>: Sendable {
             let stream = JSONStreamWriter.borrow()
             defer { stream.giveBack() }
             writer(output, &stream.bytes)
-            return OperationReply(status: status ?? defaultStatus, headers: headers, body: .bytes(ByteBuffer(bytes: stream.bytes), contentType: "application/json"))
+            return OperationReply(status: status ?? defaultStatus, headers: headers, body: .bytes(stream.bytes.withUnsafeBufferPointer(ReplyBuffers.buffer(copying:)), contentType: "application/json"))
         }
         if Output.self == JSONDocument.self, let document = output as? JSONDocument {
             return OperationReply(status: status ?? defaultStatus, headers: headers, body: .bytes(document.bytes, contentType: "application/json"))
