@@ -262,47 +262,60 @@ public struct SuggestPlugin: ServicePlugin {
         /// compares the query, prepared once, with the text's bytes.
         ///
         /// Static, with its inputs passed in: the closure below would otherwise capture a copy of
-        /// the whole reply. The indexes are passed down rather than picked into a variable per
-        /// item: each such copy would count references to an object every thread serving
-        /// suggestions shares.
+        /// the whole reply. The indexes' bytes are read through their readers (raw memory, valid
+        /// while `view` holds the indexes), not through the index objects: each access to one of
+        /// those could count a reference to an object every thread serving suggestions shares.
         private static func writeItems(_ hits: [SuggestionIndex.Hit], of view: LayeredIndex.View, query: String, into bytes: inout [UInt8]) {
-            var capacity = 64 + query.utf8.count
-            for hit in hits {
-                capacity += 40 + (hit.term >= 0 ? Self.itemPartLength(Int(hit.term), of: view.base) : Self.itemPartLength(Int(-1 - hit.term), of: view.overlay))
-            }
-            bytes.reserveCapacity(bytes.count + capacity)
-            JSONValue.write(literal: Self.open, into: &bytes)
-            SuggestionIndex.withHighlightPattern(query) { pattern in
-                for (position, hit) in hits.enumerated() {
-                    if position > 0 { bytes.append(UInt8(ascii: ",")) }
-                    JSONValue.write(literal: Self.itemOpen, into: &bytes)
-                    if hit.term >= 0 {
-                        Self.writeItem(Int(hit.term), of: view.base, query: query, pattern: pattern, into: &bytes)
-                    } else {
-                        Self.writeItem(Int(-1 - hit.term), of: view.overlay, query: query, pattern: pattern, into: &bytes)
+            withExtendedLifetime(view) {
+                let base = view.base.termBytes.reader
+                let overlay = view.overlay.termBytes.reader
+                var capacity = 64 + query.utf8.count
+                for hit in hits {
+                    let (reader, term) = hit.term >= 0 ? (base, Int(hit.term)) : (overlay, Int(-1 - hit.term))
+                    capacity += 40 + (reader?.itemPartLength(of: term) ?? Self.itemPartLength(term, of: hit.term >= 0 ? view.base : view.overlay))
+                }
+                bytes.reserveCapacity(bytes.count + capacity)
+                JSONValue.write(literal: Self.open, into: &bytes)
+                SuggestionIndex.withHighlightPattern(query) { pattern in
+                    for (position, hit) in hits.enumerated() {
+                        if position > 0 { bytes.append(UInt8(ascii: ",")) }
+                        JSONValue.write(literal: Self.itemOpen, into: &bytes)
+                        let (reader, term) = hit.term >= 0 ? (base, Int(hit.term)) : (overlay, Int(-1 - hit.term))
+                        if let reader {
+                            Self.writeItem(term, from: reader, query: query, pattern: pattern, into: &bytes) {
+                                (hit.term >= 0 ? view.base : view.overlay).terms[term].text
+                            }
+                        } else {
+                            Self.writeItem(term, of: hit.term >= 0 ? view.base : view.overlay, query: query, into: &bytes)
+                        }
                     }
                 }
             }
         }
 
+        /// The length of an item written from the term's strings (when the index keeps no bytes).
         private static func itemPartLength(_ term: Int, of index: SuggestionIndex) -> Int {
-            index.termBytes.isAvailable ? index.termBytes.itemPartLength(of: term) : 64 + index.terms[term].keyword.utf8.count + index.terms[term].text.utf8.count
+            64 + index.terms[term].keyword.utf8.count + index.terms[term].text.utf8.count
         }
 
-        /// One item from its highlight on: `[start,end]],"keyword":…}`.
-        private static func writeItem(_ term: Int, of index: SuggestionIndex, query: String, pattern: UnsafeBufferPointer<UInt32>?, into bytes: inout [UInt8]) {
-            guard index.termBytes.isAvailable else {
-                let value = index.terms[term]
-                write(SuggestionIndex.highlightSpan(query, in: value.text), into: &bytes)
-                _ = TermBytes.writeItemPart(keyword: value.keyword, text: value.text, weight: value.weight, into: &bytes)
-                return
-            }
-            switch pattern.map({ SuggestionIndex.highlightSpanFast(pattern: $0, in: index.termBytes.text(of: term)) }) ?? .unsupported {
+        /// One item from its highlight on: `[start,end]],"keyword":…}`, from the index's bytes.
+        /// `text` gives the term's text for the highlights the fast path does not handle.
+        @inline(__always)
+        private static func writeItem(_ term: Int, from reader: TermBytes.Reader, query: String, pattern: UnsafeBufferPointer<UInt32>?,
+                                      into bytes: inout [UInt8], text: () -> String) {
+            switch pattern.map({ SuggestionIndex.highlightSpanFast(pattern: $0, in: reader.text(of: term)) }) ?? .unsupported {
             case .span(let start, let end): write(.single(start, end), into: &bytes)
             case .none: break
-            case .unsupported: write(.list(SuggestionIndex.highlight(query, in: index.terms[term].text)), into: &bytes)
+            case .unsupported: write(.list(SuggestionIndex.highlight(query, in: text())), into: &bytes)
             }
-            index.termBytes.writeItemPart(of: term, into: &bytes)
+            reader.writeItemPart(of: term, into: &bytes)
+        }
+
+        /// One item from its highlight on, from the term's strings.
+        private static func writeItem(_ term: Int, of index: SuggestionIndex, query: String, into bytes: inout [UInt8]) {
+            let value = index.terms[term]
+            write(SuggestionIndex.highlightSpan(query, in: value.text), into: &bytes)
+            _ = TermBytes.writeItemPart(keyword: value.keyword, text: value.text, weight: value.weight, into: &bytes)
         }
 
         /// `[start,end]` pairs, comma separated.

@@ -85,28 +85,39 @@ final class TermBytes: @unchecked Sendable {
         return quotedText..<textEnd
     }
 
-    /// Appends term `term`'s part of a reply item (`],"keyword":"…","text":"…","weight":…}`).
-    @inline(__always)
-    func writeItemPart(of term: Int, into bytes: inout [UInt8]) {
-        let entry = entries[term]
-        bytes.append(contentsOf: UnsafeBufferPointer(start: storage.base + Int(entry.start), count: Int(entry.length)))
-    }
+    /// The tables' memory, read without touching this object again: a reply reads ten or more
+    /// terms, and each access through the object could count a reference to it, an object every
+    /// thread serving suggestions shares. Valid while this object lives; nil when the bytes are
+    /// not kept.
+    var reader: Reader? { isAvailable ? Reader(entries: entries.base, storage: storage.base) : nil }
 
-    /// The UTF-8 of term `term`'s text.
-    @inline(__always)
-    func text(of term: Int) -> UnsafeBufferPointer<UInt8> {
-        let entry = entries[term]
-        return UnsafeBufferPointer(start: storage.base + Int(entry.textStart), count: Int(entry.textLength))
-    }
+    struct Reader {
+        let entries: UnsafeMutablePointer<Entry>
+        let storage: UnsafeMutablePointer<UInt8>
 
-    /// The bytes of term `term`'s part of a reply item, give or take two: it also reads the first
-    /// byte of the part and of the text. A reply asks this of all its terms before writing any,
-    /// so that the first reads of their scattered bytes overlap rather than wait one at a time.
-    @inline(__always)
-    func itemPartLength(of term: Int) -> Int {
-        let entry = entries[term]
-        let base = storage.base
-        return Int(entry.length) + Int(base[Int(entry.start)] & 1) + (entry.textLength > 0 ? Int(base[Int(entry.textStart)] & 1) : 0)
+        /// Appends term `term`'s part of a reply item (`],"keyword":"…","text":"…","weight":…}`).
+        @inline(__always)
+        func writeItemPart(of term: Int, into bytes: inout [UInt8]) {
+            let entry = entries[term]
+            bytes.append(contentsOf: UnsafeBufferPointer(start: storage + Int(entry.start), count: Int(entry.length)))
+        }
+
+        /// The UTF-8 of term `term`'s text.
+        @inline(__always)
+        func text(of term: Int) -> UnsafeBufferPointer<UInt8> {
+            let entry = entries[term]
+            return UnsafeBufferPointer(start: storage + Int(entry.textStart), count: Int(entry.textLength))
+        }
+
+        /// The bytes of term `term`'s part of a reply item, give or take two: it also reads the
+        /// first byte of the part and of the text. A reply asks this of all its terms before
+        /// writing any, so that the first reads of their scattered bytes overlap rather than wait
+        /// one at a time.
+        @inline(__always)
+        func itemPartLength(of term: Int) -> Int {
+            let entry = entries[term]
+            return Int(entry.length) + Int(storage[Int(entry.start)] & 1) + (entry.textLength > 0 ? Int(storage[Int(entry.textStart)] & 1) : 0)
+        }
     }
 }
 

@@ -367,13 +367,6 @@ public struct GatewayResponder: HTTPResponder {
         return hex(value, digits: 15)
     }
 
-    /// `value` as 16 lowercase hex digits, optionally between double quotes, in one allocation-free
-    /// pass (a small string holds up to 15 bytes, so 16 digits take one allocation; no padding
-    /// strings, no concatenation).
-    static func hex16(_ value: UInt64, quoted: Bool = false) -> String {
-        hex(value, digits: 16, quoted: quoted)
-    }
-
     /// The low `digits` hex digits of `value` (at most 16), optionally between double quotes.
     static func hex(_ value: UInt64, digits count: Int, quoted: Bool = false) -> String {
         let digits: StaticString = "0123456789abcdef"
@@ -396,9 +389,12 @@ public struct GatewayResponder: HTTPResponder {
         return type.trimmingCharacters(in: .whitespaces).lowercased()
     }
 
-    /// A strong validator derived from the body: its XXH64, stable across instances and restarts.
+    /// A strong validator derived from the body: the top 52 bits of its XXH64, stable across
+    /// instances and restarts. Thirteen hex digits and the quotes make 15 bytes, which a string
+    /// holds inline: the tag is not allocated on the thread that runs the operation and freed on
+    /// the event loop that sends the reply.
     static func strongETag(_ bytes: ByteBuffer) -> String {
-        hex16(bytes.withUnsafeReadableBytes { XXHash64.hash($0) }, quoted: true)
+        hex(bytes.withUnsafeReadableBytes { XXHash64.hash($0) } >> 12, digits: 13, quoted: true)
     }
 
     static func matches(ifNoneMatch header: String?, etag: String) -> Bool {
