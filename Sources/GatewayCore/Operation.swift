@@ -54,6 +54,7 @@ public struct ServiceOperation: Sendable {
 
     /// Runs the operation on raw input: decodes, validates, calls the handler.
     /// Throws ``GatewayError`` for bad input; rethrows whatever the handler throws.
+    @inlinable
     public func callAsFunction(_ request: OperationRequest, context: OperationContext) async throws -> OperationReply {
         try await run(request, context)
     }
