@@ -30,6 +30,10 @@ struct FieldListTests {
         list.append(contentsOf: [HTTPField(name: tag, value: "4"), HTTPField(name: tag, value: "5")])
         list[tag] = nil
         #expect(list.fields.map(\.name.canonicalName) == ["etag", "cache-control"])
+        // A field put first goes before every other.
+        list.prepend(HTTPField(name: .contentLength, value: "7"))
+        #expect(list.fields.map(\.name.canonicalName) == ["content-length", "etag", "cache-control"])
+        #expect(list.httpFields.first == HTTPField(name: .contentLength, value: "7"))
     }
 
     @Test("every count of fields, below and beyond the prepared placeholder lists, keeps its fields in order and nothing else",

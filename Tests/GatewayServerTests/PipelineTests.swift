@@ -27,6 +27,8 @@ struct PipelineTests {
                 let hex = String(XXHash64.hash(Array(response.body.readableBytesView)) >> 12, radix: 16)
                 #expect(response.headers[.eTag] == "\"" + String(repeating: "0", count: 13 - hex.count) + hex + "\"")
                 #expect(response.headers[.eTag]?.utf8.count == 15)
+                // Content-Length comes first: Hummingbird and NIO each look for it before sending.
+                #expect(response.headers.first?.name == .contentLength)
                 // Generated request ids: 15 lowercase hex digits, a fresh one per request.
                 let id = HTTPField.Name("X-Request-Id")!
                 let first = try #require(response.headers[id])

@@ -324,9 +324,12 @@ public struct GatewayResponder: HTTPResponder {
         if !replacing.isEmpty && replacing.contains(field.name) { headers[field.name] = field.value } else { headers.append(field) }
     }
 
-    /// The response, with `Content-Length` added to `headers`.
+    /// The response, with `Content-Length` added to `headers` as their first field: Hummingbird's
+    /// `Response` and NIO's encoder each search the fields for it before sending, comparing names
+    /// until they find it.
     private static func response(status: HTTPResponse.Status, headers: inout FieldList, body: ByteBuffer, replacing: [HTTPField.Name]) -> Response {
-        put(HTTPField(name: .contentLength, value: String(body.readableBytes)), into: &headers, replacing: replacing)
+        let length = HTTPField(name: .contentLength, value: String(body.readableBytes))
+        if !replacing.isEmpty && replacing.contains(.contentLength) { headers[.contentLength] = length.value } else { headers.prepend(length) }
         return Response(status: status, headers: headers.httpFields, body: .init(byteBuffer: body))
     }
 
@@ -420,10 +423,18 @@ public struct GatewayResponder: HTTPResponder {
     /// The request's query: what follows the first `?` of its target, up to a `#`, as it came.
     /// Read from the request's path in place (`request.uri.query` is a new string each time).
     static func query(of request: Request) -> Substring {
-        guard let target = request.head.path, let mark = target.utf8.firstIndex(of: UInt8(ascii: "?")) else { return "" }
-        let query = target[target.utf8.index(after: mark)...]
-        guard let hash = query.utf8.firstIndex(of: UInt8(ascii: "#")) else { return query }
-        return query[..<hash]
+        guard let target = request.head.path else { return "" }
+        // Searched as raw bytes (a string's UTF-8 view searched as a collection steps one index at
+        // a time); a target is native UTF-8, so the offsets become indexes in constant time.
+        let utf8 = target.utf8
+        guard let bounds = utf8.withContiguousStorageIfAvailable(queryBounds) ?? Array(utf8).withUnsafeBufferPointer(queryBounds) else { return "" }
+        return target[utf8.index(utf8.startIndex, offsetBy: bounds.lowerBound)..<utf8.index(utf8.startIndex, offsetBy: bounds.upperBound)]
+    }
+
+    /// Where the query is in a target's bytes: after the first `?`, up to a `#`.
+    private static func queryBounds(_ bytes: UnsafeBufferPointer<UInt8>) -> Range<Int>? {
+        guard let mark = bytes.firstIndex(of: UInt8(ascii: "?")) else { return nil }
+        return (mark + 1)..<(bytes[(mark + 1)...].firstIndex(of: UInt8(ascii: "#")) ?? bytes.count)
     }
 
     static func cacheKey(_ mounted: MountedOperation, parameters: [String: String], query: [(name: String, value: String)],
@@ -529,6 +540,11 @@ struct FieldList {
 
     mutating func append(contentsOf more: [HTTPField]) {
         fields.append(contentsOf: more)
+    }
+
+    /// Puts `field` before every other.
+    mutating func prepend(_ field: HTTPField) {
+        fields.insert(field, at: 0)
     }
 
     /// The value of the first field named `name`. Setting one, as `HTTPFields` does, leaves a single
