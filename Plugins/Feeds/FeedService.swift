@@ -24,10 +24,21 @@ struct FeedService: Sendable {
         keys = LegacyKeys(store: store, context: context)
     }
 
-    /// Checks a request made with a v2 key against the key's permissions (nothing for other callers).
-    func authorizeKey(_ context: OperationContext, _ method: HTTPRequest.Method, feed: String?, stream: String?) async throws {
-        try await keys.authorize(context.principal, method: method.rawValue, feed: feed.flatMap(FeedRules.feedID), stream: stream,
-                                 referer: context.headers[.referer])
+    /// The tag of the routes whose v2 key permissions the authorize hook checks: those that name
+    /// the feed collection, a feed, a datastream or a datapoint in their path. (Trigger and key
+    /// routes name their feed in the body or in the stored record; their service calls check it.)
+    static let keyPermissions = "v2-key-permissions"
+
+    /// The plugin's authorize hook: a request made with a v2 key, on a route tagged
+    /// ``keyPermissions``, must match one of the key's permissions (nothing for other callers).
+    func authorize(_ request: AuthorizationRequest) async throws {
+        if request.has(tag: LegacyKeys.managesKeys) { try await keys.authorizeManager(request.principal) }
+        guard request.has(tag: Self.keyPermissions) else { return }
+        let method = request.method == .head ? "get" : request.method.rawValue
+        try await keys.authorize(request.principal, method: method,
+                                 feed: request.pathParameters["feed"].flatMap { FeedRules.feedID(XivelyDialect.strip($0)) },
+                                 stream: request.pathParameters["stream"].map { XivelyDialect.strip($0) },
+                                 referer: request.headers[.referer])
     }
 
     var frozenAfterMicros: Int64 { Int64(settings.frozenAfterSeconds) * 1_000_000 }

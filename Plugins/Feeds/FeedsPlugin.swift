@@ -85,6 +85,11 @@ public struct FeedsPlugin: ServicePlugin {
 
     public var dialects: [Dialect] { [XivelyDialect(service: service).dialect] }
 
+    /// A request made with a v2 key must match one of the key's permissions (``FeedService/authorize(_:)``).
+    public func authorize(_ request: AuthorizationRequest) async throws {
+        try await service.authorize(request)
+    }
+
     public var webSockets: [WebSocketRoute] { [NativeLiveProtocol(service: service, plugin: self).route] }
 
     /// A v2 key bound to a source address, a `Referer` or a `minimum_interval` is checked on every
@@ -335,8 +340,8 @@ public struct FeedsPlugin: ServicePlugin {
             ServiceOperation.define("feeds.list", .get, "", summary: "Find feeds")
                 .details("Filters: `q` (words in title, description or tags), `tag`, `user`, `status` (live, frozen, all), `units`, and `lat`/`lon`/`distance` (`distanceUnits` kms or miles). Pages with `page` (from 1) and `perPage` (1–1000, default 50); `content=summary` leaves out datastreams.")
                 .query(ListParameters.self)
+                .tags(FeedService.keyPermissions)
                 .returns(JSONValue.self) { input, context in
-                    try await service.authorizeKey(context, .get, feed: nil, stream: nil)
                     let p = input.query
                     let filter = try Self.filter(q: p.q, tag: p.tag, user: p.user, status: p.status, units: p.units, lat: p.lat, lon: p.lon, distance: p.distance,
                                                  distanceUnits: p.distanceUnits, order: p.order, page: p.page, perPage: p.perPage, principal: context.principal,
@@ -356,12 +361,12 @@ public struct FeedsPlugin: ServicePlugin {
                 .details("The body is {title, description, website, tags, private, location {name, domain, exposure, disposition, lat, lon, ele}, retention, datastreams: [{id, tags, unit, currentValue}]}.")
                 .access(.scope("feeds:write"))
                 .body(JSONValue.self)
+                .tags(FeedService.keyPermissions)
                 .replies(JSONValue.self) { input, context in
-                    try await service.authorizeKey(context, .post, feed: nil, stream: nil)
                     let draft = try service.feedDraft(input.body, creating: true, naming: .native)
                     let feed = try await service.createFeed(draft, context.principal)
                     let streams = try await service.store.datastreams(of: feed.id)
-                    return Reply(plugin.render(feed, streams: streams), status: 201, headers: ["Location": "/v1/feeds/\(feed.id)"])
+                    return Reply(plugin.render(feed, streams: streams), status: 201, headers: [.location: "/v1/feeds/\(feed.id)"])
                 },
             ServiceOperation.define("feeds.get", .get, "/{feed}", summary: "Read a feed with its datastreams")
                 .details("`datastreams=a,b` keeps only those datastreams.")
@@ -369,8 +374,8 @@ public struct FeedsPlugin: ServicePlugin {
                 .query(FeedParameters.self)
                 .resource("feed")
                 .cache(.perPrincipal(ttl: .seconds(5), tags: [feedTag]))
+                .tags(FeedService.keyPermissions)
                 .returns(JSONValue.self) { input, context in
-                    try await service.authorizeKey(context, .get, feed: input.path.feed, stream: nil)
                     let feed = try await service.visibleFeed(input.path.feed, context.principal)
                     let names = input.query.datastreams.map { $0.split(separator: ",").map(String.init) }
                     return plugin.render(feed, streams: try await service.streams(of: feed, only: names, context.principal))
@@ -382,8 +387,8 @@ public struct FeedsPlugin: ServicePlugin {
                 .resource("feed")
                 .body(JSONValue.self)
                 .cache(.invalidating([feedTag]))
+                .tags(FeedService.keyPermissions)
                 .returns(JSONValue.self) { input, context in
-                    try await service.authorizeKey(context, .put, feed: input.path.feed, stream: nil)
                     let feed = try await service.changeableFeed(input.path.feed, context.principal)
                     let draft = try service.feedDraft(input.body, creating: false, naming: .native)
                     let updated = try await service.updateFeed(feed, draft, context.principal)
@@ -394,8 +399,8 @@ public struct FeedsPlugin: ServicePlugin {
                 .path(FeedPath.self)
                 .resource("feed")
                 .cache(.invalidating([feedTag]))
+                .tags(FeedService.keyPermissions)
                 .returns(NoContent.self) { input, context in
-                    try await service.authorizeKey(context, .delete, feed: input.path.feed, stream: nil)
                     try await service.deleteFeed(try await service.changeableFeed(input.path.feed, context.principal))
                     return NoContent()
                 },
@@ -403,8 +408,8 @@ public struct FeedsPlugin: ServicePlugin {
                 .path(FeedPath.self)
                 .resource("feed")
                 .cache(.perPrincipal(ttl: .seconds(5), tags: [feedTag]))
+                .tags(FeedService.keyPermissions)
                 .returns(JSONValue.self) { input, context in
-                    try await service.authorizeKey(context, .get, feed: input.path.feed, stream: nil)
                     let feed = try await service.visibleFeed(input.path.feed, context.principal)
                     let streams = try await service.streams(of: feed, only: nil, context.principal)
                     return .object(["items": .array(streams.map { Self.render($0, points: nil) })])
@@ -416,8 +421,8 @@ public struct FeedsPlugin: ServicePlugin {
                 .resource("feed")
                 .body(JSONValue.self)
                 .cache(.invalidating([feedTag]))
+                .tags(FeedService.keyPermissions)
                 .replies(JSONValue.self) { input, context in
-                    try await service.authorizeKey(context, .post, feed: input.path.feed, stream: nil)
                     let feed = try await service.changeableFeed(input.path.feed, context.principal)
                     var problems: [GatewayError.FieldError] = []
                     let drafts: [DatastreamDraft]
@@ -431,14 +436,14 @@ public struct FeedsPlugin: ServicePlugin {
                     try await service.createDatastreams(feed, drafts, context.principal)
                     let created = try await service.store.datastreams(of: feed.id).filter { stream in drafts.contains { $0.id == stream.id } }
                     return Reply(.object(["items": .array(created.map { Self.render($0, points: nil) })]), status: 201,
-                                 headers: drafts.count == 1 ? ["Location": "/v1/feeds/\(feed.id)/datastreams/\(drafts[0].id)"] : [:])
+                                 headers: drafts.count == 1 ? [.location: "/v1/feeds/\(feed.id)/datastreams/\(drafts[0].id)"] : [:])
                 },
             ServiceOperation.define("feeds.datastreams.get", .get, "/{feed}/datastreams/{stream}", summary: "Read a datastream")
                 .path(StreamPath.self)
                 .resource("feed")
                 .cache(.perPrincipal(ttl: .seconds(5), tags: [feedTag]))
+                .tags(FeedService.keyPermissions)
                 .returns(JSONValue.self) { input, context in
-                    try await service.authorizeKey(context, .get, feed: input.path.feed, stream: input.path.stream)
                     let feed = try await service.visibleFeed(input.path.feed, context.principal)
                     return Self.render(try await service.stream(feed, input.path.stream, context.principal), points: nil)
                 },
@@ -448,8 +453,8 @@ public struct FeedsPlugin: ServicePlugin {
                 .resource("feed")
                 .body(JSONValue.self)
                 .cache(.invalidating([feedTag]))
+                .tags(FeedService.keyPermissions)
                 .returns(JSONValue.self) { input, context in
-                    try await service.authorizeKey(context, .put, feed: input.path.feed, stream: input.path.stream)
                     let feed = try await service.changeableFeed(input.path.feed, context.principal)
                     let stream = try await service.stream(feed, input.path.stream, context.principal)
                     var problems: [GatewayError.FieldError] = []
@@ -464,8 +469,8 @@ public struct FeedsPlugin: ServicePlugin {
                 .path(StreamPath.self)
                 .resource("feed")
                 .cache(.invalidating([feedTag]))
+                .tags(FeedService.keyPermissions)
                 .returns(NoContent.self) { input, context in
-                    try await service.authorizeKey(context, .delete, feed: input.path.feed, stream: input.path.stream)
                     let feed = try await service.changeableFeed(input.path.feed, context.principal)
                     try await service.deleteDatastream(try await service.stream(feed, input.path.stream, context.principal))
                     return NoContent()
@@ -478,8 +483,8 @@ public struct FeedsPlugin: ServicePlugin {
                 .body(DatapointsBody.self)
                 .cache(.invalidating([feedTag]))
                 .status(200)
+                .tags(FeedService.keyPermissions)
                 .returns(Ingested.self) { input, context in
-                    try await service.authorizeKey(context, .post, feed: input.path.feed, stream: input.path.stream)
                     let feed = try await service.changeableFeed(input.path.feed, context.principal)
                     let stream = try await service.stream(feed, input.path.stream, context.principal)
                     let points = try service.datapoints(input.body.bytes, contentType: input.body.contentType)
@@ -492,8 +497,8 @@ public struct FeedsPlugin: ServicePlugin {
                 .query(HistoryParameters.self)
                 .resource("feed")
                 .cache(.perPrincipal(ttl: .seconds(5), tags: [feedTag]))
+                .tags(FeedService.keyPermissions)
                 .returns(JSONDocument.self) { input, context in
-                    try await service.authorizeKey(context, .get, feed: input.path.feed, stream: input.path.stream)
                     let feed = try await service.visibleFeed(input.path.feed, context.principal)
                     let stream = try await service.stream(feed, input.path.stream, context.principal)
                     let query = try HistoryQuery(parameters: input.query.dictionary, now: service.store.now(), legacy: false)
@@ -505,8 +510,8 @@ public struct FeedsPlugin: ServicePlugin {
                 .query(RangeParameters.self)
                 .resource("feed")
                 .cache(.invalidating([feedTag]))
+                .tags(FeedService.keyPermissions)
                 .returns(Removed.self) { input, context in
-                    try await service.authorizeKey(context, .delete, feed: input.path.feed, stream: input.path.stream)
                     let feed = try await service.changeableFeed(input.path.feed, context.principal)
                     let stream = try await service.stream(feed, input.path.stream, context.principal)
                     let (start, end) = try Self.range(input.query, now: service.store.now())
@@ -515,8 +520,8 @@ public struct FeedsPlugin: ServicePlugin {
             ServiceOperation.define("feeds.datapoints.get", .get, "/{feed}/datastreams/{stream}/datapoints/{at}", summary: "Read one datapoint")
                 .path(PointPath.self)
                 .resource("feed")
+                .tags(FeedService.keyPermissions)
                 .returns(JSONValue.self) { input, context in
-                    try await service.authorizeKey(context, .get, feed: input.path.feed, stream: input.path.stream)
                     let feed = try await service.visibleFeed(input.path.feed, context.principal)
                     let stream = try await service.stream(feed, input.path.stream, context.principal)
                     let at = try Self.time(input.path.at)
@@ -531,8 +536,8 @@ public struct FeedsPlugin: ServicePlugin {
                 .resource("feed")
                 .body(ValueBody.self)
                 .cache(.invalidating([feedTag]))
+                .tags(FeedService.keyPermissions)
                 .returns(JSONValue.self) { input, context in
-                    try await service.authorizeKey(context, .put, feed: input.path.feed, stream: input.path.stream)
                     let feed = try await service.changeableFeed(input.path.feed, context.principal)
                     let stream = try await service.stream(feed, input.path.stream, context.principal)
                     let at = try Self.time(input.path.at)
@@ -545,8 +550,8 @@ public struct FeedsPlugin: ServicePlugin {
                 .path(PointPath.self)
                 .resource("feed")
                 .cache(.invalidating([feedTag]))
+                .tags(FeedService.keyPermissions)
                 .returns(NoContent.self) { input, context in
-                    try await service.authorizeKey(context, .delete, feed: input.path.feed, stream: input.path.stream)
                     let feed = try await service.changeableFeed(input.path.feed, context.principal)
                     let stream = try await service.stream(feed, input.path.stream, context.principal)
                     let at = try Self.time(input.path.at)

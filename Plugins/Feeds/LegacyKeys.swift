@@ -259,6 +259,23 @@ final class LegacyKeys: Sendable {
         throw GatewayError.forbidden("This key has no permission to \(method) \(feed.map { "feed \($0)" } ?? "this resource")\(stream.map { " datastream \($0)" } ?? "").")
     }
 
+    /// The tag of the `/v2/keys` routes, whose callers ``authorizeManager(_:)`` checks.
+    static let managesKeys = "v2-manages-keys"
+
+    /// Who may manage v2 keys: a user's master key, the user's session, or an administrator; a
+    /// v2 key belongs to a user, so an owner-less gateway key may not.
+    func authorizeManager(_ principal: Principal) async throws {
+        if principal.isAnonymous { throw GatewayError.unauthorized("Send a master key in X-ApiKey.") }
+        if let presented = try await presented(by: principal) {
+            guard presented.isMaster else { throw GatewayError.forbidden("Only a master key (private access, every method, no restriction) manages keys.") }
+            return
+        }
+        if case .apiKey = principal.kind, !principal.isAdmin { throw GatewayError.forbidden("Only a master key manages keys.") }
+        guard principal.userID != nil else {
+            throw GatewayError.forbidden("v2 keys belong to a user: use a user's master key or session.")
+        }
+    }
+
     /// Whether some permission of `key` covers `method` on the resource (methods and resources
     /// only: for filtering lists, without using up a `minimum_interval`).
     static func covers(_ key: LegacyKey, method: String, feed: Int64, stream: String?) -> Bool {
@@ -296,22 +313,18 @@ final class LegacyKeys: Sendable {
 }
 
 extension XivelyDialect {
-    /// `/v2/keys`: a user's keys, managed with one of their master keys (or their session, or by administrators).
-    func keyRoutes(add: (HTTPRequest.Method, String, String, @escaping @Sendable (DialectRequest, OperationContext, Format) async throws -> DialectResponse) -> Void) {
+    /// `/v2/keys`: a user's keys, managed with one of their master keys (or their session, or by
+    /// administrators). Who may manage keys is the authorize hook's ``LegacyKeys/authorizeManager(_:)``
+    /// (tag ``LegacyKeys/managesKeys``).
+    func keyRoutes(_ list: Routes) {
         let keys = service.keys
-        /// The user whose keys the caller manages (nil: master keys of the gateway, for administrators).
+        func add(_ method: HTTPRequest.Method, _ path: String, _ summary: String, _ handler: @escaping Handler) {
+            list.add(method, path, summary, access: .user, tags: [LegacyKeys.managesKeys], handler)
+        }
+        /// The user whose keys the caller manages (the hook admitted it).
         @Sendable func manager(_ principal: Principal) async throws -> String? {
-            if principal.isAnonymous { throw GatewayError.unauthorized("Send a master key in X-ApiKey.") }
-            if let presented = try await keys.presented(by: principal) {
-                guard presented.isMaster else { throw GatewayError.forbidden("Only a master key (private access, every method, no restriction) manages keys.") }
-                return presented.userID
-            }
-            if case .apiKey = principal.kind, !principal.isAdmin { throw GatewayError.forbidden("Only a master key manages keys.") }
-            // A v2 key belongs to a user: an owner-less gateway key would act as an administrator.
-            guard let userID = principal.userID else {
-                throw GatewayError.forbidden("v2 keys belong to a user: use a user's master key or session.")
-            }
-            return userID
+            if let presented = try await keys.presented(by: principal) { return presented.userID }
+            return principal.userID
         }
         @Sendable func owned(_ request: DialectRequest, _ principal: Principal) async throws -> LegacyKey {
             let owner = try await manager(principal)
@@ -369,7 +382,7 @@ extension XivelyDialect {
             let parts = try draft(request, creating: true)
             let key = try await keys.create(label: parts.label ?? "", privateAccess: parts.privateAccess ?? false, expiresAt: parts.expiresAt,
                                             permissions: parts.permissions ?? [], userID: owner)
-            return DialectResponse(status: 201, headers: ["Location": "\(Self.base(request))/v2/keys/\(key.apiKey)"])
+            return DialectResponse(status: .created, headers: [.location: "\(Self.base(request))/v2/keys/\(key.apiKey)"])
         }
         add(.get, "/v2/keys/{key}", "Read a key") { request, context, _ in
             Self.json(.object(["key": LegacyKeys.json(try await owned(request, context.principal))]))
@@ -381,11 +394,11 @@ extension XivelyDialect {
             if let privateAccess = parts.privateAccess { key.privateAccess = privateAccess }
             if let permissions = parts.permissions { key.permissions = permissions }
             try await keys.update(key)
-            return DialectResponse(status: 200)
+            return DialectResponse(status: .ok)
         }
         add(.delete, "/v2/keys/{key}", "Delete (revoke) a key") { request, context, _ in
             try await keys.delete(try await owned(request, context.principal))
-            return DialectResponse(status: 200)
+            return DialectResponse(status: .ok)
         }
     }
 }

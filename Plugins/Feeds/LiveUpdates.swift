@@ -246,14 +246,14 @@ struct XivelySocketProtocol: Sendable {
                 case "get", "put", "post", "delete":
                     let response = try await dispatch(method: method, resource: resource, request: request, principal: principal, credential: credential, context: context)
                     let body = response.body.readableBytes > 0 ? (try? JSONValue.parse(response.body)) : nil
-                    try await send(connection, token: token, status: response.status, resource: resource, body: body)
+                    try await send(connection, token: token, status: response.status.code, resource: resource, body: body)
                 default:
                     throw GatewayError.badRequest("Unknown method '\(method.prefix(20))': use subscribe, unsubscribe, get, put, post or delete.")
                 }
             } catch {
                 let problem = error as? GatewayError ?? GatewayError.internalError()
                 let rendered = XivelyDialect.renderError(problem)
-                try await send(connection, token: token, status: rendered.status, resource: resource, body: try? JSONValue.parse(rendered.body))
+                try await send(connection, token: token, status: rendered.status.code, resource: resource, body: try? JSONValue.parse(rendered.body))
             }
         }
     }
@@ -306,6 +306,12 @@ struct XivelySocketProtocol: Sendable {
             if let value = request[path: ["body"]], value != .null { body = value.serialized() }
             let dialectRequest = DialectRequest(method: httpMethod, path: path, pathParameters: parameters, queryParameters: query,
                                                 headers: context.headers, body: body)
+            // The same authorization the host gives the route over HTTP: its access rule, then the
+            // plugin's authorize hook.
+            try route.access.enforce(principal: principal, plugin: context.plugin.pluginID, method: httpMethod)
+            try await service.authorize(AuthorizationRequest(
+                principal: principal, route: "\(context.plugin.pluginID).xively-v2 \(httpMethod.rawValue) \(route.path)", dialect: "xively-v2",
+                method: httpMethod, tags: route.tags, pathParameters: parameters, headers: context.headers))
             let scoped = OperationContext(principal: principal, requestID: context.requestID, logger: context.logger, headers: context.headers,
                                           plugin: context.plugin, credential: credential)
             return try await route.handler(dialectRequest, scoped)

@@ -192,7 +192,7 @@ extension FeedsPlugin {
                 .replies(JSONValue.self) { input, context in
                     let trigger = try await service.createTrigger(try service.triggerDraft(input.body, naming: .native), context.principal, naming: .native,
                                                                   referer: context.headers[.referer])
-                    return Reply(Self.render(trigger), status: 201, headers: ["Location": "/v1/feeds/triggers/\(trigger.id)"])
+                    return Reply(Self.render(trigger), status: 201, headers: [.location: "/v1/feeds/triggers/\(trigger.id)"])
                 },
             ServiceOperation.define("feeds.triggers.get", .get, "/triggers/{trigger}", summary: "Read a trigger")
                 .access(.user)
@@ -240,34 +240,32 @@ extension XivelyDialect {
         return .object(members)
     }
 
-    func triggerRoutes(add: (HTTPRequest.Method, String, String, @escaping @Sendable (DialectRequest, OperationContext, Format) async throws -> DialectResponse) -> Void) {
+    /// `/v2/triggers`. A trigger names its feed in its body or its record: the service checks the
+    /// caller's v2 key against that feed, so these routes are not tagged for the authorize hook.
+    func triggerRoutes(_ list: Routes) {
         let service = self.service
-        add(.get, "/v2/triggers", "List your triggers (a JSON array; feed_id filters)") { request, context, _ in
+        list.add(.get, "/v2/triggers", "List your triggers (a JSON array; feed_id filters)", tags: []) { request, context, _ in
             Self.json(.array(try await service.listTriggers(context.principal, feed: request.query("feed_id")).map(Self.render)))
         }
-        add(.post, "/v2/triggers", "Create a trigger (201 + Location)") { request, context, _ in
-            try requireWriter(context.principal)
+        list.add(.post, "/v2/triggers", "Create a trigger (201 + Location)", access: Self.writer, tags: []) { request, context, _ in
             let trigger = try await service.createTrigger(try service.triggerDraft(try Self.json(request), naming: .legacy), context.principal, naming: .legacy,
                                                           referer: request.headers[.referer])
-            return DialectResponse(status: 201, headers: ["Location": "\(Self.base(request))/v2/triggers/\(trigger.id)"])
+            return DialectResponse(status: .created, headers: [.location: "\(Self.base(request))/v2/triggers/\(trigger.id)"])
         }
-        add(.get, "/v2/triggers/{trigger}", "Read a trigger") { request, context, _ in
-            guard !context.principal.isAnonymous else { throw GatewayError.unauthorized("Send an API key in X-ApiKey.") }
-            return Self.json(Self.render(try await service.ownedTrigger(Self.strip(request.pathParameters["trigger"]), context.principal,
+        list.add(.get, "/v2/triggers/{trigger}", "Read a trigger", access: .user, tags: []) { request, context, _ in
+            Self.json(Self.render(try await service.ownedTrigger(Self.strip(request.pathParameters["trigger"]), context.principal,
                                                                         referer: request.headers[.referer])))
         }
-        add(.put, "/v2/triggers/{trigger}", "Change a trigger") { request, context, _ in
-            try requireWriter(context.principal)
+        list.add(.put, "/v2/triggers/{trigger}", "Change a trigger", access: Self.writer, tags: []) { request, context, _ in
             let trigger = try await service.ownedTrigger(Self.strip(request.pathParameters["trigger"]), context.principal, method: "put",
                                                          referer: request.headers[.referer])
             _ = try await service.updateTrigger(trigger, try service.triggerDraft(try Self.json(request), naming: .legacy), context.principal)
-            return DialectResponse(status: 200)
+            return DialectResponse(status: .ok)
         }
-        add(.delete, "/v2/triggers/{trigger}", "Delete a trigger") { request, context, _ in
-            try requireWriter(context.principal)
+        list.add(.delete, "/v2/triggers/{trigger}", "Delete a trigger", access: Self.writer, tags: []) { request, context, _ in
             try await service.triggers.delete(try await service.ownedTrigger(Self.strip(request.pathParameters["trigger"]), context.principal, method: "delete",
                                                                              referer: request.headers[.referer]).id)
-            return DialectResponse(status: 200)
+            return DialectResponse(status: .ok)
         }
     }
 }

@@ -342,10 +342,10 @@ final class TriggerEngine: Sendable {
             var failure: String?
             do {
                 let response = try await context.http.send(UpstreamRequest(
-                    method: "POST", url: trigger.url, headers: [("Content-Type", "application/json"), ("User-Agent", "gateway-feeds-trigger")],
+                    method: .post, url: trigger.url, headers: [.contentType: "application/json", .userAgent: "gateway-feeds-trigger"],
                     body: ByteBuffer(string: delivery.payload), timeout: .seconds(settings.triggerTimeoutSeconds)), maxBodySize: 65_536)
-                responseStatus = response.status
-                if !(200..<300).contains(response.status) { failure = "the target answered \(response.status)" }
+                responseStatus = response.status.code
+                if response.status.kind != .successful { failure = "the target answered \(response.status.code)" }
             } catch {
                 failure = (error as? GatewayError)?.detail ?? "\(error)"
             }

@@ -12,38 +12,44 @@ struct XivelyDialect: Sendable {
 
     enum Format: Sendable { case json, csv }
 
-    var dialect: Dialect {
-        var routes: [DialectRoute] = []
-        func add(_ method: HTTPRequest.Method, _ path: String, _ summary: String,
-                 _ handler: @escaping @Sendable (DialectRequest, OperationContext, Format) async throws -> DialectResponse) {
-            let service = self.service
-            // Every request made with a v2 key must match one of the key's permissions.
-            // (Triggers and keys name their feed in the body or the record: they check it themselves.)
-            let checksItself = path.hasPrefix("/v2/triggers") || path.hasPrefix("/v2/keys")
-            let checked: @Sendable (DialectRequest, OperationContext) async throws -> DialectResponse = { request, context in
-                if !checksItself {
-                    try await service.keys.authorize(context.principal, method: method.rawValue,
-                                                     feed: request.pathParameters["feed"].flatMap { FeedRules.feedID(Self.strip($0)) },
-                                                     stream: request.pathParameters["stream"].map { Self.strip($0) }, referer: request.headers[.referer])
+    typealias Handler = @Sendable (DialectRequest, OperationContext, Format) async throws -> DialectResponse
+
+    /// The routes as they are declared: each also answers with the format suffixes when its last
+    /// segment is literal (`/v2/feeds.json`).
+    final class Routes {
+        private(set) var routes: [DialectRoute] = []
+
+        /// Adds a route. Its v2 key permissions are checked by the plugin's authorize hook unless
+        /// `tags` leaves out ``FeedService/keyPermissions`` (triggers and keys name their feed elsewhere).
+        func add(_ method: HTTPRequest.Method, _ path: String, _ summary: String, access: AccessRule = .public,
+                 tags: [String] = [FeedService.keyPermissions], _ handler: @escaping Handler) {
+            func route(_ path: String) -> DialectRoute {
+                DialectRoute(method, path, summary: summary, access: access, tags: tags) { request, context in
+                    try await handler(request, context, try XivelyDialect.format(request))
                 }
-                return try await handler(request, context, try Self.format(request))
             }
-            routes.append(DialectRoute(method, path, summary: summary, handler: checked))
-            // A literal last segment also takes the format suffixes (`/v2/feeds.json`).
+            routes.append(route(path))
             if let last = path.split(separator: "/").last, !last.hasPrefix("{") {
-                for suffix in [".json", ".csv", ".xml"] {
-                    routes.append(DialectRoute(method, path + suffix, summary: summary, handler: checked))
-                }
+                for suffix in [".json", ".csv", ".xml"] { routes.append(route(path + suffix)) }
             }
+        }
+    }
+
+    /// Writes need a user's session, or a key that may write (`feeds:write`).
+    static let writer = AccessRule.scope("feeds:write")
+
+    var dialect: Dialect {
+        let list = Routes()
+        func add(_ method: HTTPRequest.Method, _ path: String, _ summary: String, access: AccessRule = .public, _ handler: @escaping Handler) {
+            list.add(method, path, summary, access: access, handler)
         }
         add(.get, "/v2/feeds", "List feeds (q, tag, user, units, status, lat/lon/distance, order, page, per_page, content)") { request, context, format in
             try await listFeeds(request, context, format)
         }
-        add(.post, "/v2/feeds", "Create a feed (201 + Location)") { request, context, format in
-            try requireWriter(context.principal)
+        add(.post, "/v2/feeds", "Create a feed (201 + Location)", access: Self.writer) { request, context, format in
             let draft = try service.feedDraft(try Self.json(request), creating: true, naming: .legacy)
             let feed = try await service.createFeed(draft, context.principal)
-            return DialectResponse(status: 201, headers: ["Location": "\(Self.base(request))/v2/feeds/\(feed.id)"])
+            return DialectResponse(status: .created, headers: [.location: "\(Self.base(request))/v2/feeds/\(feed.id)"])
         }
         add(.get, "/v2/feeds/{feed}", "Read a feed (datastreams=a,b and the history parameters)") { request, context, format in
             let feed = try await service.visibleFeed(Self.strip(request.pathParameters["feed"]), context.principal)
@@ -64,8 +70,7 @@ struct XivelyDialect: Sendable {
                 })
             }
         }
-        add(.put, "/v2/feeds/{feed}", "Update a feed's metadata and datastreams (read-only members ignored)") { request, context, format in
-            try requireWriter(context.principal)
+        add(.put, "/v2/feeds/{feed}", "Update a feed's metadata and datastreams (read-only members ignored)", access: Self.writer) { request, context, format in
             let feed = try await service.changeableFeed(Self.strip(request.pathParameters["feed"]), context.principal)
             let draft: FeedDraft
             switch format {
@@ -73,15 +78,13 @@ struct XivelyDialect: Sendable {
             case .csv: draft = FeedDraft(datastreams: try csvStreams(request))
             }
             _ = try await service.updateFeed(feed, draft, context.principal)
-            return DialectResponse(status: 200)
+            return DialectResponse(status: .ok)
         }
-        add(.delete, "/v2/feeds/{feed}", "Delete a feed") { request, context, _ in
-            try requireWriter(context.principal)
+        add(.delete, "/v2/feeds/{feed}", "Delete a feed", access: Self.writer) { request, context, _ in
             try await service.deleteFeed(try await service.changeableFeed(Self.strip(request.pathParameters["feed"]), context.principal))
-            return DialectResponse(status: 200)
+            return DialectResponse(status: .ok)
         }
-        add(.post, "/v2/feeds/{feed}/datastreams", "Create datastreams ({\"version\", \"datastreams\": [...]})") { request, context, format in
-            try requireWriter(context.principal)
+        add(.post, "/v2/feeds/{feed}/datastreams", "Create datastreams ({\"version\", \"datastreams\": [...]})", access: Self.writer) { request, context, format in
             let feed = try await service.changeableFeed(Self.strip(request.pathParameters["feed"]), context.principal)
             var problems: [GatewayError.FieldError] = []
             let drafts: [DatastreamDraft]
@@ -95,9 +98,9 @@ struct XivelyDialect: Sendable {
             guard problems.isEmpty else { throw FeedService.invalid(problems) }
             guard !drafts.isEmpty else { throw GatewayError.invalid(field: "/datastreams", "must hold at least one datastream") }
             try await service.createDatastreams(feed, drafts, context.principal)
-            var headers: [String: String] = [:]
-            if drafts.count == 1 { headers["Location"] = "\(Self.base(request))/v2/feeds/\(feed.id)/datastreams/\(drafts[0].id)" }
-            return DialectResponse(status: 201, headers: headers)
+            var headers: HTTPFields = [:]
+            if drafts.count == 1 { headers[.location] = "\(Self.base(request))/v2/feeds/\(feed.id)/datastreams/\(drafts[0].id)" }
+            return DialectResponse(status: .created, headers: headers)
         }
         add(.get, "/v2/feeds/{feed}/datastreams/{stream}", "Read a datastream (with the history parameters: its datapoints)") { request, context, format in
             let (_, stream) = try await locate(request, context)
@@ -114,8 +117,7 @@ struct XivelyDialect: Sendable {
                 return Self.csv(["\(stream.at.map { UTCTimestamp.format(micros: $0) } ?? ""),\(stream.currentValue.map(FeedRules.text) ?? "")"])
             }
         }
-        add(.put, "/v2/feeds/{feed}/datastreams/{stream}", "Update a datastream (current_value records a datapoint)") { request, context, format in
-            try requireWriter(context.principal)
+        add(.put, "/v2/feeds/{feed}/datastreams/{stream}", "Update a datastream (current_value records a datapoint)", access: Self.writer) { request, context, format in
             let (feed, stream) = try await locate(request, context, writing: true)
             var draft = DatastreamDraft(id: stream.id)
             switch format {
@@ -134,28 +136,25 @@ struct XivelyDialect: Sendable {
                 draft.at = latest.at
             }
             try await service.updateDatastream(feed, draft)
-            return DialectResponse(status: 200)
+            return DialectResponse(status: .ok)
         }
-        add(.delete, "/v2/feeds/{feed}/datastreams/{stream}", "Delete a datastream") { request, context, _ in
-            try requireWriter(context.principal)
+        add(.delete, "/v2/feeds/{feed}/datastreams/{stream}", "Delete a datastream", access: Self.writer) { request, context, _ in
             let (_, stream) = try await locate(request, context, writing: true)
             try await service.deleteDatastream(stream)
-            return DialectResponse(status: 200)
+            return DialectResponse(status: .ok)
         }
-        add(.post, "/v2/feeds/{feed}/datastreams/{stream}/datapoints", "Record datapoints ({\"datapoints\": [{at, value}]} or CSV at,value)") { request, context, format in
-            try requireWriter(context.principal)
+        add(.post, "/v2/feeds/{feed}/datastreams/{stream}/datapoints", "Record datapoints ({\"datapoints\": [{at, value}]} or CSV at,value)", access: Self.writer) { request, context, format in
             let (_, stream) = try await locate(request, context, writing: true)
             let points = try service.datapoints(request.body, contentType: format == .csv ? "text/csv" : "application/json")
             try await service.ingest(points, into: stream)
-            return DialectResponse(status: 200)
+            return DialectResponse(status: .ok)
         }
-        add(.delete, "/v2/feeds/{feed}/datastreams/{stream}/datapoints", "Delete the datapoints of a range (start, end, duration)") { request, context, _ in
-            try requireWriter(context.principal)
+        add(.delete, "/v2/feeds/{feed}/datastreams/{stream}/datapoints", "Delete the datapoints of a range (start, end, duration)", access: Self.writer) { request, context, _ in
             let (_, stream) = try await locate(request, context, writing: true)
             let range = FeedsPlugin.RangeParameters(start: request.query("start"), end: request.query("end"), duration: request.query("duration"))
             let (start, end) = try FeedsPlugin.range(range, now: service.store.now())
             _ = try await service.deleteDatapoints(stream, from: start, through: end)
-            return DialectResponse(status: 200)
+            return DialectResponse(status: .ok)
         }
         add(.get, "/v2/feeds/{feed}/datastreams/{stream}/datapoints/{at}", "Read one datapoint") { request, context, format in
             let (_, stream) = try await locate(request, context)
@@ -166,8 +165,7 @@ struct XivelyDialect: Sendable {
             case .csv: return Self.csv(["\(UTCTimestamp.format(micros: point.at)),\(FeedRules.text(point.value))"])
             }
         }
-        add(.put, "/v2/feeds/{feed}/datastreams/{stream}/datapoints/{at}", "Change one datapoint's value") { request, context, format in
-            try requireWriter(context.principal)
+        add(.put, "/v2/feeds/{feed}/datastreams/{stream}/datapoints/{at}", "Change one datapoint's value", access: Self.writer) { request, context, format in
             let (_, stream) = try await locate(request, context, writing: true)
             let at = try FeedsPlugin.time(Self.strip(request.pathParameters["at"]))
             let value: Double?
@@ -177,36 +175,29 @@ struct XivelyDialect: Sendable {
             }
             guard let value else { throw GatewayError.invalid(field: "/value", "must be a number") }
             try await service.updateDatapoint(stream, at: at, value: value)
-            return DialectResponse(status: 200)
+            return DialectResponse(status: .ok)
         }
-        add(.delete, "/v2/feeds/{feed}/datastreams/{stream}/datapoints/{at}", "Delete one datapoint") { request, context, _ in
-            try requireWriter(context.principal)
+        add(.delete, "/v2/feeds/{feed}/datastreams/{stream}/datapoints/{at}", "Delete one datapoint", access: Self.writer) { request, context, _ in
             let (_, stream) = try await locate(request, context, writing: true)
             let at = try FeedsPlugin.time(Self.strip(request.pathParameters["at"]))
             guard try await service.deleteDatapoints(stream, from: at, through: at) == 1 else { throw GatewayError.notFound("There is no datapoint at this time.") }
-            return DialectResponse(status: 200)
+            return DialectResponse(status: .ok)
         }
-        triggerRoutes(add: add)
-        keyRoutes(add: add)
+        triggerRoutes(list)
+        keyRoutes(list)
+        let routes = list.routes
         let socket = XivelySocketProtocol(service: service, dialect: self, routes: routes)
         let sockets = [WebSocketRoute("/v2/socket", summary: "The v2 socket protocol: subscribe, unsubscribe, get, put, post, delete (also at / of a server.socketListeners entry)") { connection, context in
             try await socket.serve(connection, context)
         }]
-        return Dialect(name: "xively-v2", routes: routes, webSockets: sockets, credential: Self.credential, renderError: Self.renderError)
+        return Dialect(name: "xively-v2", routes: routes, webSockets: sockets, credentials: Self.credentials, renderError: Self.renderError)
     }
 
     // MARK: Requests
 
-    /// `X-ApiKey`, or `?key=` (the Objective-C library appends it to every URL), or a gateway session.
-    static func credential(_ request: DialectRequest) -> Credential? {
-        if let key = request.headers[HTTPField.Name("X-ApiKey")!], !key.isEmpty { return .apiKey(key) }
-        if let key = request.query("key"), !key.isEmpty { return .apiKey(key) }
-        // The gateway's own session (not an old client's), e.g. to create a user's first master key.
-        if let authorization = request.headers[.authorization], authorization.lowercased().hasPrefix("bearer ") {
-            return .sessionToken(String(authorization.dropFirst(7)).trimmingCharacters(in: .whitespaces))
-        }
-        return nil
-    }
+    /// `X-ApiKey`, or `?key=` (the Objective-C library appends it to every URL), or a gateway
+    /// session (not an old client's: to create a user's first master key, say).
+    static let credentials = CredentialExtractor.firstOf(.apiKeyHeader("X-ApiKey"), .apiKeyQuery("key"), .bearer)
 
     /// The reply format: the path's suffix, else `Accept`; `.xml` is refused.
     static func format(_ request: DialectRequest) throws -> Format {
@@ -252,15 +243,6 @@ struct XivelyDialect: Sendable {
             return "\(scheme)://\(host)"
         }
         return "http://localhost"
-    }
-
-    func requireWriter(_ principal: Principal) throws {
-        if principal.isAnonymous { throw GatewayError.unauthorized("Send an API key in X-ApiKey.") }
-        // (A v2 key's own permissions were checked before the handler; its gateway scope is feeds:*.)
-        if case .apiKey = principal.kind, !principal.isAdmin,
-           !(principal.scopes.contains("*") || principal.scopes.contains("feeds:write") || principal.scopes.contains("feeds:*")) {
-            throw GatewayError.forbidden("This key may only read.")
-        }
     }
 
     func locate(_ request: DialectRequest, _ context: OperationContext, writing: Bool = false) async throws -> (FeedRecord, DatastreamRecord) {
@@ -378,8 +360,8 @@ struct XivelyDialect: Sendable {
         .object(["at": .string(UTCTimestamp.format(micros: point.at)), "value": .string(FeedRules.text(point.value))])
     }
 
-    static func json(_ value: JSONValue, status: Int = 200) -> DialectResponse {
-        DialectResponse(status: status, headers: ["Content-Type": "application/json; charset=utf-8"], body: value.serialized())
+    static func json(_ value: JSONValue, status: HTTPResponse.Status = .ok) -> DialectResponse {
+        .json(value, status: status, contentType: "application/json; charset=utf-8")
     }
 
     static func csv(_ lines: [String]) -> DialectResponse {
@@ -403,8 +385,6 @@ struct XivelyDialect: Sendable {
         case 500...: (status, title) = (error.status, "Oops, something's broken")
         default: (status, title) = (error.status, error.title)
         }
-        var response = json(.object(["title": .string(title), "errors": .string(error.detail)]), status: status)
-        for (name, value) in error.headers { response.headers[name] = value }
-        return response
+        return json(.object(["title": .string(title), "errors": .string(error.detail)]), status: HTTPResponse.Status(code: status))
     }
 }

@@ -458,7 +458,7 @@ public struct SuggestPlugin: ServicePlugin {
                         return .text(lines.joined(separator: "\n"))
                     },
                 ],
-                renderError: { error in .text(error.detail, status: error.status) })
+                renderError: { error in .text(error.detail, status: error.httpStatus) })
         ]
     }
 }

@@ -100,8 +100,8 @@ final class UpstreamSuggestions: Sendable {
         let separator = settings.url.contains("?") ? "&" : "?"
         let request = UpstreamRequest(url: settings.url + separator + "query=" + encoded, timeout: settings.timeout)
         let response = try await http.send(request, maxBodySize: Self.maximumBody)
-        guard (200..<300).contains(response.status) else {
-            throw GatewayError.badGateway("The upstream suggestion service answered \(response.status).")
+        guard response.status.kind == .successful else {
+            throw GatewayError.badGateway("The upstream suggestion service answered \(response.status.code).")
         }
         return Self.parse(String(decoding: response.body.readableBytesView, as: UTF8.self))
     }

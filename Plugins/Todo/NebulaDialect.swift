@@ -83,9 +83,7 @@ struct NebulaDialect: Sendable {
         ]
         return Dialect(
             name: "nebula", routes: routes,
-            credential: { request in
-                request.headers[Self.sessionHeader].map { .sessionToken($0) }
-            },
+            credentials: .sessionHeader("X-Session-Token"),
             renderError: Self.renderError)
     }
 
@@ -137,8 +135,8 @@ struct NebulaDialect: Sendable {
         return try JSONValue.parse(request.body)
     }
 
-    static func json(_ value: JSONValue, status: Int = 200) throws -> DialectResponse {
-        DialectResponse(status: status, headers: ["Content-Type": "application/json"], body: value.serialized())
+    static func json(_ value: JSONValue, status: HTTPResponse.Status = .ok) throws -> DialectResponse {
+        DialectResponse(status: status, headers: [.contentType: "application/json"], body: value.serialized())
     }
 
     static func aclEntry(_ name: String) -> JSONValue {
@@ -288,7 +286,7 @@ struct NebulaDialect: Sendable {
             }
         }
         bytes.append(contentsOf: "]}".utf8)
-        return DialectResponse(status: 200, headers: ["Content-Type": "application/json"], body: ByteBuffer(bytes: bytes))
+        return DialectResponse(status: .ok, headers: [.contentType: "application/json"], body: ByteBuffer(bytes: bytes))
     }
 
     /// PUT: `{"$full_update": {...}}` replaces the fields; otherwise plain fields are set and
@@ -377,8 +375,8 @@ struct NebulaDialect: Sendable {
         var detail = error.detail
         if !error.errors.isEmpty { detail += " " + error.errors.map { "\($0.pointer): \($0.detail)" }.joined(separator: "; ") }
         var headers = error.headers
-        headers["Content-Type"] = "application/json"
-        return DialectResponse(status: status, headers: headers,
+        headers[.contentType] = "application/json"
+        return DialectResponse(status: HTTPResponse.Status(code: status), headers: headers,
                                body: JSONValue.object(["reasonCode": .string(reason), "detail": .string(detail)]).serialized())
     }
 }

@@ -206,8 +206,8 @@ public struct TodoPlugin: ServicePlugin {
         return value
     }
 
-    static func headers(for object: StoredObject) -> [String: String] {
-        ["ETag": "\"\(object.etag)\""]
+    static func headers(for object: StoredObject) -> HTTPFields {
+        [.eTag: "\"\(object.etag)\""]
     }
 
     /// Builds a query from its parts, naming the offending part on a problem.
@@ -295,7 +295,7 @@ public struct TodoPlugin: ServicePlugin {
                 .replies(BucketInfo.self) { input, _ in
                     let bucket = try await service.buckets.create(
                         name: input.body.name, settings: BucketSettings(create: input.body.create, schema: input.body.schema, index: input.body.index))
-                    return Reply(Self.info(bucket), status: 201, headers: ["Location": "buckets/\(bucket.name)"])
+                    return Reply(Self.info(bucket), status: 201, headers: [.location: "buckets/\(bucket.name)"])
                 },
             ServiceOperation.define("todo.buckets.delete", .delete, "/buckets/{bucket}", summary: "Delete a bucket and all its objects (administrators)")
                 .access(.admin)
@@ -315,7 +315,7 @@ public struct TodoPlugin: ServicePlugin {
                     let object = try await service.create(bucketName: input.path.bucket, body: input.body, actor: Actor(context.principal),
                                                           parseACL: ObjectService.nativeACL)
                     var headers = Self.headers(for: object)
-                    headers["Location"] = "objects/\(object.id)"
+                    headers[.location] = "objects/\(object.id)"
                     return Reply(Self.document(object), status: 201, headers: headers)
                 },
             ServiceOperation.define("todo.objects.query", .get, "/buckets/{bucket}/objects", summary: "Query objects")

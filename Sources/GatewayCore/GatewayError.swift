@@ -1,4 +1,5 @@
 import Foundation
+import HTTPTypes
 
 /// A failure the gateway reports to a client as an RFC 9457 problem document.
 ///
@@ -22,10 +23,14 @@ public struct GatewayError: Error, Sendable, Equatable, CustomStringConvertible 
         }
     }
 
-    private enum Kind: String, Sendable {
+    /// The problem types the gateway reports: the last part of ``type`` (``slug``). A dialect maps
+    /// them to its own codes.
+    public enum Kind: String, Sendable, CaseIterable {
         case badRequest = "bad-request"
         case unauthorized = "unauthorized"
         case forbidden = "forbidden"
+        /// The client application's key (a COIMOTION `_key`, a NEC BaaS application id) is missing or unknown.
+        case unknownApplication = "unknown-application"
         case notFound = "not-found"
         case methodNotAllowed = "method-not-allowed"
         case notAcceptable = "not-acceptable"
@@ -42,7 +47,8 @@ public struct GatewayError: Error, Sendable, Equatable, CustomStringConvertible 
         case gatewayTimeout = "gateway-timeout"
     }
 
-    private let kind: Kind
+    /// The problem type.
+    public let kind: Kind
     /// The HTTP status code of the reply.
     public let status: Int
     /// A short summary of the problem type; the same for every occurrence of the type.
@@ -52,14 +58,14 @@ public struct GatewayError: Error, Sendable, Equatable, CustomStringConvertible 
     /// The offending fields, for input problems.
     public let errors: [FieldError]
     /// Headers the reply must carry, such as `Allow` on a 405 or `Retry-After` on a 429.
-    public let headers: [String: String]
+    public let headers: HTTPFields
     /// Extension members added to the problem document (RFC 9457 §3.2), such as
     /// `violated-policies` on a quota problem. Values are strings, numbers or string arrays.
     public let extensions: [String: ProblemValue]
 
     private init(
         _ kind: Kind, status: Int, title: String, detail: String,
-        errors: [FieldError] = [], headers: [String: String] = [:], extensions: [String: ProblemValue] = [:]
+        errors: [FieldError] = [], headers: HTTPFields = [:], extensions: [String: ProblemValue] = [:]
     ) {
         self.kind = kind
         self.status = status
@@ -93,11 +99,15 @@ public struct GatewayError: Error, Sendable, Equatable, CustomStringConvertible 
     /// 401: the caller must authenticate (or its credential is no longer valid).
     public static func unauthorized(_ detail: String = "Authentication is required.") -> GatewayError {
         GatewayError(.unauthorized, status: 401, title: "Unauthorized", detail: detail,
-                     headers: ["WWW-Authenticate": "Bearer"])
+                     headers: [.wwwAuthenticate: "Bearer"])
     }
     /// 403: the caller is known but may not do this.
     public static func forbidden(_ detail: String) -> GatewayError {
         GatewayError(.forbidden, status: 403, title: "Forbidden", detail: detail)
+    }
+    /// 403: the client application's key is missing or not registered with this gateway.
+    public static func unknownApplication(_ detail: String) -> GatewayError {
+        GatewayError(.unknownApplication, status: 403, title: "Unknown application", detail: detail)
     }
     /// 404: nothing here, or nothing the caller may know of.
     public static func notFound(_ detail: String) -> GatewayError {
@@ -107,7 +117,7 @@ public struct GatewayError: Error, Sendable, Equatable, CustomStringConvertible 
     public static func methodNotAllowed(_ method: String, allowed: [String]) -> GatewayError {
         GatewayError(.methodNotAllowed, status: 405, title: "Method not allowed",
                      detail: "\(method) is not allowed here; use \(allowed.joined(separator: ", ")).",
-                     headers: ["Allow": allowed.joined(separator: ", ")])
+                     headers: [.allow: allowed.joined(separator: ", ")])
     }
     /// 406: no representation the client accepts.
     public static func notAcceptable(_ detail: String) -> GatewayError {
@@ -140,7 +150,7 @@ public struct GatewayError: Error, Sendable, Equatable, CustomStringConvertible 
     public static func unsupportedMediaType(_ got: String, accepted: [String]) -> GatewayError {
         GatewayError(.unsupportedMediaType, status: 415, title: "Unsupported media type",
                      detail: "Content-Type '\(got)' is not accepted; send \(accepted.joined(separator: " or ")).",
-                     headers: ["Accept-Post": accepted.joined(separator: ", ")])
+                     headers: [HTTPField.Name("Accept-Post")!: accepted.joined(separator: ", ")])
     }
     /// 422: the request is well-formed but its values are invalid; each field error names one.
     public static func invalid(_ detail: String, errors: [FieldError] = []) -> GatewayError {
@@ -154,7 +164,7 @@ public struct GatewayError: Error, Sendable, Equatable, CustomStringConvertible 
     public static func quotaExceeded(policy: String, retryAfter: Int, detail: String? = nil) -> GatewayError {
         GatewayError(.quotaExceeded, status: 429, title: "Too many requests",
                      detail: detail ?? "The rate limit '\(policy)' is exhausted; retry in \(retryAfter) s.",
-                     headers: ["Retry-After": String(retryAfter)],
+                     headers: [.retryAfter: String(retryAfter)],
                      extensions: ["violated-policies": .strings([policy])])
     }
     /// 500: an unexpected failure; the detail never carries internal text.
@@ -168,18 +178,22 @@ public struct GatewayError: Error, Sendable, Equatable, CustomStringConvertible 
     /// 503: the service (or one of its dependencies) is unavailable for now.
     public static func unavailable(_ detail: String, retryAfter: Int? = nil) -> GatewayError {
         GatewayError(.unavailable, status: 503, title: "Service unavailable", detail: detail,
-                     headers: retryAfter.map { ["Retry-After": String($0)] } ?? [:])
+                     headers: retryAfter.map { [.retryAfter: String($0)] } ?? [:])
     }
     /// 504: an upstream service did not answer in time.
     public static func gatewayTimeout(_ detail: String) -> GatewayError {
         GatewayError(.gatewayTimeout, status: 504, title: "Gateway timeout", detail: detail)
     }
 
-    /// A copy with more reply headers.
-    public func adding(headers more: [String: String]) -> GatewayError {
-        GatewayError(kind, status: status, title: title, detail: detail, errors: errors,
-                     headers: headers.merging(more) { _, new in new }, extensions: extensions)
+    /// A copy with more reply header fields (replacing fields of the same names).
+    public func adding(headers more: HTTPFields) -> GatewayError {
+        var merged = headers
+        for name in Set(more.map(\.name)) { merged[fields: name] = more[fields: name] }
+        return GatewayError(kind, status: status, title: title, detail: detail, errors: errors, headers: merged, extensions: extensions)
     }
+
+    /// The status as a typed HTTP status.
+    public var httpStatus: HTTPResponse.Status { HTTPResponse.Status(code: status) }
 }
 
 /// A value of an extension member in a problem document.

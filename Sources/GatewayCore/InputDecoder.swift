@@ -56,6 +56,34 @@ enum InputDecoder {
         }
     }
 
+    /// The function that turns a call's raw input into typed, validated input parts, prepared
+    /// once per operation or dialect route: what each request would otherwise ask the runtime
+    /// (dynamic casts, type comparisons) is decided here.
+    @inlinable
+    static func decoder<Path: Decodable & Sendable, Query: Decodable & Sendable, Body: Decodable & Sendable>(
+        path _: Path.Type, query _: Query.Type, body _: Body.Type
+    ) -> @Sendable (OperationRequest) throws -> OperationInput<Path, Query, Body> {
+        let takesPath = Path.self != NoInput.self
+        let takesQuery = Query.self != NoInput.self
+        let takesBody = Body.self != NoInput.self
+        let validatePath = validator(for: Path.self)
+        let validateQuery = validator(for: Query.self)
+        let validateBody = validator(for: Body.self)
+        let readQuery = reader(for: Query.self, location: "query")
+        return { request in
+            let path: Path = takesPath ? try decodeParameters(Path.self, from: request.pathParameters, location: "path") : NoInput() as! Path
+            let query: Query = takesQuery
+                ? try readQuery?(.pairs(request.queryParameters)) ?? decodeParameters(Query.self, from: request.queryParameters, location: "query")
+                : NoInput() as! Query
+            let body: Body = takesBody ? try decodeBody(Body.self, from: request) : NoInput() as! Body
+            let input = OperationInput(path: path, query: query, body: body)
+            if let validatePath { try validatePath(input.path, "path") }
+            if let validateQuery { try validateQuery(input.query, "query") }
+            if let validateBody { try validateBody(input.body, "") }
+            return input
+        }
+    }
+
     /// How an input part of type `T` is read when it is ``ParameterReadable``, prepared once per
     /// operation (no dynamic cast per request); nil otherwise.
     @usableFromInline

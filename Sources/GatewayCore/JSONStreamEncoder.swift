@@ -17,15 +17,11 @@ public enum JSONStreamEncoder {
 
     /// The same JSON, in a `ByteBuffer` (a reply's body), copied once from the encoder's bytes.
     public static func encodeBuffer<Value: Encodable>(_ value: Value) throws -> ByteBuffer {
-        try encoding(value, ReplyBuffers.buffer(copying:))
+        try encoding(value) { ByteBuffer(bytes: $0) }
     }
 
-    /// Encodes `value` with this thread's writer and hands `result` the bytes before the writer is
-    /// reused: replies are encoded without allocating a writer, its byte array or its container
-    /// list each time.
     private static func encoding<Value: Encodable, Result>(_ value: Value, _ result: (UnsafeBufferPointer<UInt8>) -> Result) throws -> Result {
-        let writer = JSONStreamWriter.borrow()
-        defer { writer.giveBack() }
+        let writer = JSONStreamWriter()
         do {
             try writer.encodeValue(value)
             return writer.bytes.withUnsafeBufferPointer(result)
@@ -36,17 +32,6 @@ public enum JSONStreamEncoder {
         }
     }
 }
-
-/// Each thread keeps one idle writer (encoding is synchronous, so a writer never crosses threads
-/// while in use). The key's destructor releases it when the thread ends.
-private let writerKey: pthread_key_t = {
-    var key = pthread_key_t()
-    let created = pthread_key_create(&key) { raw in
-        if let raw { Unmanaged<JSONStreamWriter>.fromOpaque(raw).release() }
-    }
-    precondition(created == 0, "pthread_key_create failed")
-    return key
-}()
 
 /// The state of one encoding: the bytes so far and the containers still open.
 final class JSONStreamWriter {
@@ -63,38 +48,9 @@ final class JSONStreamWriter {
     // checks of a class's stored properties (a thread-local access set per write) are skipped.
     @exclusivity(unchecked) var bytes: [UInt8] = []
     @exclusivity(unchecked) var open: [Open] = []
-    /// Whether an encoding holds this (its thread's) writer: a value whose `encode(to:)` encodes
-    /// another value with ``JSONStreamEncoder`` gets a writer of its own.
-    @exclusivity(unchecked) private var inUse = false
 
     init() {
         bytes.reserveCapacity(256)
-    }
-
-    /// This thread's idle writer, or a new one when it is busy.
-    static func borrow() -> JSONStreamWriter {
-        if let raw = pthread_getspecific(writerKey) {
-            let writer = Unmanaged<JSONStreamWriter>.fromOpaque(raw).takeUnretainedValue()
-            if writer.inUse { return JSONStreamWriter() }
-            writer.inUse = true
-            return writer
-        }
-        let writer = JSONStreamWriter()
-        writer.inUse = true
-        pthread_setspecific(writerKey, Unmanaged.passRetained(writer).toOpaque())
-        return writer
-    }
-
-    /// Empties the writer for its next use; a buffer grown past 64 KiB by a large reply is let go.
-    func giveBack() {
-        if bytes.capacity > 1 << 16 {
-            bytes = []
-            bytes.reserveCapacity(256)
-        } else {
-            bytes.removeAll(keepingCapacity: true)
-        }
-        open.removeAll(keepingCapacity: true)
-        inUse = false
     }
 
     /// Closes the containers above `depth` (the index in `open` of the container about to be

@@ -43,7 +43,9 @@ public struct ServiceOperation: Sendable {
     /// The path parameter that names the resource a key may be restricted to (e.g. `feed`), if any.
     public var resourceParameter: String?
     /// The status of a successful reply when the handler does not choose one (200; 201 for creates).
-    public var successStatus: Int
+    public var successStatus: HTTPResponse.Status
+    /// Labels the plugin's ``ServicePlugin/authorize(_:)`` hook and `gateway routes` see.
+    public var tags: [String]
     /// The declared types, for documentation and `gateway call`.
     public let io: OperationIO
     /// The media types the body may have (only for operations with a body).
@@ -75,7 +77,8 @@ public struct ServiceOperation: Sendable {
         cache: CachePolicy = .none,
         cost: Int = 1,
         resource: String? = nil,
-        successStatus: Int? = nil,
+        successStatus: HTTPResponse.Status? = nil,
+        tags: [String] = [],
         path pathType: Path.Type,
         query queryType: Query.Type,
         body bodyType: Body.Type,
@@ -91,32 +94,15 @@ public struct ServiceOperation: Sendable {
         self.cache = cache
         self.cost = max(0, cost)
         self.resourceParameter = resource
-        self.successStatus = successStatus ?? (method == .post ? 201 : 200)
+        self.successStatus = successStatus ?? (method == .post ? .created : .ok)
+        self.tags = tags
         self.io = OperationIO(path: pathType, query: queryType, body: bodyType, output: outputType)
         self.bodyMediaTypes = Body.self == NoInput.self ? [] : (Body.self as? any RawBodyInput.Type)?.acceptedMediaTypes ?? ["application/json"]
         let defaultStatus = self.successStatus
-        // What each request would otherwise ask the runtime (dynamic casts, type comparisons) is
-        // decided once here.
-        let takesPath = Path.self != NoInput.self
-        let takesQuery = Query.self != NoInput.self
-        let takesBody = Body.self != NoInput.self
-        let validatePath = InputDecoder.validator(for: Path.self)
-        let validateQuery = InputDecoder.validator(for: Query.self)
-        let validateBody = InputDecoder.validator(for: Body.self)
+        let decode = InputDecoder.decoder(path: Path.self, query: Query.self, body: Body.self)
         let writer = JSONWriter.writer(for: Output.self)
-        let readQuery = InputDecoder.reader(for: Query.self, location: "query")
         self.run = { request, context in
-            let path: Path = takesPath
-                ? try InputDecoder.decodeParameters(Path.self, from: request.pathParameters, location: "path") : NoInput() as! Path
-            let query: Query = takesQuery
-                ? try readQuery?(.pairs(request.queryParameters)) ?? InputDecoder.decodeParameters(Query.self, from: request.queryParameters, location: "query")
-                : NoInput() as! Query
-            let body: Body = takesBody ? try InputDecoder.decodeBody(Body.self, from: request) : NoInput() as! Body
-            let input = OperationInput(path: path, query: query, body: body)
-            if let validatePath { try validatePath(input.path, "path") }
-            if let validateQuery { try validateQuery(input.query, "query") }
-            if let validateBody { try validateBody(input.body, "") }
-            let reply = try await handler(input, context)
+            let reply = try await handler(try decode(request), context)
             return reply.erased(defaultStatus: defaultStatus, writer: writer)
         }
     }
@@ -133,7 +119,8 @@ public struct ServiceOperation: Sendable {
         cache: CachePolicy = .none,
         cost: Int = 1,
         resource: String? = nil,
-        successStatus: Int? = nil,
+        successStatus: HTTPResponse.Status? = nil,
+        tags: [String] = [],
         path pathType: Path.Type,
         query queryType: Query.Type,
         body bodyType: Body.Type,
@@ -142,7 +129,7 @@ public struct ServiceOperation: Sendable {
     ) {
         self.init(
             name, method, path, summary: summary, details: details, access: access, cache: cache, cost: cost,
-            resource: resource, successStatus: successStatus, path: pathType, query: queryType, body: bodyType,
+            resource: resource, successStatus: successStatus, tags: tags, path: pathType, query: queryType, body: bodyType,
             output: outputType
         ) { input, context in
             Reply(try await handler(input, context))
@@ -262,20 +249,20 @@ public protocol RawBodyInput: Decodable, Sendable {
 public struct Reply<Output: Encodable & Sendable>: Sendable {
     public var output: Output
     /// The status; nil means the operation's ``ServiceOperation/successStatus`` (204 for ``NoContent``).
-    public var status: Int?
-    /// Extra reply headers, such as `Location` or `ETag`.
-    public var headers: [String: String]
+    public var status: HTTPResponse.Status?
+    /// Extra reply header fields, such as `Location` or `ETag`; a name may repeat (`Link`).
+    public var headers: HTTPFields
 
-    public init(_ output: Output, status: Int? = nil, headers: [String: String] = [:]) {
+    public init(_ output: Output, status: HTTPResponse.Status? = nil, headers: HTTPFields = [:]) {
         self.output = output
         self.status = status
         self.headers = headers
     }
 
     @usableFromInline
-    func erased(defaultStatus: Int, writer: JSONWriter.Writer<Output>?) -> OperationReply {
+    func erased(defaultStatus: HTTPResponse.Status, writer: JSONWriter.Writer<Output>?) -> OperationReply {
         if Output.self == NoContent.self {
-            return OperationReply(status: status ?? 204, headers: headers, body: .empty)
+            return OperationReply(status: status ?? .noContent, headers: headers, body: .empty)
         }
         if Output.self == RawReply.self, let raw = output as? RawReply {
             return OperationReply(status: status ?? defaultStatus, headers: headers, body: .bytes(raw.bytes, contentType: raw.contentType))
@@ -284,12 +271,10 @@ public struct Reply<Output: Encodable & Sendable>: Sendable {
             return OperationReply(status: status ?? defaultStatus, headers: headers, body: .bytes(value.serialized(), contentType: "application/json"))
         }
         if let writer {
-            // Written into this thread's reusable bytes, then copied once into the reply's buffer:
-            // no array is allocated (and regrown) per reply.
-            let stream = JSONStreamWriter.borrow()
-            defer { stream.giveBack() }
-            writer(output, &stream.bytes)
-            return OperationReply(status: status ?? defaultStatus, headers: headers, body: .bytes(stream.bytes.withUnsafeBufferPointer(ReplyBuffers.buffer(copying:)), contentType: "application/json"))
+            var bytes: [UInt8] = []
+            bytes.reserveCapacity(1024)
+            writer(output, &bytes)
+            return OperationReply(status: status ?? defaultStatus, headers: headers, body: .bytes(ByteBuffer(bytes: bytes), contentType: "application/json"))
         }
         if Output.self == JSONDocument.self, let document = output as? JSONDocument {
             return OperationReply(status: status ?? defaultStatus, headers: headers, body: .bytes(document.bytes, contentType: "application/json"))
@@ -347,11 +332,11 @@ public struct OperationReply: Sendable {
         case bytes(ByteBuffer, contentType: String)
     }
 
-    public var status: Int
-    public var headers: [String: String]
+    public var status: HTTPResponse.Status
+    public var headers: HTTPFields
     public var body: Body
 
-    public init(status: Int, headers: [String: String] = [:], body: Body) {
+    public init(status: HTTPResponse.Status, headers: HTTPFields = [:], body: Body) {
         self.status = status
         self.headers = headers
         self.body = body
@@ -362,7 +347,7 @@ extension ServiceOperation {
     /// Starts declaring an operation; add its input parts, then finish with
     /// ``OperationBuilder/returns(_:handler:)`` or ``OperationBuilder/replies(_:handler:)``.
     public static func define(_ name: String, _ method: HTTPRequest.Method, _ path: String, summary: String) -> OperationBuilder<NoInput, NoInput, NoInput> {
-        OperationBuilder(name: name, method: method, path: path, summary: summary)
+        OperationBuilder(name: name, settings: RouteSettings(method: method, path: path, summary: summary))
     }
 }
 
@@ -370,32 +355,17 @@ extension ServiceOperation {
 /// Input parts left out are ``NoInput``.
 public struct OperationBuilder<Path: Decodable & Sendable, Query: Decodable & Sendable, Body: Decodable & Sendable> {
     @usableFromInline let name: String
-    @usableFromInline let method: HTTPRequest.Method
-    @usableFromInline let path: String
-    @usableFromInline let summary: String
-    @usableFromInline var details: String?
-    @usableFromInline var access: AccessRule = .public
-    @usableFromInline var cache: CachePolicy = .none
-    @usableFromInline var cost = 1
-    @usableFromInline var resource: String?
-    @usableFromInline var successStatus: Int?
+    @usableFromInline var settings: RouteSettings
+    @usableFromInline var successStatus: HTTPResponse.Status?
 
-    init(name: String, method: HTTPRequest.Method, path: String, summary: String) {
+    init(name: String, settings: RouteSettings, successStatus: HTTPResponse.Status? = nil) {
         self.name = name
-        self.method = method
-        self.path = path
-        self.summary = summary
+        self.settings = settings
+        self.successStatus = successStatus
     }
 
     private func with<P, Q, B>(_: P.Type, _: Q.Type, _: B.Type) -> OperationBuilder<P, Q, B> {
-        var next = OperationBuilder<P, Q, B>(name: name, method: method, path: path, summary: summary)
-        next.details = details
-        next.access = access
-        next.cache = cache
-        next.cost = cost
-        next.resource = resource
-        next.successStatus = successStatus
-        return next
+        OperationBuilder<P, Q, B>(name: name, settings: settings, successStatus: successStatus)
     }
 
     /// The type the path parameters decode into (one property per `{name}`).
@@ -406,17 +376,19 @@ public struct OperationBuilder<Path: Decodable & Sendable, Query: Decodable & Se
     public func body<T: Decodable & Sendable>(_ type: T.Type) -> OperationBuilder<Path, Query, T> { with(Path.self, Query.self, T.self) }
 
     /// Who may call it (default public).
-    public func access(_ rule: AccessRule) -> Self { var copy = self; copy.access = rule; return copy }
+    public func access(_ rule: AccessRule) -> Self { var copy = self; copy.settings.access = rule; return copy }
     /// Its cache policy (default not cached).
-    public func cache(_ policy: CachePolicy) -> Self { var copy = self; copy.cache = policy; return copy }
+    public func cache(_ policy: CachePolicy) -> Self { var copy = self; copy.settings.cache = policy; return copy }
     /// Units of rate limit one call costs (default 1).
-    public func cost(_ units: Int) -> Self { var copy = self; copy.cost = units; return copy }
+    public func cost(_ units: Int) -> Self { var copy = self; copy.settings.cost = units; return copy }
     /// The path parameter naming the resource a key may be restricted to.
-    public func resource(_ parameter: String) -> Self { var copy = self; copy.resource = parameter; return copy }
+    public func resource(_ parameter: String) -> Self { var copy = self; copy.settings.resource = parameter; return copy }
     /// Longer prose for the OpenAPI document.
-    public func details(_ text: String) -> Self { var copy = self; copy.details = text; return copy }
+    public func details(_ text: String) -> Self { var copy = self; copy.settings.details = text; return copy }
     /// The status of a successful reply (default 200; 201 for POST).
-    public func status(_ code: Int) -> Self { var copy = self; copy.successStatus = code; return copy }
+    public func status(_ status: HTTPResponse.Status) -> Self { var copy = self; copy.successStatus = status; return copy }
+    /// Labels the plugin's authorize hook and `gateway routes` see.
+    public func tags(_ tags: String...) -> Self { var copy = self; copy.settings.tags += tags; return copy }
 
     /// Finishes with a handler that returns just its output. (Inlinable, as the operation's
     /// initializer is: see there.)
@@ -424,8 +396,9 @@ public struct OperationBuilder<Path: Decodable & Sendable, Query: Decodable & Se
     public func returns<Output: Encodable & Sendable>(
         _ output: Output.Type, handler: @escaping @Sendable (OperationInput<Path, Query, Body>, OperationContext) async throws -> Output
     ) -> ServiceOperation {
-        ServiceOperation(name, method, path, summary: summary, details: details, access: access, cache: cache, cost: cost, resource: resource,
-                  successStatus: successStatus, path: Path.self, query: Query.self, body: Body.self, output: Output.self, handler: handler)
+        ServiceOperation(name, settings.method, settings.path, summary: settings.summary, details: settings.details, access: settings.access,
+                         cache: settings.cache, cost: settings.cost, resource: settings.resource, successStatus: successStatus, tags: settings.tags,
+                         path: Path.self, query: Query.self, body: Body.self, output: Output.self, handler: handler)
     }
 
     /// Finishes with a handler that chooses its reply's status and headers.
@@ -433,7 +406,8 @@ public struct OperationBuilder<Path: Decodable & Sendable, Query: Decodable & Se
     public func replies<Output: Encodable & Sendable>(
         _ output: Output.Type, handler: @escaping @Sendable (OperationInput<Path, Query, Body>, OperationContext) async throws -> Reply<Output>
     ) -> ServiceOperation {
-        ServiceOperation(name, method, path, summary: summary, details: details, access: access, cache: cache, cost: cost, resource: resource,
-                  successStatus: successStatus, path: Path.self, query: Query.self, body: Body.self, output: Output.self, handler: handler)
+        ServiceOperation(name, settings.method, settings.path, summary: settings.summary, details: settings.details, access: settings.access,
+                         cache: settings.cache, cost: settings.cost, resource: settings.resource, successStatus: successStatus, tags: settings.tags,
+                         path: Path.self, query: Query.self, body: Body.self, output: Output.self, handler: handler)
     }
 }

@@ -24,6 +24,9 @@ public struct OperationContext: Sendable {
     /// it, the URL's query), for work that outlives the request — a WebSocket subscription checks
     /// it again before each push. Nil for an anonymous caller.
     public let credential: Credential?
+    /// Whether the caller presented a credential that did not resolve and is served as a guest
+    /// (only where the dialect's ``CredentialExtractor/invalid`` says so).
+    public let credentialRefused: Bool
 
     /// Charges the caller's rate limit for work done on its behalf outside a request the host
     /// already counted — each request a client sends over a WebSocket. Throws the quota problem
@@ -32,7 +35,9 @@ public struct OperationContext: Sendable {
 
     /// `logger` is the base logger; ``logger`` adds the request id to it.
     public init(principal: Principal, requestID: String, logger: Logger, headers: HTTPFields, plugin: PluginContext,
-                credential: Credential? = nil, charge: @escaping @Sendable (_ cost: Int) async throws -> Void = { _ in }) {
+                credential: Credential? = nil, credentialRefused: Bool = false,
+                charge: @escaping @Sendable (_ cost: Int) async throws -> Void = { _ in }) {
+        self.credentialRefused = credentialRefused
         self.principal = principal
         self.requestID = requestID
         self.baseLogger = logger

@@ -1,4 +1,5 @@
 import Foundation
+import HTTPTypes
 import Logging
 import Metrics
 import NIOCore
@@ -27,10 +28,12 @@ public struct PluginContext: Sendable {
         let cache: any CacheInvalidator
         let accounts: any AccountDirectory
         let baseDirectory: URL
+        let appKeys: Set<String>
 
         init(pluginID: String, logger: Logger, metrics: any MetricsFactory, database: any SQLDatabase, clock: any WallClock,
              http: any UpstreamHTTPClient, notifier: any Notifier, history: any ActivityRecorder, events: any EventBus,
-             cache: any CacheInvalidator, accounts: any AccountDirectory, baseDirectory: URL) {
+             cache: any CacheInvalidator, accounts: any AccountDirectory, baseDirectory: URL, appKeys: Set<String>) {
+            self.appKeys = appKeys
             self.pluginID = pluginID
             self.logger = logger
             self.metrics = metrics
@@ -73,15 +76,18 @@ public struct PluginContext: Sendable {
     public var accounts: any AccountDirectory { storage.accounts }
     /// The folder relative paths in the plugin's configuration are resolved against (the folder of plugins.yaml).
     public var baseDirectory: URL { storage.baseDirectory }
+    /// The application keys legacy clients may present (`auth.appKeys` in plugins.yaml): the
+    /// COIMOTION `_key`, checked by ``Coimotion/call(_:)``.
+    public var appKeys: Set<String> { storage.appKeys }
 
     public init(
         pluginID: String, logger: Logger, metrics: any MetricsFactory, database: any SQLDatabase,
         clock: any WallClock, http: any UpstreamHTTPClient, notifier: any Notifier, history: any ActivityRecorder,
-        events: any EventBus, cache: any CacheInvalidator, accounts: any AccountDirectory, baseDirectory: URL
+        events: any EventBus, cache: any CacheInvalidator, accounts: any AccountDirectory, baseDirectory: URL, appKeys: Set<String> = []
     ) {
         storage = Storage(pluginID: pluginID, logger: logger, metrics: metrics, database: database, clock: clock, http: http,
                           notifier: notifier, history: history, events: events, cache: cache, accounts: accounts,
-                          baseDirectory: baseDirectory)
+                          baseDirectory: baseDirectory, appKeys: appKeys)
     }
 
     /// A path from the configuration, made absolute against ``baseDirectory``.
@@ -104,14 +110,14 @@ public struct SystemClock: WallClock {
 
 /// A request to an upstream HTTP service.
 public struct UpstreamRequest: Sendable {
-    public var method: String
+    public var method: HTTPRequest.Method
     public var url: String
-    public var headers: [(String, String)]
+    public var headers: HTTPFields
     public var body: ByteBuffer?
     /// How long to wait for the whole reply.
     public var timeout: Duration
 
-    public init(method: String = "GET", url: String, headers: [(String, String)] = [], body: ByteBuffer? = nil, timeout: Duration = .seconds(5)) {
+    public init(method: HTTPRequest.Method = .get, url: String, headers: HTTPFields = [:], body: ByteBuffer? = nil, timeout: Duration = .seconds(5)) {
         self.method = method
         self.url = url
         self.headers = headers
@@ -122,11 +128,11 @@ public struct UpstreamRequest: Sendable {
 
 /// An upstream service's reply.
 public struct UpstreamResponse: Sendable {
-    public var status: Int
-    public var headers: [(String, String)]
+    public var status: HTTPResponse.Status
+    public var headers: HTTPFields
     public var body: ByteBuffer
 
-    public init(status: Int, headers: [(String, String)], body: ByteBuffer) {
+    public init(status: HTTPResponse.Status, headers: HTTPFields = [:], body: ByteBuffer) {
         self.status = status
         self.headers = headers
         self.body = body

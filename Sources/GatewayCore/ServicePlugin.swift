@@ -1,3 +1,4 @@
+import HTTPTypes
 import ServiceLifecycle
 
 /// A service the gateway hosts: the one protocol a plugin implements.
@@ -42,6 +43,15 @@ public protocol ServicePlugin: Sendable {
     /// The file formats `gateway import <id> FILE` can load.
     var importers: [any Importer] { get }
 
+    /// Resource-level checks beyond the access rules: the host calls it for every operation and
+    /// dialect route of the plugin, after the route's access rule, the key's scopes and its
+    /// resource restrictions have passed and before input is decoded or the handler runs (and
+    /// before a cached reply is served). Throw a ``GatewayError`` to refuse (a 404 for a resource
+    /// the caller may not know of, a 403 otherwise); the default admits everyone. No handler calls
+    /// it itself: that the host does so for every route is what makes an authorization matrix
+    /// test meaningful.
+    func authorize(_ request: AuthorizationRequest) async throws
+
     /// Whether a cached reply may answer `principal` (by default, yes). The response cache answers
     /// from the operation, the caller, the path and the query alone; a plugin whose own checks
     /// depend on more (the client's address, a header, the time since the caller's last request)
@@ -63,6 +73,7 @@ extension ServicePlugin {
     public var webSockets: [WebSocketRoute] { [] }
     public var services: [any Service] { [] }
     public var importers: [any Importer] { [] }
+    public func authorize(_ request: AuthorizationRequest) async throws {}
     public func cacheAdmits(_ principal: Principal) async -> Bool { true }
     public func health() async -> PluginHealth { .ok }
     public func loadDemoData() async throws {}
@@ -115,4 +126,35 @@ public struct PluginHealth: Sendable, Equatable, Codable {
     public static let ok = PluginHealth(.ok)
     public static func degraded(_ reason: String) -> PluginHealth { PluginHealth(.degraded, reason: reason) }
     public static func failing(_ reason: String) -> PluginHealth { PluginHealth(.failing, reason: reason) }
+}
+
+/// A call the host is about to run, as a plugin's ``ServicePlugin/authorize(_:)`` hook sees it.
+public struct AuthorizationRequest: Sendable {
+    /// The caller.
+    public let principal: Principal
+    /// The operation's name (`feeds.read`) or the dialect route's (`feeds.xively-v2 GET /v2/feeds/{feed}`).
+    public let route: String
+    /// The dialect the route belongs to; nil for an operation of the native API.
+    public let dialect: String?
+    public let method: HTTPRequest.Method
+    /// The route's tags (``ServiceOperation/tags``, ``DialectRoute/tags``).
+    public let tags: [String]
+    /// The percent-decoded path parameters.
+    public let pathParameters: [String: String]
+    /// The request's header fields.
+    public let headers: HTTPFields
+
+    public init(principal: Principal, route: String, dialect: String?, method: HTTPRequest.Method, tags: [String],
+                pathParameters: [String: String], headers: HTTPFields) {
+        self.principal = principal
+        self.route = route
+        self.dialect = dialect
+        self.method = method
+        self.tags = tags
+        self.pathParameters = pathParameters
+        self.headers = headers
+    }
+
+    /// Whether the route carries `tag`.
+    public func has(tag: String) -> Bool { tags.contains(tag) }
 }

@@ -177,12 +177,12 @@ public final class Gateway: Sendable {
         accountsLogger[metadataKey: "plugin"] = "accounts"
         let accountsContext = PluginContext(
             pluginID: AccountsService.id, logger: accountsLogger, metrics: metrics.factory, database: db, clock: options.clock,
-            http: http, notifier: inbox, history: inbox, events: events, cache: cache, accounts: directory, baseDirectory: options.baseDirectory)
+            http: http, notifier: inbox, history: inbox, events: events, cache: cache, accounts: directory, baseDirectory: options.baseDirectory,
+            appKeys: Set(configuration.auth.appKeys))
         plugins.append(LoadedPlugin(
             id: AccountsService.id, summary: AccountsService.summary, mount: "/v1", dialectMount: "",
             instance: AccountsService(store: accounts, authenticator: accountAuthenticator, throttle: loginThrottle,
-                                      registration: configuration.auth.registration, cache: cache,
-                                      appKeys: Set(configuration.auth.appKeys)),
+                                      registration: configuration.auth.registration, cache: cache),
             context: accountsContext))
         for registration in enabled {
             let settings = configuration.plugins[registration.id] ?? PluginSettings()
@@ -190,7 +190,8 @@ public final class Gateway: Sendable {
             pluginLogger[metadataKey: "plugin"] = .string(registration.id)
             let context = PluginContext(
                 pluginID: registration.id, logger: pluginLogger, metrics: metrics.factory, database: db, clock: options.clock,
-                http: http, notifier: inbox, history: inbox, events: events, cache: cache, accounts: directory, baseDirectory: options.baseDirectory)
+                http: http, notifier: inbox, history: inbox, events: events, cache: cache, accounts: directory, baseDirectory: options.baseDirectory,
+            appKeys: Set(configuration.auth.appKeys))
             let instance = try await registration.make(settings.config, context)
             plugins.append(LoadedPlugin(
                 id: registration.id, summary: registration.summary, mount: settings.mount ?? "/v1/\(registration.id)",
@@ -216,6 +217,13 @@ public final class Gateway: Sendable {
         }
         for plugin in plugins {
             let overrides = configuration.plugins[plugin.id]?.cache
+            // plugins.yaml may switch a plugin's caching off or change its time to live.
+            func overridden(_ policy: CachePolicy) -> CachePolicy {
+                var policy = policy
+                if overrides?.enabled == false { policy.ttl = nil }
+                if let ttl = overrides?.ttl, policy.ttl != nil { policy.ttl = ttl.duration }
+                return policy
+            }
             for operation in plugin.instance.operations {
                 guard operation.name.hasPrefix(plugin.id + ".") else {
                     throw GatewayStartupError("operation '\(operation.name)' of plugin \(plugin.id) must be named '\(plugin.id).<verb>'")
@@ -223,20 +231,16 @@ public final class Gateway: Sendable {
                 guard names.insert(operation.name).inserted else {
                     throw GatewayStartupError("operation '\(operation.name)' is declared twice")
                 }
-                var cachePolicy = operation.cache
-                if overrides?.enabled == false { cachePolicy.ttl = nil }
-                if let ttl = overrides?.ttl, cachePolicy.ttl != nil { cachePolicy.ttl = ttl.duration }
                 let template = joinPath(plugin.mount, operation.path)
-                let instance = plugin.instance
-                try add(operation.method, template, .operation(MountedOperation(
-                    pluginID: plugin.id, operation: operation, plugin: plugin.context, template: template, cache: cachePolicy,
-                    cacheAdmits: { await instance.cacheAdmits($0) }, metrics: metrics)))
+                try add(operation.method, template, .route(MountedRoute(
+                    pluginID: plugin.id, handler: .operation(operation), plugin: plugin.context, template: template,
+                    cache: overridden(operation.cache), instance: plugin.instance, metrics: metrics)))
             }
             // Native WebSockets: under the mount, with the native credentials and problem details.
-            let native = Dialect(name: "native", routes: [], credential: NativeCredentials.extract(from:)) { error in
+            let native = Dialect(name: "native", routes: [], credentials: CredentialExtractor(NativeCredentials.extract(from:))) { error in
                 let problem = JSONValue.object(["type": .string(error.type), "title": .string(error.title), "status": .number(Double(error.status)),
                                                 "detail": .string(error.detail)])
-                return DialectResponse(status: error.status, headers: ["Content-Type": "application/problem+json"], body: problem.serialized())
+                return .json(problem, status: error.httpStatus, contentType: "application/problem+json")
             }
             func mount(_ socket: WebSocketRoute, under prefix: String, dialect: Dialect) throws {
                 let template = joinPath(prefix, socket.path)
@@ -251,8 +255,9 @@ public final class Gateway: Sendable {
             for dialect in plugin.instance.dialects {
                 for route in dialect.routes {
                     let template = joinPath(plugin.dialectMount, route.path)
-                    try add(route.method, template, .dialect(MountedDialectRoute(
-                        pluginID: plugin.id, dialect: dialect, route: route, plugin: plugin.context, template: template, metrics: metrics)))
+                    try add(route.method, template, .route(MountedRoute(
+                        pluginID: plugin.id, handler: .dialect(dialect, route), plugin: plugin.context, template: template,
+                        cache: overridden(route.cache), instance: plugin.instance, metrics: metrics)))
                 }
                 for socket in dialect.webSockets { try mount(socket, under: plugin.dialectMount, dialect: dialect) }
             }

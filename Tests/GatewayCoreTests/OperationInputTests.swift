@@ -120,17 +120,17 @@ struct OperationInputTests {
     func mediaType() async {
         let error = await problem(body: "title=t", contentType: "application/x-www-form-urlencoded")
         #expect(error?.status == 415)
-        #expect(error?.headers["Accept-Post"] == "application/json")
+        #expect(error?.headers[HTTPField.Name("Accept-Post")!] == "application/json")
     }
 
     @Test("problem types: quota problems use the IANA type and carry the violated policy")
     func problemTypes() {
         let quota = GatewayError.quotaExceeded(policy: "user", retryAfter: 7)
         #expect(quota.type == "https://iana.org/assignments/http-problem-types#quota-exceeded")
-        #expect(quota.headers["Retry-After"] == "7")
+        #expect(quota.headers[.retryAfter] == "7")
         #expect(quota.extensions["violated-policies"] == .strings(["user"]))
         #expect(GatewayError.notFound("x").type.hasSuffix("/not-found"))
-        #expect(GatewayError.methodNotAllowed("PUT", allowed: ["GET", "HEAD"]).headers["Allow"] == "GET, HEAD")
+        #expect(GatewayError.methodNotAllowed("PUT", allowed: ["GET", "HEAD"]).headers[.allow] == "GET, HEAD")
     }
 
     @Test("principals: limit keys and resource restrictions")

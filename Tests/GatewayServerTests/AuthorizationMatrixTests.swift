@@ -29,6 +29,7 @@ struct AuthorizationMatrixTests {
             "notes.read": row(401, 200, 200, 200, 403, 404, 200),
             "notes.owned": row(401, 200, 404, 200, 403, 404, 200),
             "notes.slow": row(200, 200, 200, 200, 403, 200, 200),
+            "notes.links": row(200, 200, 200, 200, 403, 200, 200),
         ]
     }()
 

@@ -1,6 +1,6 @@
 import Foundation
 import GatewayCore
-import GatewayServer
+@testable import GatewayServer
 import GatewayTesting
 import HTTPTypes
 import HummingbirdTesting

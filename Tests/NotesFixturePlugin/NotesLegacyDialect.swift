@@ -16,7 +16,7 @@ enum NotesLegacyDialect {
         var b: String?
     }
 
-    static func make(store: NotesStore) -> Dialect {
+    static func make(store: NotesStore, calls: CallCounter) -> Dialect {
         Dialect(
             name: "legacy",
             routes: [
@@ -26,6 +26,22 @@ enum NotesLegacyDialect {
                     let notes = try await store.list(limit: limit, after: nil)
                     return .text(notes.items.map { "\($0.id)\t\($0.title)" }.joined(separator: "\n"))
                 },
+                // Declared like an operation: typed path input, access rule, cost, cache policy and a
+                // tag for the plugin's authorize hook; the host runs all of it.
+                DialectRoute.define(.get, "/legacy/note/{id}", summary: "One note as old JSON, with two Link fields")
+                    .path(NoteID.self)
+                    .access(.user)
+                    .cost(2)
+                    .cache(.perPrincipal(ttl: .seconds(30), tags: ["notes:list"]))
+                    .tags(NotesPlugin.lockable)
+                    .handleDecoded { call, _ in
+                        calls.increment()
+                        let note = try await store.note(call.input.path.id)
+                        return try .json(["code": "0", "id": note.id, "t": note.title], headers: HTTPFields([
+                            HTTPField(name: .link, value: "</legacy/notes.txt>; rel=\"collection\""),
+                            HTTPField(name: .link, value: "</v1/notes/notes/\(note.id)>; rel=\"alternate\""),
+                        ]))
+                    },
                 DialectRoute(.post, "/legacy/notes", summary: "Create with the old field names") { request, context in
                     let draft: LegacyCreate
                     do {
@@ -44,7 +60,7 @@ enum NotesLegacyDialect {
                     }
                 },
             ],
-            credential: { request in request.query("apikey").map(Credential.apiKey) },
+            credentials: .firstOf(.apiKeyQuery("apikey"), .bearer),
             renderError: { error in
                 (try? DialectResponse.json(LegacyError(code: error.status * 10, msg: error.detail), status: error.status == 404 ? 404 : 200))
                     ?? .text("error", status: 500)

@@ -54,6 +54,8 @@ public struct NotesPlugin: ServicePlugin {
     let janitor: NotesJanitor
     /// How many times a handler ran (tests prove cache hits skip handlers with it).
     public let handlerCalls = CallCounter()
+    /// How many times the authorize hook ran.
+    public let hookCalls = CallCounter()
 
     public init(configuration: Configuration, context: PluginContext) async throws {
         guard configuration.maxNotes > 0 else { throw ConfigurationError(key: "maxNotes", "must be at least 1") }
@@ -100,15 +102,16 @@ public struct NotesPlugin: ServicePlugin {
                         try await context.plugin.notifier.post(UserNotification(userID: owner, plugin: "notes", title: "Note created",
                                                                                 body: note.title, link: "/v1/notes/notes/\(note.id)"))
                     }
-                    return Reply(note, status: 201, headers: ["Location": "/v1/notes/notes/\(note.id)", "ETag": note.etag])
+                    return Reply(note, status: 201, headers: [.location: "/v1/notes/notes/\(note.id)", .eTag: note.etag])
                 },
             ServiceOperation.define("notes.get", .get, "/notes/{id}", summary: "Read one note")
                 .path(NoteID.self)
                 .resource("id")
+                .tags(NotesPlugin.lockable)
                 .replies(Note.self) { input, context in
                     let note = try await store.note(input.path.id)
                     await context.recordView(of: note.id, title: note.title)
-                    return Reply(note, headers: ["ETag": note.etag])
+                    return Reply(note, headers: [.eTag: note.etag])
                 },
             ServiceOperation.define("notes.update", .put, "/notes/{id}", summary: "Replace a note (conditional with If-Match)")
                 .cache(.invalidating(["notes:list"]))
@@ -119,7 +122,7 @@ public struct NotesPlugin: ServicePlugin {
                     let existing = try await store.note(input.path.id)
                     if existing.owner != nil { try context.requireOwner(existing.owner, resource: "note") }
                     let note = try await store.update(input.path.id, with: input.body, ifMatch: context.headers[.ifMatch])
-                    return Reply(note, headers: ["ETag": note.etag])
+                    return Reply(note, headers: [.eTag: note.etag])
                 },
             ServiceOperation.define("notes.delete", .delete, "/notes/{id}", summary: "Delete a note")
                 .access(.scope("notes:write"))
@@ -158,6 +161,13 @@ public struct NotesPlugin: ServicePlugin {
                 .returns(Stats.self) { _, _ in
                     Stats(notes: try await store.count())
                 },
+            ServiceOperation.define("notes.links", .get, "/links", summary: "Answer with two Link fields (a repeated header)")
+                .replies(Echo.self) { _, _ in
+                    Reply(Echo(greeting: "links", length: 2), headers: HTTPFields([
+                        HTTPField(name: .link, value: "</v1/notes/notes>; rel=\"collection\""),
+                        HTTPField(name: .link, value: "</v1/notes/echo>; rel=\"related\""),
+                    ]))
+                },
             ServiceOperation.define("notes.slow", .get, "/slow", summary: "Answer after a delay (for shutdown tests)")
                 .query(SlowQuery.self)
                 .returns(Echo.self) { input, _ in
@@ -168,7 +178,19 @@ public struct NotesPlugin: ServicePlugin {
     }
 
     public var dialects: [Dialect] {
-        [NotesLegacyDialect.make(store: store)]
+        [NotesLegacyDialect.make(store: store, calls: handlerCalls)]
+    }
+
+    /// The tag of the routes whose note ``authorize(_:)`` checks.
+    public static let lockable = "lockable"
+
+    /// The authorize hook: a note named `locked` is refused on every route tagged ``lockable``,
+    /// native or legacy, before its handler runs.
+    public func authorize(_ request: AuthorizationRequest) async throws {
+        hookCalls.increment()
+        if request.has(tag: Self.lockable), request.pathParameters["id"] == "locked" {
+            throw GatewayError.forbidden("This note is locked.")
+        }
     }
 }
 

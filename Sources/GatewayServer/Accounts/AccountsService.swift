@@ -17,17 +17,15 @@ struct AccountsService: ServicePlugin {
     let registration: AuthSettings.Registration
     let database: any SQLDatabase
     let cache: any CacheInvalidator
-    let appKeys: Set<String>
 
-    /// The host creates this service with its dependencies (``init(store:authenticator:throttle:registration:cache:appKeys:)``);
+    /// The host creates this service with its dependencies (``init(store:authenticator:throttle:registration:cache:)``);
     /// it cannot be enabled from plugins.yaml like a plugin.
     init(configuration: Configuration, context: PluginContext) async throws {
         throw GatewayStartupError("the accounts service is part of the host and is not created from plugins.yaml")
     }
 
     init(store: AccountStore, authenticator: AccountAuthenticator, throttle: LoginThrottle, registration: AuthSettings.Registration,
-         cache: any CacheInvalidator, appKeys: Set<String>) {
-        self.appKeys = appKeys
+         cache: any CacheInvalidator) {
         self.store = store
         self.authenticator = authenticator
         self.throttle = throttle
@@ -37,7 +35,7 @@ struct AccountsService: ServicePlugin {
     }
 
     var dialects: [Dialect] {
-        [CoimotionAccountsDialect.make(store: store, authenticator: authenticator, throttle: throttle, registration: registration, appKeys: appKeys)]
+        [CoimotionAccountsDialect.make(store: store, authenticator: authenticator, throttle: throttle, registration: registration)]
     }
 
     // MARK: Inputs and outputs
@@ -116,7 +114,7 @@ struct AccountsService: ServicePlugin {
                                                         displayName: input.body.displayName, profile: input.body.profile ?? [:])
                     let session = try await store.createSession(userID: user.id)
                     return Reply(SessionReply(token: session.token, expiresAt: session.expiresAt, user: user), status: 201,
-                                 headers: ["Location": "/v1/me", "Cache-Control": "no-store"])
+                                 headers: [.location: "/v1/me", .cacheControl: "no-store"])
                 },
             ServiceOperation.define("accounts.login", .post, "/auth/login", summary: "Sign in and receive a session token")
                 .body(LoginBody.self)
@@ -128,7 +126,7 @@ struct AccountsService: ServicePlugin {
                     guard let user else { throw GatewayError.unauthorized("The username or password is wrong.") }
                     let session = try await store.createSession(userID: user.id)
                     return Reply(SessionReply(token: session.token, expiresAt: session.expiresAt, user: user), status: 200,
-                                 headers: ["Cache-Control": "no-store"])
+                                 headers: [.cacheControl: "no-store"])
                 },
             ServiceOperation.define("accounts.logout", .post, "/auth/logout", summary: "End this session")
                 .access(.user)
@@ -184,7 +182,7 @@ struct AccountsService: ServicePlugin {
                     let user = try await Self.currentUser(context, store: store)
                     let (secret, key) = try await store.createKey(userID: user.id, grant: input.body)
                     return Reply(CreatedKey(secret: secret, key: key), status: 201,
-                                 headers: ["Location": "/v1/me/keys/\(key.id)", "Cache-Control": "no-store"])
+                                 headers: [.location: "/v1/me/keys/\(key.id)", .cacheControl: "no-store"])
                 },
             ServiceOperation.define("accounts.keys.revoke", .delete, "/me/keys/{id}", summary: "Revoke one of the user's API keys")
                 .access(.user)

@@ -25,23 +25,17 @@ enum CoimotionAccountsDialect {
     struct Empty: Encodable, Sendable {}
 
     static func make(store: AccountStore, authenticator: AccountAuthenticator, throttle: LoginThrottle,
-                     registration: AuthSettings.Registration, appKeys: Set<String>) -> Dialect {
-        @Sendable func prehash(_ call: CoimotionTransport.Call, _ name: String) throws -> String {
+                     registration: AuthSettings.Registration) -> Dialect {
+        @Sendable func prehash(_ call: Coimotion.Call, _ name: String) throws -> String {
             let value = try call.require(name).lowercased()
             guard value.count == 40, value.allSatisfy(\.isHexDigit) else {
                 throw GatewayError.invalid(field: name, "must be the client's SHA-1 prehash (40 hex digits)")
             }
             return value
         }
-        @Sendable func sessionUser(_ call: CoimotionTransport.Call) async throws -> AccountStore.User? {
-            guard let token = call.token, !token.isEmpty, token.utf8.count <= 256 else { return nil }
-            return try await store.sessionUser(token: token)
-        }
-        return Dialect(
-            name: "coimotion",
-            routes: [
-                DialectRoute(.post, "/coimotion/core/user/register", summary: "Register (accName, passwd, passwd2 as prehashes)") { request, context in
-                    let call = try CoimotionTransport.parse(request, appKeys: appKeys)
+        return Coimotion.dialect(routes: [
+            DialectRoute.define(.post, "/coimotion/core/user/register", summary: "Register (accName, passwd, passwd2 as prehashes)")
+                .handle(Coimotion.call { call, _ in
                     guard registration == .open else { throw GatewayError.forbidden("Registration is closed.") }
                     let name = try call.require("accName")
                     let password = try prehash(call, "passwd")
@@ -50,10 +44,10 @@ enum CoimotionAccountsDialect {
                     for reserved in ["accName", "passwd", "passwd2", "dspName"] { profile[reserved] = nil }
                     let user = try await store.register(username: name, secret: .prehashed(password), displayName: call.string("dspName"),
                                                         profile: profile.filter { $0.key.count <= 64 && $0.value.count <= 1000 })
-                    return try CoimotionTransport.reply(["accName": user.username], message: "Register Ok.")
-                },
-                DialectRoute(.post, "/coimotion/core/user/login", summary: "Log in; the reply carries the token") { request, context in
-                    let call = try CoimotionTransport.parse(request, appKeys: appKeys)
+                    return .ok(["accName": user.username], message: "Register Ok.")
+                }),
+            DialectRoute.define(.post, "/coimotion/core/user/login", summary: "Log in; the reply carries the token")
+                .handle(Coimotion.call { call, context in
                     let name = try call.require("accName")
                     let password = try prehash(call, "passwd")
                     try await throttle.admit(username: name, address: context.principal.address)
@@ -61,27 +55,29 @@ enum CoimotionAccountsDialect {
                     throttle.record(username: name, address: context.principal.address, succeeded: user != nil)
                     guard let user else { throw GatewayError.unauthorized("Login failed: wrong account name or password.") }
                     let session = try await store.createSession(userID: user.id)
-                    return try CoimotionTransport.reply(nil, message: "Login Ok.", token: session.token)
-                },
-                DialectRoute(.post, "/coimotion/core/user/logout", summary: "Log out (always succeeds)") { request, _ in
-                    let call = try CoimotionTransport.parse(request, appKeys: appKeys)
+                    return .ok(message: "Login Ok.", token: .issue(session.token))
+                }),
+            DialectRoute.define(.post, "/coimotion/core/user/logout", summary: "Log out (always succeeds)")
+                .handle(Coimotion.call { call, _ in
                     if let token = call.token, !token.isEmpty {
                         try await store.revokeSession(token: token)
                         authenticator.forget(credential: .sessionToken(token))
                     }
-                    return try CoimotionTransport.reply(nil, message: "Logout Ok.", token: "")
-                },
-                DialectRoute(.post, "/coimotion/core/user/profile", summary: "The profile; a guest without a valid token") { request, _ in
-                    let call = try CoimotionTransport.parse(request, appKeys: appKeys)
-                    guard let user = try await sessionUser(call) else {
-                        let hadToken = !(call.token ?? "").isEmpty
-                        return try CoimotionTransport.reply(Profile(dspName: "guest", isGuest: .guest), token: hadToken ? "" : nil)
+                    return .ok(message: "Logout Ok.", token: .end)
+                }),
+            DialectRoute.define(.post, "/coimotion/core/user/profile", summary: "The profile; a guest without a valid token")
+                .handle(Coimotion.call { _, context in
+                    guard let userID = context.principal.userID, let user = try await store.user(id: userID) else {
+                        return .ok(Profile(dspName: "guest", isGuest: .guest))
                     }
-                    return try CoimotionTransport.reply(Profile(dspName: user.displayName, isGuest: .member))
-                },
-                DialectRoute(.post, "/coimotion/core/user/updPasswd", summary: "Change the password (oldPasswd, passwd, passwd2)") { request, context in
-                    let call = try CoimotionTransport.parse(request, appKeys: appKeys)
-                    guard let user = try await sessionUser(call) else { throw GatewayError.unauthorized("Please log in first.") }
+                    return .ok(Profile(dspName: user.displayName, isGuest: .member))
+                }),
+            DialectRoute.define(.post, "/coimotion/core/user/updPasswd", summary: "Change the password (oldPasswd, passwd, passwd2)")
+                .access(.user)
+                .handle(Coimotion.call { call, context in
+                    guard let userID = context.principal.userID, let user = try await store.user(id: userID) else {
+                        throw GatewayError.unauthorized("Please log in first.")
+                    }
                     let old = try prehash(call, "oldPasswd")
                     let new = try prehash(call, "passwd")
                     guard try prehash(call, "passwd2") == new else { throw GatewayError.invalid(field: "passwd2", "does not match passwd") }
@@ -93,9 +89,8 @@ enum CoimotionAccountsDialect {
                     authenticator.forget(userID: user.id)
                     // Changing the password ends every session; this client gets a fresh one.
                     let session = try await store.createSession(userID: user.id)
-                    return try CoimotionTransport.reply(nil, message: "Password updated.", token: session.token)
-                },
-            ],
-            renderError: CoimotionTransport.renderError)
+                    return .ok(message: "Password updated.", token: .issue(session.token))
+                }),
+        ])
     }
 }

@@ -171,7 +171,7 @@ public enum OpenAPIDocumentBuilder {
 
     /// A ``NoContent`` output always answers 204, whatever the operation's default status.
     private static func successStatus(of operation: GatewayCore.ServiceOperation) -> Int {
-        operation.io.output == NoContent.self ? 204 : operation.successStatus
+        operation.io.output == NoContent.self ? 204 : operation.successStatus.code
     }
 
     private static func successResponse(of operation: GatewayCore.ServiceOperation) -> OpenAPI.Response {

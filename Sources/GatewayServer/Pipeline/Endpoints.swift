@@ -50,32 +50,81 @@ public struct GatewayRequestContext: RequestContext {
 // The mounted endpoints are classes: the router hands one out per request, and a reference costs
 // one retain where a struct of many fields costs one per field.
 
-/// An operation placed at its full path under its plugin's mount.
-final class MountedOperation: Sendable {
+/// An operation or a dialect route placed at its full path: what the pipeline needs of it, read
+/// once. Both kinds pass the same stages (principal, rate limit, cache, authorization, handler);
+/// a dialect route differs only in how the caller presents a credential, in reading the body
+/// before the principal stage (its credential may be in it), and in its error shape.
+final class MountedRoute: Sendable {
+    enum Handler: Sendable {
+        case operation(ServiceOperation)
+        case dialect(Dialect, DialectRoute)
+    }
+
     let pluginID: String
-    let operation: ServiceOperation
+    /// The operation's name, or `<plugin>.<dialect> METHOD <path>`.
+    let name: String
+    let handler: Handler
     let plugin: PluginContext
     let template: String
+    let access: AccessRule
     /// The cache policy after plugins.yaml overrides.
     let cache: CachePolicy
+    let cost: Int
+    let resourceParameter: String?
+    let tags: [String]
+    /// Whether the handler reads a body (a dialect route's body is always read: its credential may be there).
+    let readsBody: Bool
     /// The plugin's ``ServicePlugin/cacheAdmits(_:)``.
     let cacheAdmits: @Sendable (Principal) async -> Bool
+    /// The plugin's ``ServicePlugin/authorize(_:)``.
+    let authorize: @Sendable (AuthorizationRequest) async throws -> Void
     let metrics: GatewayMetrics.EndpointSeries
     /// The cache policy's tags and invalidated tags, split once into text and `{parameter}`s.
     let storedTags: [TagTemplate]
     let invalidatedTags: [TagTemplate]
 
-    init(pluginID: String, operation: ServiceOperation, plugin: PluginContext, template: String, cache: CachePolicy,
-         cacheAdmits: @escaping @Sendable (Principal) async -> Bool, metrics: GatewayMetrics) {
+    init(pluginID: String, handler: Handler, plugin: PluginContext, template: String, cache: CachePolicy, instance: any ServicePlugin,
+         metrics: GatewayMetrics) {
         self.pluginID = pluginID
-        self.operation = operation
+        self.handler = handler
         self.plugin = plugin
         self.template = template
         self.cache = cache
-        self.cacheAdmits = cacheAdmits
-        self.metrics = metrics.endpointSeries(operation.name, commonStatus: operation.successStatus)
+        switch handler {
+        case .operation(let operation):
+            name = operation.name
+            access = operation.access
+            cost = operation.cost
+            resourceParameter = operation.resourceParameter
+            tags = operation.tags
+            readsBody = operation.io.hasBody
+            self.metrics = metrics.endpointSeries(operation.name, commonStatus: Int(operation.successStatus.code))
+        case .dialect(let dialect, let route):
+            name = "\(pluginID).\(dialect.name) \(route.method.rawValue) \(route.path)"
+            access = route.access
+            cost = route.cost
+            resourceParameter = route.resourceParameter
+            tags = route.tags
+            readsBody = true
+            self.metrics = metrics.endpointSeries(name, commonStatus: 200)
+        }
+        cacheAdmits = { await instance.cacheAdmits($0) }
+        authorize = { try await instance.authorize($0) }
         storedTags = cache.tags.map(TagTemplate.init)
         invalidatedTags = cache.invalidates.map(TagTemplate.init)
+    }
+
+    /// The dialect, for a dialect route.
+    var dialect: Dialect? {
+        if case .dialect(let dialect, _) = handler { return dialect }
+        return nil
+    }
+
+    var summary: String {
+        switch handler {
+        case .operation(let operation): operation.summary
+        case .dialect(let dialect, let route): "[\(dialect.name)] \(route.summary)"
+        }
     }
 }
 
@@ -121,27 +170,6 @@ struct TagTemplate: Sendable, Equatable {
     }
 }
 
-/// A dialect route placed at its full path.
-final class MountedDialectRoute: Sendable {
-    let pluginID: String
-    let dialect: Dialect
-    let route: DialectRoute
-    let plugin: PluginContext
-    let template: String
-    let name: String
-    let metrics: GatewayMetrics.EndpointSeries
-
-    init(pluginID: String, dialect: Dialect, route: DialectRoute, plugin: PluginContext, template: String, metrics: GatewayMetrics) {
-        self.pluginID = pluginID
-        self.dialect = dialect
-        self.route = route
-        self.plugin = plugin
-        self.template = template
-        self.name = "\(pluginID).\(dialect.name) \(route.method.rawValue) \(route.path)"
-        self.metrics = metrics.endpointSeries(name, commonStatus: 200)
-    }
-}
-
 /// One of the gateway's own endpoints (`/healthz`, `/openapi.json`, ...).
 final class GatewayEndpoint: Sendable {
     let name: String
@@ -159,15 +187,13 @@ final class GatewayEndpoint: Sendable {
 
 /// What a path resolves to.
 enum Endpoint: Sendable {
-    case operation(MountedOperation)
-    case dialect(MountedDialectRoute)
+    case route(MountedRoute)
     case gateway(GatewayEndpoint)
 
     /// The label under which metrics and logs report it.
     var name: String {
         switch self {
-        case .operation(let mounted): mounted.operation.name
-        case .dialect(let mounted): mounted.name
+        case .route(let mounted): mounted.name
         case .gateway(let endpoint): endpoint.name
         }
     }
@@ -175,16 +201,14 @@ enum Endpoint: Sendable {
     /// The endpoint's metric series.
     var metrics: GatewayMetrics.EndpointSeries? {
         switch self {
-        case .operation(let mounted): mounted.metrics
-        case .dialect(let mounted): mounted.metrics
+        case .route(let mounted): mounted.metrics
         case .gateway(let endpoint): endpoint.metrics
         }
     }
 
     var summary: String {
         switch self {
-        case .operation(let mounted): mounted.operation.summary
-        case .dialect(let mounted): "[\(mounted.dialect.name)] \(mounted.route.summary)"
+        case .route(let mounted): mounted.summary
         case .gateway(let endpoint): endpoint.summary
         }
     }

@@ -77,11 +77,12 @@ public struct GatewayResponder: HTTPResponder {
                 case .found(let endpoint, let parameters):
                     endpointName = endpoint.name
                     endpointMetrics = endpoint.metrics
-                    if case .operation(let mounted) = endpoint {
-                        response = try await runOperation(mounted, method: method, parameters: parameters, request: request, context: context, requestID: requestID)
+                    switch endpoint {
+                    case .route(let mounted):
+                        response = await run(mounted, method: method, parameters: parameters, request: request, context: context, requestID: requestID)
                         operationReplied = true
-                    } else {
-                        response = try await dispatch(endpoint, parameters: parameters, request: request, context: context, requestID: requestID)
+                    case .gateway(let gateway):
+                        response = try await gateway.handler(request, context)
                     }
                 case .methodNotAllowed(let allowed):
                     response = ProblemResponse.make(.methodNotAllowed(method.rawValue, allowed: allowed), path: request.uri.path, requestID: requestID)
@@ -92,7 +93,7 @@ public struct GatewayResponder: HTTPResponder {
                 response = problem(for: error, request: request, requestID: requestID, endpoint: endpointName)
             }
         }
-        // An operation's reply has its id already (added with its other fields).
+        // A route's reply has its id already (added with its other fields).
         if !operationReplied { response.headers[Self.requestIDField] = requestID }
         if let cors = settings.cors { Self.addCORS(to: &response, request: request, cors: cors) }
         if method == .head { response.body = .init() }
@@ -116,244 +117,6 @@ public struct GatewayResponder: HTTPResponder {
         }
         logger.error("unhandled error", metadata: ["request.id": .string(requestID), "endpoint": .string(endpoint), "error": "\(String(reflecting: error))"])
         return ProblemResponse.make(.internalError(), path: request.uri.path, requestID: requestID)
-    }
-
-    private func dispatch(_ endpoint: Endpoint, parameters: [String: String], request: Request, context: Context, requestID: String) async throws -> Response {
-        switch endpoint {
-        case .gateway(let gateway):
-            return try await gateway.handler(request, context)
-        case .operation(let mounted):
-            return try await runOperation(mounted, method: request.method, parameters: parameters, request: request, context: context, requestID: requestID)
-        case .dialect(let mounted):
-            do {
-                return try await runDialect(mounted, parameters: parameters, request: request, context: context, requestID: requestID)
-            } catch {
-                guard let gatewayError = ProblemResponse.gatewayError(from: error) else {
-                    logger.error("unhandled dialect error", metadata: ["request.id": .string(requestID), "error": "\(String(reflecting: error))"])
-                    return Self.response(mounted.dialect.renderError(.internalError()))
-                }
-                var response = Self.response(mounted.dialect.renderError(gatewayError))
-                for (name, value) in gatewayError.headers where name != "WWW-Authenticate" || gatewayError.status == 401 {
-                    if let field = Self.field(name) { response.headers[field] = value }
-                }
-                return response
-            }
-        }
-    }
-
-    // MARK: Stages shared by operations and dialects
-
-    private func collectBody(_ request: Request) async throws -> ByteBuffer {
-        if let length = request.headers.value(.contentLength).flatMap(Int.init), length > settings.maxBodySize {
-            throw GatewayError.contentTooLarge(limit: settings.maxBodySize)
-        }
-        do {
-            return try await request.body.collect(upTo: settings.maxBodySize)
-        } catch let error as HTTPError where error.status == .contentTooLarge {
-            throw GatewayError.contentTooLarge(limit: settings.maxBodySize)
-        }
-    }
-
-    func limit(_ principal: Principal, plugin: String, cost: Int) async throws -> [HTTPField] {
-        try Self.admit(try await rateLimiter.acquire(principal: principal, plugin: plugin, cost: cost))
-    }
-
-    /// The principal and the rate-limit fields of a request, without suspending when the
-    /// authenticator and the limiter can answer at once (no credential or a remembered one, limits
-    /// kept in this process): most requests then make no asynchronous call for either stage.
-    @inline(__always)
-    private func principalAndLimit(_ credential: Credential?, address: String, plugin: String, cost: Int) async throws -> (Principal, [HTTPField]) {
-        let principal: Principal
-        if let known = try authenticator.knownPrincipal(for: credential, address: address) {
-            principal = known
-        } else {
-            principal = try await authenticator.principal(for: credential, address: address)
-        }
-        if let decision = rateLimiter.acquireNow(principal: principal, plugin: plugin, cost: cost) {
-            return (principal, try Self.admit(decision))
-        }
-        return (principal, try await limit(principal, plugin: plugin, cost: cost))
-    }
-
-    /// The decision's fields, or the 429 it calls for.
-    private static func admit(_ decision: RateLimitDecision) throws -> [HTTPField] {
-        guard decision.allowed else {
-            throw GatewayError.quotaExceeded(policy: decision.policy, retryAfter: decision.retryAfter)
-                .adding(headers: Dictionary(decision.headers.map { ($0.name.rawName, $0.value) }, uniquingKeysWith: { _, new in new }))
-        }
-        return decision.headers
-    }
-
-    /// Enforces an operation's access rule. A key is further bounded by its scopes on every
-    /// operation, public ones included (a key is a capability: it acts for its owner, so a
-    /// read-only key must not write even where a guest could): a read (GET/HEAD) needs
-    /// `<plugin>:read` and anything else `<plugin>:write` (or `<plugin>:*`, or `*`).
-    static func authorize(_ rule: AccessRule, principal: Principal, plugin: String, method: HTTPRequest.Method) throws {
-        if case .apiKey = principal.kind, !principal.isAdmin {
-            let needed = "\(plugin):" + (method == .get || method == .head ? "read" : "write")
-            guard principal.scopes.contains(needed) || principal.scopes.contains("\(plugin):*") || principal.scopes.contains("*") else {
-                throw GatewayError.forbidden("This key lacks the scope \(needed).")
-            }
-        }
-        switch rule {
-        case .public:
-            return
-        case .user, .owner:
-            guard principal.userID != nil || principal.isAdmin else {
-                throw principal.isAnonymous ? GatewayError.unauthorized() : GatewayError.forbidden("This operation acts for a user; this key has none.")
-            }
-        case .scope(let scope):
-            if principal.isAdmin { return }
-            switch principal.kind {
-            case .anonymous: throw GatewayError.unauthorized()
-            case .user: return
-            case .apiKey:
-                guard principal.scopes.contains(scope) || principal.scopes.contains("*") || principal.scopes.contains("\(plugin):*") else {
-                    throw GatewayError.forbidden("This key lacks the scope \(scope).")
-                }
-            }
-        case .admin:
-            guard principal.isAdmin else {
-                throw principal.isAnonymous ? GatewayError.unauthorized() : GatewayError.forbidden("Only administrators may do this.")
-            }
-        }
-    }
-
-    // MARK: Operations
-
-    private func runOperation(_ mounted: MountedOperation, method: HTTPRequest.Method, parameters: [String: String], request: Request, context: Context,
-                              requestID: String) async throws -> Response {
-        // Fields are read from the mounted operation in place: a copy of the whole descriptor
-        // would count references to each of its strings and arrays.
-        let credential = NativeCredentials.extract(from: request.headers)
-        let (principal, limitHeaders) = try await principalAndLimit(credential, address: context.remoteAddress, plugin: mounted.pluginID,
-                                                                    cost: mounted.operation.cost)
-        let query = try PercentDecoding.queryParameters(Self.query(of: request))
-
-        let isRead = method == .get || method == .head
-        let requestCacheControl = request.headers.value(.cacheControl)?.lowercased() ?? ""
-        var cacheKey: String?
-        if isRead, mounted.cache.isCacheable, !requestCacheControl.contains("no-store"), await mounted.cacheAdmits(principal) {
-            cacheKey = Self.cacheKey(mounted, parameters: parameters, query: query, request: request, principal: principal)
-        }
-        if let cacheKey, !requestCacheControl.contains("no-cache"), let hit = await cache.lookup(cacheKey) {
-            let age = ContinuousClock.now - hit.storedAt
-            let maxAge = Self.requestMaxAge(requestCacheControl)
-            if age < hit.ttl, maxAge.map({ age <= .seconds($0) }) ?? true {
-                return Self.cachedResponse(hit, age: age, request: request, limitHeaders: limitHeaders, requestID: requestID)
-            }
-        }
-
-        try Self.authorize(mounted.operation.access, principal: principal, plugin: mounted.pluginID, method: method)
-        if let resource = mounted.operation.resourceParameter, let id = parameters[resource],
-           !principal.mayAccess(resource: id, of: mounted.pluginID) {
-            throw GatewayError.notFound("No such resource '\(id)'.")
-        }
-        var body: ByteBuffer?
-        if mounted.operation.io.hasBody {
-            body = try await collectBody(request)
-        }
-        let contentType = request.headers.value(.contentType).map { Self.mediaType($0) }
-        let operationContext = OperationContext(principal: principal, requestID: requestID, logger: logger,
-                                                headers: request.headers, plugin: mounted.plugin, credential: credential)
-        let reply = try await mounted.operation(
-            OperationRequest(pathParameters: parameters, queryParameters: query, body: body, contentType: contentType),
-            context: operationContext)
-
-        // The reply's fields: appended where no field of the name can be there yet (a search per
-        // field is a large part of a small reply's cost), set where the operation may have set it.
-        // `Content-Length` and `X-Request-Id` are added here too, so that neither Hummingbird's
-        // `Response` nor ``respond(to:context:)`` has to search the fields and copy them to set one.
-        var headers = FieldList(capacity: limitHeaders.count + reply.headers.count + 8)
-        headers.append(contentsOf: limitHeaders)
-        for (name, value) in reply.headers { if let field = Self.field(name) { headers[field] = value } }
-        // The names the operation set: only a field of one of these can be there already.
-        let replace: [HTTPField.Name] = reply.headers.isEmpty ? [] : reply.headers.keys.compactMap { Self.field($0) }
-        let bytes: ByteBuffer
-        switch reply.body {
-        case .empty:
-            bytes = ByteBuffer()
-        case .json(let value):
-            bytes = try JSONStreamEncoder.encodeBuffer(value)
-            Self.put(Self.jsonContentType, into: &headers, replacing: replace)
-        case .bytes(let buffer, let type):
-            bytes = buffer
-            Self.put(HTTPField(name: .contentType, value: type), into: &headers, replacing: replace)
-        }
-        Self.put(HTTPField(name: Self.requestIDField, value: requestID), into: &headers, replacing: replace)
-        let succeeded = (200..<300).contains(reply.status)
-        if succeeded && !isRead && !mounted.cache.invalidates.isEmpty {
-            await cache.invalidate(tags: mounted.invalidatedTags.map { $0.resolve(parameters) })
-        }
-        guard isRead, reply.status == 200 else {
-            return Self.response(status: .init(code: reply.status), headers: &headers, body: bytes, replacing: replace)
-        }
-        let etag: String
-        if replace.contains(.eTag), let given = headers[.eTag] {
-            etag = given
-        } else {
-            etag = Self.strongETag(bytes)
-            Self.put(HTTPField(name: .eTag, value: etag), into: &headers, replacing: replace)
-        }
-        if let cacheKey, let ttl = mounted.cache.ttl {
-            let seconds = Int(ttl.components.seconds)
-            Self.put(HTTPField(name: .cacheControl, value: mounted.cache.scope == .shared ? "public, max-age=\(seconds)" : "private, max-age=\(seconds)"),
-                     into: &headers, replacing: replace)
-            Self.put(Self.cacheMiss, into: &headers, replacing: replace)
-            if !requestCacheControl.contains("no-store") {
-                let stored = headers.fields.filter { field in field.name != Self.requestIDField && !limitHeaders.contains { $0.name == field.name } }
-                await cache.store(cacheKey, CachedReply(
-                    status: 200, headers: stored.map { ($0.name.rawName, $0.value) }, body: Array(buffer: bytes), etag: etag,
-                    storedAt: .now, ttl: ttl, tags: mounted.storedTags.map { $0.resolve(parameters) }))
-            }
-        } else {
-            if !replace.contains(.cacheControl) { Self.put(Self.noCache, into: &headers, replacing: replace) }
-            Self.put(Self.cacheBypass, into: &headers, replacing: replace)
-        }
-        if Self.matches(ifNoneMatch: request.headers.value(.ifNoneMatch), etag: etag) {
-            headers[.contentType] = nil
-            return Response(status: .notModified, headers: headers.httpFields, body: .init())
-        }
-        return Self.response(status: .ok, headers: &headers, body: bytes, replacing: replace)
-    }
-
-    /// Appends `field`, or replaces the field of its name when the operation set one (`replacing`
-    /// names the fields it set).
-    @inline(__always)
-    private static func put(_ field: HTTPField, into headers: inout FieldList, replacing: [HTTPField.Name]) {
-        if !replacing.isEmpty && replacing.contains(field.name) { headers[field.name] = field.value } else { headers.append(field) }
-    }
-
-    /// The response, with `Content-Length` added to `headers` as their first field: Hummingbird's
-    /// `Response` and NIO's encoder each search the fields for it before sending, comparing names
-    /// until they find it.
-    private static func response(status: HTTPResponse.Status, headers: inout FieldList, body: ByteBuffer, replacing: [HTTPField.Name]) -> Response {
-        let length = HTTPField(name: .contentLength, value: String(body.readableBytes))
-        if !replacing.isEmpty && replacing.contains(.contentLength) { headers[.contentLength] = length.value } else { headers.prepend(length) }
-        return Response(status: status, headers: headers.httpFields, body: .init(byteBuffer: body))
-    }
-
-    // MARK: Dialects
-
-    private func runDialect(_ mounted: MountedDialectRoute, parameters: [String: String], request: Request, context: Context, requestID: String) async throws -> Response {
-        let query = try PercentDecoding.queryParameters(Self.query(of: request))
-        let body = try await collectBody(request)
-        let dialectRequest = DialectRequest(method: request.method, path: request.uri.path, pathParameters: parameters,
-                                            queryParameters: query, headers: request.headers, body: body, authority: request.head.authority)
-        let credential = mounted.dialect.credential(dialectRequest)
-        let (principal, limitHeaders) = try await principalAndLimit(credential, address: context.remoteAddress, plugin: mounted.pluginID,
-                                                                    cost: mounted.route.cost)
-        let operationContext = OperationContext(principal: principal, requestID: requestID, logger: logger,
-                                                headers: request.headers, plugin: mounted.plugin, credential: credential)
-        var response = Self.response(try await mounted.route.handler(dialectRequest, operationContext))
-        for field in limitHeaders { response.headers[field.name] = field.value }
-        return response
-    }
-
-    static func response(_ reply: DialectResponse) -> Response {
-        var headers = HTTPFields()
-        for (name, value) in reply.headers { if let field = Self.field(name) { headers[field] = value } }
-        return Response(status: .init(code: reply.status), headers: headers, body: .init(byteBuffer: reply.body))
     }
 
     // MARK: Helpers
@@ -387,9 +150,7 @@ public struct GatewayResponder: HTTPResponder {
     }
 
     static func mediaType(_ header: String) -> String {
-        if header == "application/json" { return header }
-        let type = header.split(separator: ";", maxSplits: 1).first.map(String.init) ?? header
-        return type.trimmingCharacters(in: .whitespaces).lowercased()
+        MediaType.essence(of: header)
     }
 
     /// A strong validator derived from the body: the top 52 bits of its XXH64, stable across
@@ -437,9 +198,9 @@ public struct GatewayResponder: HTTPResponder {
         return (mark + 1)..<(bytes[(mark + 1)...].firstIndex(of: UInt8(ascii: "#")) ?? bytes.count)
     }
 
-    static func cacheKey(_ mounted: MountedOperation, parameters: [String: String], query: [(name: String, value: String)],
+    static func cacheKey(_ mounted: MountedRoute, parameters: [String: String], query: [(name: String, value: String)],
                          request: Request, principal: Principal) -> String {
-        var key = mounted.operation.name
+        var key = mounted.name
         key += "|" + request.uri.path
         // Parameter order does not change the answer, so it must not split the cache.
         let sorted = query.sorted { ($0.name, $0.value) < ($1.name, $1.value) }
@@ -508,100 +269,3 @@ extension HTTPFields {
     }
 }
 
-/// A reply's header fields while they are gathered: an array, made into `HTTPFields` once.
-///
-/// `HTTPFields` has no specialized way in for a field from outside its module: `append` (and
-/// `append(contentsOf:)`, and the initializer from a sequence) go through its generic, unspecialized
-/// `replaceSubrange`, which boxes every field in a heap allocation of its own. But its one stored
-/// property is the array of its fields, in order (`_fields: [HTTPField]`), so a struct with that
-/// property alone has that array's layout: where reflection confirms it (``storedAsArray``), the
-/// list becomes `HTTPFields` as it is, without a copy. Otherwise ``httpFields`` starts from a list
-/// of that many placeholder fields (copied from ``templates``; its position subscript is
-/// inlinable) and sets each position.
-struct FieldList {
-    /// For each count below its size, that many placeholder fields.
-    static let templates: [HTTPFields] = (0..<32).map { count in
-        HTTPFields(repeatElement(HTTPField(name: placeholderName, value: ""), count: count))
-    }
-    private static let placeholderName = HTTPField.Name("x-placeholder")!
-    /// Room for the fields Hummingbird adds after the responder (`Date`, and `Server` when one is
-    /// configured): without it, adding one copies the whole list into a larger one.
-    static let addedLater = 2
-    private(set) var fields: [HTTPField] = []
-
-    /// Room for `capacity` fields and for those Hummingbird adds later.
-    init(capacity: Int) {
-        fields.reserveCapacity(capacity + Self.addedLater)
-    }
-
-    mutating func append(_ field: HTTPField) {
-        fields.append(field)
-    }
-
-    mutating func append(contentsOf more: [HTTPField]) {
-        fields.append(contentsOf: more)
-    }
-
-    /// Puts `field` before every other.
-    mutating func prepend(_ field: HTTPField) {
-        fields.insert(field, at: 0)
-    }
-
-    /// The value of the first field named `name`. Setting one, as `HTTPFields` does, leaves a single
-    /// field of the name (in the place of the first; appended when there was none), and nil removes
-    /// them all.
-    subscript(name: HTTPField.Name) -> String? {
-        get { fields.first { $0.name == name }?.value }
-        set {
-            guard let first = fields.firstIndex(where: { $0.name == name }) else {
-                if let newValue { fields.append(HTTPField(name: name, value: newValue)) }
-                return
-            }
-            if let newValue {
-                fields[first] = HTTPField(name: name, value: newValue)
-                var index = first + 1
-                while index < fields.count { if fields[index].name == name { fields.remove(at: index) } else { index += 1 } }
-            } else {
-                fields.removeAll { $0.name == name }
-            }
-        }
-    }
-
-    /// Whether `HTTPFields` is, as far as its memory goes, its array of fields: its only stored
-    /// property (by its type's reflection metadata) is an `[HTTPField]`, and a list read that way
-    /// has the fields, their count and lookups by name that the public API gives.
-    static let storedAsArray: Bool = {
-        let children = Array(Mirror(reflecting: HTTPFields()).children)
-        guard children.count == 1, children[0].value is [HTTPField], MemoryLayout<HTTPFields>.size == MemoryLayout<[HTTPField]>.size,
-              MemoryLayout<HTTPFields>.alignment == MemoryLayout<[HTTPField]>.alignment else { return false }
-        let probe = [HTTPField(name: .contentType, value: "application/json"), HTTPField(name: .eTag, value: "\"probe\""),
-                     HTTPField(name: .cacheControl, value: "no-cache")]
-        var expected = HTTPFields()
-        for field in probe { expected.append(field) }
-        var converted = unsafeBitCast(probe, to: HTTPFields.self)
-        guard converted == expected, converted.count == 3, Array(converted) == probe, converted[.eTag] == "\"probe\"" else { return false }
-        converted[.date] = "Sun, 22 Nov 2026 12:00:00 GMT"
-        return converted.count == 4 && converted[.date] != nil && probe.count == 3
-    }()
-
-    var httpFields: HTTPFields {
-        // The list's own array, with its spare capacity for the fields added later.
-        Self.storedAsArray ? unsafeBitCast(fields, to: HTTPFields.self) : copiedFields
-    }
-
-    /// The fields, copied into placeholders.
-    var copiedFields: HTTPFields {
-        let templates = Self.templates
-        guard fields.count < templates.count else {
-            var result = HTTPFields()
-            result.reserveCapacity(fields.count + Self.addedLater)
-            result.append(contentsOf: fields)
-            return result
-        }
-        var result = templates[fields.count]
-        // A list of its own, with room to spare; then each placeholder is replaced.
-        result.reserveCapacity(fields.count + Self.addedLater)
-        for index in fields.indices { result[index] = fields[index] }
-        return result
-    }
-}

@@ -39,10 +39,8 @@ enum ProblemResponse {
         var headers = HTTPFields()
         headers[.contentType] = "application/problem+json"
         headers[.cacheControl] = "no-store"
-        for (name, value) in error.headers {
-            if let field = HTTPField.Name(name) { headers[field] = value }
-        }
-        return Response(status: .init(code: error.status), headers: headers, body: .init(byteBuffer: data))
+        for field in error.headers { headers.append(field) }
+        return Response(status: error.httpStatus, headers: headers, body: .init(byteBuffer: data))
     }
 
     /// Maps any error to a ``GatewayError``: its own kind, Hummingbird's HTTP errors by status,

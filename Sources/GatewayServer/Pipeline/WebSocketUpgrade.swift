@@ -43,7 +43,7 @@ extension Gateway {
         let request = DialectRequest(method: .get, path: String(path), pathParameters: parameters, queryParameters: queryParameters,
                                      headers: head.headerFields, authority: head.authority)
         let address = channel.remoteAddress.map(GatewayRequestContext.text(of:)) ?? "local"
-        let credential = mounted.dialect.credential(request)
+        let credential = mounted.dialect.credentials(request)
         guard let principal = try? await authenticator.principal(for: credential, address: address) else {
             return .dontUpgrade
         }

@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import GatewayCore
+import HTTPTypes
 import NIOCore
 import NIOHTTP1
 
@@ -14,15 +15,17 @@ public struct AsyncUpstreamClient: UpstreamHTTPClient {
 
     public func send(_ request: UpstreamRequest, maxBodySize: Int) async throws -> UpstreamResponse {
         var outbound = HTTPClientRequest(url: request.url)
-        outbound.method = HTTPMethod(rawValue: request.method)
-        for (name, value) in request.headers { outbound.headers.add(name: name, value: value) }
+        outbound.method = HTTPMethod(rawValue: request.method.rawValue)
+        for field in request.headers { outbound.headers.add(name: field.name.rawName, value: field.value) }
         if let body = request.body { outbound.body = .bytes(body) }
         let timeout = TimeAmount.nanoseconds(Int64(request.timeout.components.seconds) * 1_000_000_000
             + request.timeout.components.attoseconds / 1_000_000_000)
         do {
             let response = try await client.execute(outbound, timeout: timeout)
             let body = try await response.body.collect(upTo: maxBodySize)
-            return UpstreamResponse(status: Int(response.status.code), headers: response.headers.map { ($0.name, $0.value) }, body: body)
+            var headers = HTTPFields()
+            for (name, value) in response.headers { if let field = HTTPField.Name(name) { headers.append(HTTPField(name: field, value: value)) } }
+            return UpstreamResponse(status: HTTPResponse.Status(code: Int(response.status.code)), headers: headers, body: body)
         } catch let error as HTTPClientError where error == .deadlineExceeded || error == .readTimeout || error == .connectTimeout {
             throw GatewayError.gatewayTimeout("The upstream service at \(request.url) did not answer in time.")
         } catch let error as GatewayError {

@@ -1,4 +1,4 @@
-import GatewayCore
+@testable import GatewayServer
 import Testing
 
 @Suite("XXH64")

@@ -5,7 +5,7 @@
 /// The gateway derives strong ETags from reply bodies with it. It reads eight bytes per step in
 /// four independent lanes, several times faster than a byte-at-a-time hash such as FNV-1a, whose
 /// multiply chain made hashing a 1 KB reply cost more than routing and authenticating it.
-public enum XXHash64 {
+enum XXHash64 {
     private static let prime1: UInt64 = 0x9E37_79B1_85EB_CA87
     private static let prime2: UInt64 = 0xC2B2_AE3D_27D4_EB4F
     private static let prime3: UInt64 = 0x1656_67B1_9E37_79F9
@@ -13,7 +13,7 @@ public enum XXHash64 {
     private static let prime5: UInt64 = 0x27D4_EB2F_1656_67C5
 
     /// The hash of `bytes` with `seed`.
-    public static func hash(_ bytes: UnsafeRawBufferPointer, seed: UInt64 = 0) -> UInt64 {
+    static func hash(_ bytes: UnsafeRawBufferPointer, seed: UInt64 = 0) -> UInt64 {
         let length = bytes.count
         var offset = 0
         @inline(__always) func word(_ at: Int) -> UInt64 { UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: at, as: UInt64.self)) }
@@ -61,7 +61,7 @@ public enum XXHash64 {
     }
 
     /// The hash of `bytes` with `seed`.
-    public static func hash(_ bytes: some Sequence<UInt8>, seed: UInt64 = 0) -> UInt64 {
+    static func hash(_ bytes: some Sequence<UInt8>, seed: UInt64 = 0) -> UInt64 {
         if let hash = bytes.withContiguousStorageIfAvailable({ hash(UnsafeRawBufferPointer($0), seed: seed) }) { return hash }
         let array = Array(bytes)
         return array.withUnsafeBytes { hash($0, seed: seed) }

@@ -1,0 +1,83 @@
+import GatewayCore
+import HTTPTypes
+import Hummingbird
+import NIOCore
+
+/// The last stages of a route: the reply's fields, its validator, cache store and invalidation.
+extension GatewayResponder {
+    func respond(with reply: RouteReply, of mounted: MountedRoute, isRead: Bool, parameters: [String: String], request: Request, cacheKey: String?,
+                 requestCacheControl: String, limitHeaders: [HTTPField], requestID: String) async throws -> Response {
+        // The reply's fields: appended where no field of the name can be there yet (a search per
+        // field is a large part of a small reply's cost), set where the handler may have set it.
+        // `Content-Length` and `X-Request-Id` are added here too, so that neither Hummingbird's
+        // `Response` nor ``respond(to:context:)`` has to search the fields and copy them to set one.
+        var headers = FieldList(capacity: limitHeaders.count + reply.headers.count + 8)
+        headers.append(contentsOf: limitHeaders)
+        // The handler's fields as they are: a name may repeat (`Link`, `Set-Cookie`).
+        for field in reply.headers { headers.append(field) }
+        // The names the handler set: only a field of one of these can be there already.
+        let replace: [HTTPField.Name] = reply.headers.isEmpty ? [] : reply.headers.map(\.name)
+        let bytes: ByteBuffer
+        switch reply.body {
+        case .empty:
+            bytes = ByteBuffer()
+        case .json(let value):
+            bytes = try JSONStreamEncoder.encodeBuffer(value)
+            Self.put(Self.jsonContentType, into: &headers, replacing: replace)
+        case .bytes(let buffer, let type):
+            bytes = buffer
+            if let type { Self.put(HTTPField(name: .contentType, value: type), into: &headers, replacing: replace) }
+        }
+        Self.put(HTTPField(name: Self.requestIDField, value: requestID), into: &headers, replacing: replace)
+        if reply.status.kind == .successful && !isRead && !mounted.cache.invalidates.isEmpty {
+            await cache.invalidate(tags: mounted.invalidatedTags.map { $0.resolve(parameters) })
+        }
+        // A dialect's reply keeps its own fields unless its route is cacheable.
+        guard isRead, reply.status == .ok, !(reply.isDialect && cacheKey == nil) else {
+            return Self.response(status: reply.status, headers: &headers, body: bytes, replacing: replace)
+        }
+        let etag: String
+        if replace.contains(.eTag), let given = headers[.eTag] {
+            etag = given
+        } else {
+            etag = Self.strongETag(bytes)
+            Self.put(HTTPField(name: .eTag, value: etag), into: &headers, replacing: replace)
+        }
+        if let cacheKey, let ttl = mounted.cache.ttl {
+            let seconds = Int(ttl.components.seconds)
+            Self.put(HTTPField(name: .cacheControl, value: mounted.cache.scope == .shared ? "public, max-age=\(seconds)" : "private, max-age=\(seconds)"),
+                     into: &headers, replacing: replace)
+            Self.put(Self.cacheMiss, into: &headers, replacing: replace)
+            if !requestCacheControl.contains("no-store") {
+                let stored = headers.fields.filter { field in field.name != Self.requestIDField && !limitHeaders.contains { $0.name == field.name } }
+                await cache.store(cacheKey, CachedReply(
+                    status: 200, headers: stored.map { ($0.name.rawName, $0.value) }, body: Array(buffer: bytes), etag: etag,
+                    storedAt: .now, ttl: ttl, tags: mounted.storedTags.map { $0.resolve(parameters) }))
+            }
+        } else {
+            if !replace.contains(.cacheControl) { Self.put(Self.noCache, into: &headers, replacing: replace) }
+            Self.put(Self.cacheBypass, into: &headers, replacing: replace)
+        }
+        if Self.matches(ifNoneMatch: request.headers.value(.ifNoneMatch), etag: etag) {
+            headers[.contentType] = nil
+            return Response(status: .notModified, headers: headers.httpFields, body: .init())
+        }
+        return Self.response(status: .ok, headers: &headers, body: bytes, replacing: replace)
+    }
+
+    /// Appends `field`, or replaces the field of its name when the handler set one (`replacing`
+    /// names the fields it set).
+    @inline(__always)
+    static func put(_ field: HTTPField, into headers: inout FieldList, replacing: [HTTPField.Name]) {
+        if !replacing.isEmpty && replacing.contains(field.name) { headers[field.name] = field.value } else { headers.append(field) }
+    }
+
+    /// The response, with `Content-Length` added to `headers` as their first field: Hummingbird's
+    /// `Response` and NIO's encoder each search the fields for it before sending, comparing names
+    /// until they find it.
+    static func response(status: HTTPResponse.Status, headers: inout FieldList, body: ByteBuffer, replacing: [HTTPField.Name]) -> Response {
+        let length = HTTPField(name: .contentLength, value: String(body.readableBytes))
+        if !replacing.isEmpty && replacing.contains(.contentLength) { headers[.contentLength] = length.value } else { headers.prepend(length) }
+        return Response(status: status, headers: headers.httpFields, body: .init(byteBuffer: body))
+    }
+}
