@@ -11,51 +11,47 @@ public struct FeedsPlugin: ServicePlugin {
     public static let summary = "IoT feeds, datastreams and datapoints with history and live updates, with the Xively v2 dialect"
     public static let migrations = FeedStore.migrations + TriggerEngine.migrations + LegacyKeys.migrations
 
-    public struct Configuration: Decodable, Sendable {
-        /// A feed with no update for this long is `frozen` (default 15m).
-        var frozenAfterSeconds = 900
-        /// Datapoints may be at most this far in the future (default 5m).
-        var maxFutureSkewSeconds = 300
+    public struct Configuration: PluginConfiguration {
+        /// A feed with no update for this long is `frozen`.
+        var frozenAfter = ConfigDuration.minutes(15)
+        /// Datapoints may be at most this far in the future.
+        var maxFutureSkew = ConfigDuration.minutes(5)
         /// The most datapoints one request may carry (more: 413).
         var maxDatapointsPerRequest = 10_000
-        /// How often the retention service removes expired datapoints (default 1h).
-        var retentionEverySeconds = 3_600
+        /// How often the retention service removes expired datapoints.
+        var retentionEvery = ConfigDuration.hours(1)
         /// The demo series loaded on a first start with `demo: true` (`at,value` or a CSV with a header).
         var demo: String?
         /// The base URL in the links of trigger notifications (`https://iot.example.com`); default none (paths only).
         var publicURL: String?
-        /// How long a trigger's POST may take (default 5s).
-        var triggerTimeoutSeconds = 5
-        /// How many times a failed trigger POST is tried in all (default 5; waits 1s, 2s, 4s, ... between).
+        /// How long a trigger's POST may take.
+        var triggerTimeout = ConfigDuration(seconds: 5)
+        /// How many times a failed trigger POST is tried in all (waits 1s, 2s, 4s, ... between).
         var triggerAttempts = 5
-        /// Whether trigger URLs may name loopback, private or link-local addresses (default false).
+        /// Whether trigger URLs may name loopback, private or link-local addresses.
         var triggerPrivateTargets = false
 
-        enum CodingKeys: String, CodingKey {
-            case frozenAfter, maxFutureSkew, maxDatapointsPerRequest, retentionEvery, demo, publicURL, triggerTimeout, triggerAttempts, triggerPrivateTargets
-        }
+        public static let defaults = Configuration()
 
-        public init(from decoder: any Decoder) throws {
-            let container = try decoder.container(keyedBy: CodingKeys.self)
-            func seconds(_ key: CodingKeys, default value: Int) throws -> Int {
-                guard let text = try container.decodeIfPresent(String.self, forKey: key) else { return value }
-                guard let seconds = HistoryDuration.seconds(text) else {
-                    throw ConfigurationError(key: key.stringValue, "'\(text)' is not a duration (use 30s, 15m, 1h, 2days)")
-                }
-                return Int(seconds)
+        public func validate() throws {
+            guard (1...100_000).contains(maxDatapointsPerRequest) else {
+                throw ConfigurationError(key: "maxDatapointsPerRequest", "must be between 1 and 100000")
             }
-            frozenAfterSeconds = try seconds(.frozenAfter, default: 900)
-            maxFutureSkewSeconds = try seconds(.maxFutureSkew, default: 300)
-            retentionEverySeconds = try seconds(.retentionEvery, default: 3_600)
-            maxDatapointsPerRequest = try container.decodeIfPresent(Int.self, forKey: .maxDatapointsPerRequest) ?? 10_000
-            demo = try container.decodeIfPresent(String.self, forKey: .demo)
-            publicURL = try container.decodeIfPresent(String.self, forKey: .publicURL).map { $0.hasSuffix("/") ? String($0.dropLast()) : $0 }
-            triggerTimeoutSeconds = try seconds(.triggerTimeout, default: 5)
-            triggerAttempts = try container.decodeIfPresent(Int.self, forKey: .triggerAttempts) ?? 5
-            triggerPrivateTargets = try container.decodeIfPresent(Bool.self, forKey: .triggerPrivateTargets) ?? false
+            guard (1...60).contains(triggerTimeout.seconds) else { throw ConfigurationError(key: "triggerTimeout", "must be from 1s to 60s") }
+            guard (1...20).contains(triggerAttempts) else { throw ConfigurationError(key: "triggerAttempts", "must be from 1 to 20") }
+            guard frozenAfter.seconds >= 1 else { throw ConfigurationError(key: "frozenAfter", "must be at least 1s") }
+            guard retentionEvery.seconds >= 1 else { throw ConfigurationError(key: "retentionEvery", "must be at least 1s") }
+            if let url = publicURL, !(url.hasPrefix("http://") || url.hasPrefix("https://")) {
+                throw ConfigurationError(key: "publicURL", "must be an http or https URL")
+            }
         }
 
-        init() {}
+        var frozenAfterSeconds: Int { Int(frozenAfter.seconds) }
+        var maxFutureSkewSeconds: Int { Int(maxFutureSkew.seconds) }
+        var retentionEverySeconds: Int { Int(retentionEvery.seconds) }
+        var triggerTimeoutSeconds: Int { Int(triggerTimeout.seconds) }
+        /// ``publicURL`` without a trailing slash.
+        var linkBase: String? { publicURL.map { $0.hasSuffix("/") ? String($0.dropLast()) : $0 } }
     }
 
     let configuration: Configuration
@@ -63,14 +59,6 @@ public struct FeedsPlugin: ServicePlugin {
     let service: FeedService
 
     public init(configuration: Configuration, context: PluginContext) async throws {
-        guard (1...100_000).contains(configuration.maxDatapointsPerRequest) else {
-            throw ConfigurationError(key: "maxDatapointsPerRequest", "must be between 1 and 100000")
-        }
-        guard (1...60).contains(configuration.triggerTimeoutSeconds) else { throw ConfigurationError(key: "triggerTimeout", "must be from 1s to 60s") }
-        guard (1...20).contains(configuration.triggerAttempts) else { throw ConfigurationError(key: "triggerAttempts", "must be from 1 to 20") }
-        if let url = configuration.publicURL, !(url.hasPrefix("http://") || url.hasPrefix("https://")) {
-            throw ConfigurationError(key: "publicURL", "must be an http or https URL")
-        }
         self.configuration = configuration
         self.context = context
         service = FeedService(store: FeedStore(database: context.database, clock: context.clock), settings: configuration, context: context)

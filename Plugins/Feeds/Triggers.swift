@@ -246,7 +246,7 @@ final class TriggerEngine: Sendable {
     /// Fires `trigger`: records it, queues the delivery and tells the owner.
     func fire(_ trigger: TriggerRecord, feed: FeedRecord, stream: DatastreamRecord?, armedState: Bool) async throws {
         let now = store.now()
-        let payload = String(buffer: Self.payload(trigger, feed: feed, stream: stream, at: now, base: settings.publicURL ?? "").serialized())
+        let payload = String(buffer: Self.payload(trigger, feed: feed, stream: stream, at: now, base: settings.linkBase ?? "").serialized())
         let fired = try await store.database.transaction { db -> Bool in
             // Arming is claimed in the database, so that one crossing fires once even when
             // several instances (or concurrent requests) evaluate it.

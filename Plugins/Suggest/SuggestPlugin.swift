@@ -9,38 +9,23 @@ public struct SuggestPlugin: ServicePlugin {
     public static let summary = "Search-as-you-type suggestions, with the KKBOX dialect"
     public static let migrations = TermStore.migrations
 
-    public struct Configuration: Decodable, Sendable {
+    public struct Configuration: PluginConfiguration {
         /// Dictionary files loaded as demo data (relative to plugins.yaml).
         public var dictionaries: [String] = []
         /// Upstream mode: the URL of a KKBOX-format suggestion service asked too, its lines merged
         /// after the local suggestions.
         public var upstream: String?
-        /// How long a call to the upstream service may take (`300ms`, `2s`).
-        public var upstreamTimeout: String?
-        /// Failures in a row that open the circuit.
+        /// How long a call to the upstream service may take (default 500ms, at most 30s).
+        public var upstreamTimeout: ConfigDuration?
+        /// Failures in a row that open the circuit (default 3).
         public var upstreamFailures: Int?
-        /// How long an open circuit leaves the service alone (`30s`, `2m`).
-        public var upstreamCooldown: String?
+        /// How long an open circuit leaves the service alone (default 30s).
+        public var upstreamCooldown: ConfigDuration?
 
-        enum CodingKeys: String, CodingKey { case dictionaries, upstream, upstreamTimeout, upstreamFailures, upstreamCooldown }
+        public static let defaults = Configuration()
 
-        public init(from decoder: any Decoder) throws {
-            let container = try decoder.container(keyedBy: CodingKeys.self)
-            dictionaries = try container.decodeIfPresent([String].self, forKey: .dictionaries) ?? []
-            upstream = try container.decodeIfPresent(String.self, forKey: .upstream)
-            upstreamTimeout = try container.decodeIfPresent(String.self, forKey: .upstreamTimeout)
-            upstreamFailures = try container.decodeIfPresent(Int.self, forKey: .upstreamFailures)
-            upstreamCooldown = try container.decodeIfPresent(String.self, forKey: .upstreamCooldown)
-        }
-
-        /// `250ms`, `2s`, `1m`.
-        static func duration(_ text: String) -> Duration? {
-            let units: [(String, Double)] = [("ms", 0.001), ("s", 1), ("m", 60)]
-            for (unit, scale) in units where text.hasSuffix(unit) {
-                guard let value = Double(text.dropLast(unit.count)), value > 0, value.isFinite else { return nil }
-                return .milliseconds(Int64((value * scale * 1000).rounded()))
-            }
-            return nil
+        public func validate() throws {
+            _ = try upstreamSettings()
         }
 
         func upstreamSettings() throws -> UpstreamSuggestions.Settings? {
@@ -53,12 +38,12 @@ public struct SuggestPlugin: ServicePlugin {
             guard let url = URL(string: upstream), ["http", "https"].contains(url.scheme ?? ""), url.host != nil else {
                 throw ConfigurationError(key: "upstream", "\(upstream) is not an http(s) URL")
             }
-            guard let timeout = Self.duration(upstreamTimeout ?? "500ms"), timeout <= .seconds(30) else {
-                throw ConfigurationError(key: "upstreamTimeout", "must be a duration up to 30s, such as 300ms")
+            let timeout = (upstreamTimeout ?? .milliseconds(500)).duration
+            guard timeout > .zero, timeout <= .seconds(30) else {
+                throw ConfigurationError(key: "upstreamTimeout", "must be more than 0 and at most 30s, such as 300ms")
             }
-            guard let cooldown = Self.duration(upstreamCooldown ?? "30s") else {
-                throw ConfigurationError(key: "upstreamCooldown", "must be a duration such as 30s")
-            }
+            let cooldown = (upstreamCooldown ?? ConfigDuration(seconds: 30)).duration
+            guard cooldown > .zero else { throw ConfigurationError(key: "upstreamCooldown", "must be more than 0, such as 30s") }
             let failures = upstreamFailures ?? 3
             guard (1...100).contains(failures) else { throw ConfigurationError(key: "upstreamFailures", "must be between 1 and 100") }
             return UpstreamSuggestions.Settings(url: upstream, timeout: timeout, failureThreshold: failures, cooldown: cooldown)

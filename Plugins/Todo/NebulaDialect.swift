@@ -91,23 +91,32 @@ struct NebulaDialect: Sendable {
     static let applicationIDHeader = HTTPField.Name("X-Application-Id")!
     static let applicationKeyHeader = HTTPField.Name("X-Application-Key")!
 
-    /// A route that first checks the tenant's application credentials and works out the actor.
+    /// Whether a request presents the master key of an application of the tenant it names (else
+    /// the application's own key). The plugin's authorize hook calls it first, so a request with
+    /// an unknown tenant (404) or a missing or wrong application key (401) never reaches a handler.
+    static func presentsMasterKey(_ tenants: [String: TodoPlugin.TenantSettings], tenant name: String?, headers: HTTPFields) throws -> Bool {
+        guard let tenant = tenants[name ?? ""] else {
+            throw GatewayError.notFound("No tenant '\(name ?? "")'.")
+        }
+        guard let appID = headers[applicationIDHeader], let appKey = headers[applicationKeyHeader],
+              let app = tenant.apps.first(where: { $0.id == appID }) else {
+            throw GatewayError.unauthorized("Send X-Application-Id and X-Application-Key of an application of this tenant.")
+        }
+        let isMaster = app.masterKey.map { constantTimeEqual($0, appKey) } ?? false
+        guard isMaster || constantTimeEqual(app.key, appKey) else {
+            throw GatewayError.unauthorized("The application key is wrong.")
+        }
+        return isMaster
+    }
+
+    /// A route of the dialect: the handler gets the actor (the caller, and whether the
+    /// application's master key lets it bypass ACLs).
     private func route(_ method: HTTPRequest.Method, _ path: String, _ summary: String,
                        _ handler: @escaping @Sendable (DialectRequest, Actor, OperationContext) async throws -> DialectResponse) -> DialectRoute {
         let tenants = self.tenants
         let service = self.service
         return DialectRoute(method, path, summary: summary) { request, context in
-            guard let tenant = tenants[request.pathParameters["tenant"] ?? ""] else {
-                throw GatewayError.notFound("No tenant '\(request.pathParameters["tenant"] ?? "")'.")
-            }
-            guard let appID = request.headers[Self.applicationIDHeader], let appKey = request.headers[Self.applicationKeyHeader],
-                  let app = tenant.apps.first(where: { $0.id == appID }) else {
-                throw GatewayError.unauthorized("Send X-Application-Id and X-Application-Key of an application of this tenant.")
-            }
-            let isMaster = app.masterKey.map { Self.constantTimeEqual($0, appKey) } ?? false
-            guard isMaster || Self.constantTimeEqual(app.key, appKey) else {
-                throw GatewayError.unauthorized("The application key is wrong.")
-            }
+            let isMaster = try Self.presentsMasterKey(tenants, tenant: request.pathParameters["tenant"], headers: request.headers)
             let actor = Actor(userID: context.principal.userID, bypassesACL: isMaster || context.principal.isAdmin)
             let response = try await handler(request, actor, context)
             // Writes purge the native API's cached replies of the bucket.

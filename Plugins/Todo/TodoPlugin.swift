@@ -10,24 +10,25 @@ public struct TodoPlugin: ServicePlugin {
     public static let summary = "Object buckets with queries and ACLs, with the NEC BaaS dialect"
     public static let migrations = ObjectStore.migrations
 
-    public struct Configuration: Decodable, Sendable {
+    public struct Configuration: PluginConfiguration {
         /// The largest object, in bytes of compact JSON.
         var maxObjectBytes = 65_536
         /// The largest page a query returns (and what the dialect's `limit=-1` is capped at).
         var maxQueryLimit = 1_000
         /// The buckets, by name. Without this key the plugin declares `todos` as the default config does.
-        var buckets: [String: BucketSettings]
+        var buckets: [String: BucketSettings] = Self.defaultBuckets
         /// The NEC BaaS tenants and their applications.
         var tenants: [String: TenantSettings] = [:]
 
-        enum CodingKeys: String, CodingKey { case maxObjectBytes, maxQueryLimit, buckets, tenants }
+        public static let defaults = Configuration()
 
-        public init(from decoder: any Decoder) throws {
-            let container = try decoder.container(keyedBy: CodingKeys.self)
-            maxObjectBytes = try container.decodeIfPresent(Int.self, forKey: .maxObjectBytes) ?? 65_536
-            maxQueryLimit = try container.decodeIfPresent(Int.self, forKey: .maxQueryLimit) ?? 1_000
-            buckets = try container.decodeIfPresent([String: BucketSettings].self, forKey: .buckets) ?? Self.defaultBuckets
-            tenants = try container.decodeIfPresent([String: TenantSettings].self, forKey: .tenants) ?? [:]
+        public func validate() throws {
+            guard (1_024...16_777_216).contains(maxObjectBytes) else {
+                throw ConfigurationError(key: "maxObjectBytes", "must be between 1024 and 16777216")
+            }
+            guard (1...100_000).contains(maxQueryLimit) else {
+                throw ConfigurationError(key: "maxQueryLimit", "must be between 1 and 100000")
+            }
         }
 
         /// `todos`: a required description of at most 1,000 characters, `done` (default false),
@@ -45,13 +46,13 @@ public struct TodoPlugin: ServicePlugin {
     }
 
     /// A NEC BaaS tenant: the applications whose id and key its clients send.
-    struct TenantSettings: Decodable, Sendable {
+    struct TenantSettings: Codable, Sendable {
         var apps: [AppSettings]
     }
 
     /// One application: `X-Application-Id`, `X-Application-Key`, and optionally a master key that
     /// bypasses ACLs.
-    struct AppSettings: Decodable, Sendable {
+    struct AppSettings: Codable, Sendable {
         var id: String
         var key: String
         var masterKey: String?
@@ -62,12 +63,6 @@ public struct TodoPlugin: ServicePlugin {
     let service: ObjectService
 
     public init(configuration: Configuration, context: PluginContext) async throws {
-        guard (1_024...16_777_216).contains(configuration.maxObjectBytes) else {
-            throw ConfigurationError(key: "maxObjectBytes", "must be between 1024 and 16777216")
-        }
-        guard (1...100_000).contains(configuration.maxQueryLimit) else {
-            throw ConfigurationError(key: "maxQueryLimit", "must be between 1 and 100000")
-        }
         var buckets: [String: Bucket] = [:]
         for (name, settings) in configuration.buckets {
             do {
@@ -488,6 +483,13 @@ public struct TodoPlugin: ServicePlugin {
 
     public var dialects: [Dialect] {
         [NebulaDialect(service: service, tenants: configuration.tenants, accounts: context.accounts, maxLimit: configuration.maxQueryLimit).dialect]
+    }
+
+    /// The NEC BaaS routes name a tenant and carry one of its applications' keys: checked here,
+    /// for every route of the dialect, before a handler runs.
+    public func authorize(_ request: AuthorizationRequest) async throws {
+        guard request.dialect == "nebula" else { return }
+        _ = try NebulaDialect.presentsMasterKey(configuration.tenants, tenant: request.pathParameters["tenant"], headers: request.headers)
     }
 }
 

@@ -20,17 +20,36 @@ public struct PluginRegistration: Sendable {
         id = P.id
         summary = P.summary
         migrations = P.migrations
-        validate = { node in
-            _ = try (node ?? ConfigurationNode(empty: ["plugins", P.id, "config"], file: "plugins.yaml")).decode(P.Configuration.self)
-        }
-        make = { node, context in
-            let configuration = try (node ?? ConfigurationNode(empty: ["plugins", P.id, "config"], file: "plugins.yaml")).decode(P.Configuration.self)
+        @Sendable func configuration(_ node: ConfigurationNode?) throws -> P.Configuration {
+            let node = node ?? ConfigurationNode(empty: ["plugins", P.id, "config"], file: "plugins.yaml")
             do {
-                return try await P(configuration: configuration, context: context)
+                return try Self.decode(P.Configuration.self, from: node)
+            } catch let error as ConfigurationError {
+                throw node.error(at: error.key, error.message)
+            }
+        }
+        validate = { node in _ = try configuration(node) }
+        make = { node, context in
+            let decoded = try configuration(node)
+            do {
+                return try await P(configuration: decoded, context: context)
             } catch let error as ConfigurationError {
                 throw (node ?? ConfigurationNode(empty: ["plugins", P.id, "config"], file: "plugins.yaml")).error(at: error.key, error.message)
             }
         }
+    }
+
+    /// Decodes a plugin's configuration: with its defaults and its own validation when it is a
+    /// ``PluginConfiguration``, else strictly as it is.
+    static func decode<C: Decodable>(_ type: C.Type, from node: ConfigurationNode) throws -> C {
+        guard let configurable = C.self as? any PluginConfiguration.Type else { return try node.decode(C.self) }
+        return try decodeConfiguration(configurable, from: node) as! C
+    }
+
+    private static func decodeConfiguration<C: PluginConfiguration>(_ type: C.Type, from node: ConfigurationNode) throws -> C {
+        let configuration = try node.decode(C.self, defaults: C.defaults)
+        try configuration.validate()
+        return configuration
     }
 
     /// Whether `id` is a valid plugin id: lowercase ASCII letters, digits and `-`, starting with a letter.

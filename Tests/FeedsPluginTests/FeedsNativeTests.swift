@@ -337,3 +337,23 @@ struct FeedsRetentionTests {
         }
     }
 }
+
+@Suite("feeds configuration")
+struct FeedsConfigurationTests {
+    func decode(_ block: String) throws -> FeedsPlugin.Configuration {
+        let yaml = "plugins:\n  feeds:\n    config: { \(block) }\n"
+        let configuration = try GatewayConfiguration.parse(Data(yaml.utf8), file: "plugins.yaml", knownPlugins: ["feeds"])
+        try PluginRegistration(FeedsPlugin.self).validate(configuration.plugins["feeds"]?.config)
+        return try #require(try configuration.plugins["feeds"]?.config?.decode(FeedsPlugin.Configuration.self))
+    }
+
+    @Test("every duration setting takes the gateway's spellings; the others keep their defaults")
+    func durations() throws {
+        let settings = try decode("frozenAfter: 1hour, maxFutureSkew: 300seconds, retentionEvery: 2days, triggerTimeout: 5000ms")
+        #expect(settings.frozenAfterSeconds == 3600 && settings.maxFutureSkewSeconds == 300)
+        #expect(settings.retentionEverySeconds == 172_800 && settings.triggerTimeoutSeconds == 5)
+        #expect(settings.maxDatapointsPerRequest == 10_000 && settings.triggerAttempts == 5)
+        #expect(throws: ConfigurationFileError.self) { try decode("triggerTimeout: 2m") }
+        #expect(throws: ConfigurationFileError.self) { try decode("frozenAfter: later") }
+    }
+}

@@ -81,7 +81,7 @@ struct ConfigurationTests {
                   ttl: 5 min
             """
         let problem = error(text)
-        #expect(problem?.description == #"plugins.yaml:7:12: plugins.suggest.cache.ttl: "5 min" is not a duration (use 300s, 5m, 1h)"#)
+        #expect(problem?.description == #"plugins.yaml:7:12: plugins.suggest.cache.ttl: "5 min" is not a duration (use 500ms, 30s, 5m, 1h, 7d)"#)
     }
 
     @Test("an unknown key is an error at its line")
@@ -172,5 +172,72 @@ struct ConfigurationTests {
         text += "server: *a8\n"
         let problem = error(text)
         #expect(problem != nil)
+    }
+
+    /// One hour, written every way a duration may be written.
+    static let hourSpellings = ["1h", "60m", "3600s", "3600000ms", "1hour", "1hours", "60min", "60minutes", "3600sec", "3600seconds", "0.5h"]
+
+    @Test("every duration field of the host and of a plugin accepts the same spellings", arguments: hourSpellings)
+    func durationSpellings(spelling: String) throws {
+        let configuration = try parse("""
+            auth: { sessionTTL: \(spelling) }
+            server: { cors: { allowOrigins: ["*"], maxAge: \(spelling) } }
+            plugins:
+              notes:
+                cache: { ttl: \(spelling) }
+                config: { recountEvery: \(spelling) }
+            """)
+        let seconds = spelling == "0.5h" ? 1800.0 : 3600.0
+        #expect(configuration.auth.sessionTTL.seconds == seconds)
+        #expect(configuration.server.cors?.maxAge.seconds == seconds)
+        #expect(configuration.plugins["notes"]?.cache?.ttl?.seconds == seconds)
+        #expect(try configuration.plugins["notes"]?.config?.decode(NotesPlugin.Configuration.self).recountEvery.seconds == seconds)
+    }
+
+    @Test("a text that is no duration gets the same message in every field", arguments: ["auth: { sessionTTL: %@ }", "plugins: { notes: { cache: { ttl: %@ } } }",
+                                                                                         "plugins: { notes: { config: { recountEvery: %@ } } }"])
+    func durationMessages(template: String) throws {
+        let text = template.replacingOccurrences(of: "%@", with: "soon")
+        var message: String?
+        do {
+            let configuration = try parse(text)
+            _ = try configuration.plugins["notes"]?.config?.decode(NotesPlugin.Configuration.self)
+        } catch let error as ConfigurationFileError {
+            message = error.message
+        }
+        #expect(message == #""soon" is not a duration (use 500ms, 30s, 5m, 1h, 7d)"#)
+    }
+
+    @Test("a plugin's defaults fill the keys its block leaves out; an unknown key is still an error; its own validation runs in check")
+    func pluginDefaults() throws {
+        let configuration = try parse("plugins:\n  notes:\n    config: { greeting: hi }\n")
+        let decoded = try #require(try configuration.plugins["notes"]?.config?.decode(NotesPlugin.Configuration.self))
+        #expect(decoded.greeting == "hi")
+        #expect(decoded.maxNotes == NotesPlugin.Configuration.defaults.maxNotes)
+        #expect(decoded.recountEvery == NotesPlugin.Configuration.defaults.recountEvery)
+        // An empty or absent block is the defaults.
+        let empty = try parse("plugins:\n  notes:\n    config: {}\n")
+        #expect(try empty.plugins["notes"]?.config?.decode(NotesPlugin.Configuration.self).greeting == "hello")
+        // `gateway check` validates a block the way `serve` does: a value that decodes but cannot be used, at its line.
+        let invalid = try parse("plugins:\n  notes:\n    config:\n      maxNotes: 0\n")
+        #expect(throws: ConfigurationFileError.self) { try PluginRegistration(NotesPlugin.self).validate(invalid.plugins["notes"]?.config) }
+        do {
+            try PluginRegistration(NotesPlugin.self).validate(invalid.plugins["notes"]?.config)
+        } catch let error as ConfigurationFileError {
+            #expect(error.description == "plugins.yaml:4:17: plugins.notes.config.maxNotes: must be at least 1")
+        }
+    }
+
+    @Test("durations, sizes and rates are written back in their shortest spelling")
+    func canonicalSpellings() {
+        #expect(ConfigDuration(parsing: "90m")?.description == "90m")
+        #expect(ConfigDuration(parsing: "3600s")?.description == "1h")
+        #expect(ConfigDuration(parsing: "30days")?.description == "30d")
+        #expect(ConfigDuration(parsing: "500ms")?.description == "500ms")
+        #expect(ConfigDuration(parsing: "1week")?.seconds == 604_800)
+        #expect(ConfigDuration(parsing: "5 min") == nil && ConfigDuration(parsing: "m") == nil && ConfigDuration(parsing: "-1s") == nil)
+        #expect(ByteSize(parsing: "64MB")?.description == "64MB")
+        #expect(ByteSize(bytes: 1000).description == "1000")
+        #expect(RateSpec(parsing: "60/min")?.description == "60/min")
     }
 }

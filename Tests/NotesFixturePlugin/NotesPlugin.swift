@@ -14,21 +14,21 @@ public struct NotesPlugin: ServicePlugin {
     public static let id = "notes"
     public static let summary = "Notes: a fixture plugin proving the plugin contract"
 
-    public struct Configuration: Decodable, Sendable {
+    public struct Configuration: PluginConfiguration {
         /// The word `notes.echo` greets with.
         public var greeting: String = "hello"
         /// Above this many notes the plugin reports itself degraded.
         public var maxNotes: Int = 10_000
         /// How often the janitor service recounts.
-        public var recountEvery: Double = 1
+        public var recountEvery = ConfigDuration(seconds: 1)
 
-        enum CodingKeys: String, CodingKey { case greeting, maxNotes, recountEvery }
         public init() {}
-        public init(from decoder: any Decoder) throws {
-            let container = try decoder.container(keyedBy: CodingKeys.self)
-            greeting = try container.decodeIfPresent(String.self, forKey: .greeting) ?? greeting
-            maxNotes = try container.decodeIfPresent(Int.self, forKey: .maxNotes) ?? maxNotes
-            recountEvery = try container.decodeIfPresent(Double.self, forKey: .recountEvery) ?? recountEvery
+        public static let defaults = Configuration()
+
+        public func validate() throws {
+            guard maxNotes > 0 else { throw ConfigurationError(key: "maxNotes", "must be at least 1") }
+            guard !greeting.isEmpty else { throw ConfigurationError(key: "greeting", "must not be empty") }
+            guard recountEvery.seconds > 0 else { throw ConfigurationError(key: "recountEvery", "must be more than 0") }
         }
     }
 
@@ -58,11 +58,9 @@ public struct NotesPlugin: ServicePlugin {
     public let hookCalls = CallCounter()
 
     public init(configuration: Configuration, context: PluginContext) async throws {
-        guard configuration.maxNotes > 0 else { throw ConfigurationError(key: "maxNotes", "must be at least 1") }
-        guard !configuration.greeting.isEmpty else { throw ConfigurationError(key: "greeting", "must not be empty") }
         self.configuration = configuration
         store = NotesStore(database: context.database, clock: context.clock)
-        janitor = NotesJanitor(store: store, every: configuration.recountEvery, logger: context.logger)
+        janitor = NotesJanitor(store: store, every: configuration.recountEvery.seconds, logger: context.logger)
     }
 
     public var services: [any Service] { [janitor] }

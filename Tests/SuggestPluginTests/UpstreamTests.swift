@@ -106,4 +106,23 @@ struct UpstreamTests {
             }
         }
     }
+
+    @Test("gateway check refuses what serve refuses: an upstream timeout of an hour is a duration, but too long")
+    func checkRunsValidation() throws {
+        let yaml = "plugins:\n  suggest:\n    config: { upstream: \"http://127.0.0.1:1/x\", upstreamTimeout: 1h }\n"
+        let configuration = try GatewayConfiguration.parse(Data(yaml.utf8), file: "plugins.yaml", knownPlugins: ["suggest"])
+        do {
+            try PluginRegistration(SuggestPlugin.self).validate(configuration.plugins["suggest"]?.config)
+            Issue.record("upstreamTimeout: 1h passed the check")
+        } catch let error as ConfigurationFileError {
+            #expect(error.keyPath == "plugins.suggest.config.upstreamTimeout")
+            #expect(error.message.contains("at most 30s"))
+        }
+        // The same spellings as every other duration field.
+        for spelling in ["2s", "2000ms", "2sec", "2seconds"] {
+            let ok = "plugins:\n  suggest:\n    config: { upstream: \"http://127.0.0.1:1/x\", upstreamTimeout: \(spelling), upstreamCooldown: 1minute }\n"
+            let parsed = try GatewayConfiguration.parse(Data(ok.utf8), file: "plugins.yaml", knownPlugins: ["suggest"])
+            try PluginRegistration(SuggestPlugin.self).validate(parsed.plugins["suggest"]?.config)
+        }
+    }
 }

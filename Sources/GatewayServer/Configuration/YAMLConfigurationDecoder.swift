@@ -1,4 +1,5 @@
 import Foundation
+import GatewayCore
 import Yams
 
 /// A problem in a configuration file, located by line and column and by key path:
@@ -49,6 +50,21 @@ public struct ConfigurationNode: Decodable, @unchecked Sendable {
     public func decode<T: Decodable>(_ type: T.Type) throws -> T {
         let context = YAMLDecodingContext(file: self.context?.file ?? "config", environment: self.context?.environment ?? [:])
         return try context.decodeStrictly(type, node: node ?? .mapping(.init([])), keyPath: keyPath)
+    }
+
+    /// Decodes a plugin's configuration strictly, taking the keys the block leaves out from the
+    /// type's ``PluginConfiguration/defaults``.
+    public func decode<T: PluginConfiguration>(_ type: T.Type) throws -> T {
+        try decode(type, defaults: T.defaults)
+    }
+
+    /// Decodes the block strictly, taking each of its top-level keys that the block leaves out
+    /// from `defaults` (a key the block gives replaces the default's value whole).
+    public func decode<T: PluginConfiguration>(_ type: T.Type, defaults: T) throws -> T {
+        let encoded = try YAMLEncoder().encode(defaults)
+        let fallback = try Yams.compose(yaml: encoded) ?? .mapping(.init([]))
+        let context = YAMLDecodingContext(file: self.context?.file ?? "config", environment: self.context?.environment ?? [:])
+        return try context.decodeStrictly(type, node: node ?? .mapping(.init([])), keyPath: keyPath, defaults: fallback)
     }
 
     /// An error about `key` (relative to this block, such as `dictionaries[0]`) located at its line.
@@ -199,10 +215,14 @@ final class YAMLDecodingContext: @unchecked Sendable {
         self.environment = environment
     }
 
-    func decodeStrictly<T: Decodable>(_ type: T.Type, node: Node, keyPath: [String]) throws -> T {
+    func decodeStrictly<T: Decodable>(_ type: T.Type, node: Node, keyPath: [String], defaults: Node? = nil) throws -> T {
         let value: T
         do {
-            value = try T(from: YAMLNodeDecoder(node: node, keyPath: keyPath, context: self))
+            var decoder = YAMLNodeDecoder(node: node, keyPath: keyPath, context: self)
+            // The defaults are the gateway's own text: decoded with a context of their own, so that
+            // their keys and places never mix with the file's.
+            decoder.defaults = defaults.map { Indirect(YAMLNodeDecoder(node: $0, keyPath: keyPath, context: YAMLDecodingContext(file: file, environment: [:]))) }
+            value = try T(from: decoder)
         } catch let error as ConfigurationFileError {
             throw error
         } catch let error as DecodingError {
@@ -326,6 +346,8 @@ struct YAMLNodeDecoder: Decoder {
     let keyPath: [String]
     let context: YAMLDecodingContext
     var codingPath: [any CodingKey] = []
+    /// Where the keys this mapping leaves out are read from (a plugin's defaults; top level only).
+    var defaults: Indirect<YAMLNodeDecoder>?
     var userInfo: [CodingUserInfoKey: Any] { [:] }
 
     init(node: Node, keyPath: [String], context: YAMLDecodingContext, codingPath: [any CodingKey] = []) {
@@ -343,13 +365,18 @@ struct YAMLNodeDecoder: Decoder {
         try context.visit(node, keyPath: keyPath)
         switch node {
         case .mapping(let mapping):
-            return KeyedDecodingContainer(YAMLKeyedContainer<Key>(decoder: self, mapping: mapping))
+            return KeyedDecodingContainer(YAMLKeyedContainer<Key>(decoder: self, mapping: mapping, defaults: try defaultsContainer(keyedBy: type)))
         case .scalar(let scalar) where scalar.string.isEmpty || scalar.string == "~" || scalar.string == "null":
             // An empty block (`config:` with nothing under it) reads as an empty mapping.
-            return KeyedDecodingContainer(YAMLKeyedContainer<Key>(decoder: self, mapping: .init([])))
+            return KeyedDecodingContainer(YAMLKeyedContainer<Key>(decoder: self, mapping: .init([]), defaults: try defaultsContainer(keyedBy: type)))
         default:
             throw fail("expected a mapping of keys to values")
         }
+    }
+
+    private func defaultsContainer<Key: CodingKey>(keyedBy type: Key.Type) throws -> YAMLKeyedContainer<Key>? {
+        guard let defaults = defaults?.value, case .mapping(let mapping) = defaults.node else { return nil }
+        return YAMLKeyedContainer<Key>(decoder: defaults, mapping: mapping, defaults: nil)
     }
 
     func unkeyedContainer() throws -> any UnkeyedDecodingContainer {
@@ -368,17 +395,35 @@ struct YAMLNodeDecoder: Decoder {
     }
 }
 
+/// A value held by reference, so that a value type may hold another of its kind.
+final class Indirect<Value>: @unchecked Sendable {
+    // Immutable once made; decoders are used on one thread.
+    let value: Value
+    init(_ value: Value) { self.value = value }
+}
+
 private struct YAMLKeyedContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
+    init(decoder: YAMLNodeDecoder, mapping: Node.Mapping, defaults: YAMLKeyedContainer<Key>?) {
+        self.decoder = decoder
+        self.mapping = mapping
+        defaultsBox = defaults.map(Indirect.init)
+    }
+
     let decoder: YAMLNodeDecoder
     let mapping: Node.Mapping
+    /// The defaults' container, for the keys `mapping` leaves out.
+    let defaultsBox: Indirect<YAMLKeyedContainer<Key>>?
+    var defaults: YAMLKeyedContainer<Key>? { defaultsBox?.value }
     var codingPath: [any CodingKey] { decoder.codingPath }
 
     var allKeys: [Key] {
-        mapping.compactMap { key, _ in
+        let given: [Key] = mapping.compactMap { key, _ in
             guard let name = key.string, let codingKey = Key(stringValue: name) else { return nil }
             decoder.context.markUsed(decoder.node, key: name)
             return codingKey
         }
+        let names = Set(given.map(\.stringValue))
+        return given + (defaults?.allKeys.filter { !names.contains($0.stringValue) } ?? [])
     }
 
     private func value(for key: Key) -> Node? {
@@ -386,18 +431,26 @@ private struct YAMLKeyedContainer<Key: CodingKey>: KeyedDecodingContainerProtoco
         return mapping[key.stringValue]
     }
 
+    /// The defaults' container when the file leaves `key` out and the defaults have it.
+    private func fallback(for key: Key) -> YAMLKeyedContainer<Key>? {
+        guard value(for: key) == nil, let defaults, defaults.contains(key) else { return nil }
+        return defaults
+    }
+
     func contains(_ key: Key) -> Bool {
         decoder.context.markUsed(decoder.node, key: key.stringValue)
-        return mapping[key.stringValue] != nil
+        return mapping[key.stringValue] != nil || (defaults?.contains(key) ?? false)
     }
 
     func decodeNil(forKey key: Key) throws -> Bool {
+        if let fallback = fallback(for: key) { return try fallback.decodeNil(forKey: key) }
         guard let node = value(for: key) else { return true }
         if case .scalar(let scalar) = node, scalar.style == .plain, ["", "~", "null", "Null", "NULL"].contains(scalar.string) { return true }
         return false
     }
 
     func decode<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T {
+        if let fallback = fallback(for: key) { return try fallback.decode(type, forKey: key) }
         guard let node = value(for: key) else {
             throw decoder.context.error(at: decoder.node, keyPath: decoder.keyPath + [key.stringValue], "is required")
         }
@@ -405,6 +458,7 @@ private struct YAMLKeyedContainer<Key: CodingKey>: KeyedDecodingContainerProtoco
     }
 
     func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type, forKey key: Key) throws -> KeyedDecodingContainer<NestedKey> {
+        if let fallback = fallback(for: key) { return try fallback.nestedContainer(keyedBy: type, forKey: key) }
         guard let node = value(for: key) else {
             throw decoder.context.error(at: decoder.node, keyPath: decoder.keyPath + [key.stringValue], "is required")
         }
@@ -412,6 +466,7 @@ private struct YAMLKeyedContainer<Key: CodingKey>: KeyedDecodingContainerProtoco
     }
 
     func nestedUnkeyedContainer(forKey key: Key) throws -> any UnkeyedDecodingContainer {
+        if let fallback = fallback(for: key) { return try fallback.nestedUnkeyedContainer(forKey: key) }
         guard let node = value(for: key) else {
             throw decoder.context.error(at: decoder.node, keyPath: decoder.keyPath + [key.stringValue], "is required")
         }
@@ -420,7 +475,8 @@ private struct YAMLKeyedContainer<Key: CodingKey>: KeyedDecodingContainerProtoco
 
     func superDecoder() throws -> any Decoder { decoder }
     func superDecoder(forKey key: Key) throws -> any Decoder {
-        decoder.child(value(for: key) ?? .mapping(.init([])), key: key, name: key.stringValue)
+        if let fallback = fallback(for: key) { return try fallback.superDecoder(forKey: key) }
+        return decoder.child(value(for: key) ?? .mapping(.init([])), key: key, name: key.stringValue)
     }
 }
 
@@ -570,11 +626,6 @@ extension YAMLNodeDecoder {
     }
 }
 
-/// Thrown by configuration value types (durations, sizes, rates) whose text does not parse;
-/// the decoder adds the location.
-struct ConfigurationValueError: Error {
-    let message: String
-}
 
 extension Node {
     fileprivate var isMapping: Bool {
