@@ -9,7 +9,7 @@ import ServiceLifecycle
 public struct FeedsPlugin: ServicePlugin {
     public static let id = "feeds"
     public static let summary = "IoT feeds, datastreams and datapoints with history and live updates, with the Xively v2 dialect"
-    public static let migrations = FeedStore.migrations + TriggerEngine.migrations + LegacyKeys.migrations
+    public static let migrations = FeedsMigrations.all
 
     public struct Configuration: PluginConfiguration {
         /// A feed with no update for this long is `frozen`.

@@ -61,16 +61,6 @@ final class LegacyKeys: Sendable {
         self.context = context
     }
 
-    static let migrations: [Migration] = [
-        Migration(3, "v2 keys") { db in
-            try await db.raw("""
-                CREATE TABLE feeds_keys (key_id TEXT PRIMARY KEY, api_key TEXT NOT NULL UNIQUE, user_id TEXT, label TEXT NOT NULL,
-                  private_access INTEGER NOT NULL, expires_at BIGINT, permissions TEXT NOT NULL, created BIGINT NOT NULL)
-                """).run()
-            try await db.raw("CREATE INDEX feeds_keys_user ON feeds_keys (user_id)").run()
-        },
-    ]
-
     // MARK: Storage
 
     static let columns = "key_id, api_key, user_id, label, private_access, expires_at, permissions, created"

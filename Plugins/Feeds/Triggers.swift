@@ -79,25 +79,6 @@ final class TriggerEngine: Sendable {
         self.settings = settings
     }
 
-    static let migrations: [Migration] = [
-        Migration(2, "triggers and their deliveries") { db in
-            let serial = db.isSQLite ? "INTEGER PRIMARY KEY AUTOINCREMENT" : "BIGSERIAL PRIMARY KEY"
-            try await db.raw("""
-                CREATE TABLE feeds_triggers (id \(unsafeRaw: serial), feed_id BIGINT NOT NULL, stream_id TEXT NOT NULL, url TEXT NOT NULL,
-                  trigger_type TEXT NOT NULL, threshold_value DOUBLE PRECISION, user_id TEXT, user_name TEXT, notified_at BIGINT,
-                  armed_state INTEGER NOT NULL, created BIGINT NOT NULL)
-                """).run()
-            try await db.raw("CREATE INDEX feeds_triggers_stream ON feeds_triggers (feed_id, stream_id)").run()
-            try await db.raw("""
-                CREATE TABLE feeds_trigger_deliveries (id \(unsafeRaw: serial), trigger_id BIGINT NOT NULL, fired_at BIGINT NOT NULL,
-                  payload TEXT NOT NULL, attempts INTEGER NOT NULL, status TEXT NOT NULL, response_status INTEGER, error TEXT,
-                  next_attempt BIGINT NOT NULL, updated BIGINT NOT NULL)
-                """).run()
-            try await db.raw("CREATE INDEX feeds_trigger_deliveries_due ON feeds_trigger_deliveries (status, next_attempt)").run()
-            try await db.raw("CREATE INDEX feeds_trigger_deliveries_trigger ON feeds_trigger_deliveries (trigger_id, id)").run()
-        },
-    ]
-
     // MARK: Storage
 
     static let columns = "id, feed_id, stream_id, url, trigger_type, threshold_value, user_id, user_name, notified_at, armed_state, created"

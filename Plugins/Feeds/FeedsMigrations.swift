@@ -1,0 +1,79 @@
+import GatewayCore
+import SQLKit
+
+/// The feeds plugin's schema, every step in order. Never edit a shipped step: add the next.
+enum FeedsMigrations {
+    static let all: [Migration] = [
+        Migration(1, "feeds, datastreams and datapoints") { db in
+            let serial = db.isSQLite ? "INTEGER PRIMARY KEY AUTOINCREMENT" : "BIGSERIAL PRIMARY KEY"
+            try await db.raw("""
+                CREATE TABLE feeds_feeds (id \(unsafeRaw: serial), title TEXT NOT NULL, description TEXT, website TEXT,
+                  tags TEXT NOT NULL, private INTEGER NOT NULL, creator_id TEXT, creator_name TEXT,
+                  location_name TEXT, location_domain TEXT, location_exposure TEXT, location_disposition TEXT,
+                  lat DOUBLE PRECISION, lon DOUBLE PRECISION, ele TEXT,
+                  created BIGINT NOT NULL, updated BIGINT NOT NULL, retention_seconds BIGINT)
+                """).run()
+            try await db.raw("CREATE INDEX feeds_feeds_creator ON feeds_feeds (creator_name)").run()
+            try await db.raw("""
+                CREATE TABLE feeds_datastreams (stream_key \(unsafeRaw: serial), feed_id BIGINT NOT NULL, id TEXT NOT NULL,
+                  tags TEXT NOT NULL, unit_label TEXT, unit_symbol TEXT, unit_type TEXT,
+                  current_value DOUBLE PRECISION, at BIGINT, min_value DOUBLE PRECISION, max_value DOUBLE PRECISION,
+                  created BIGINT NOT NULL, updated BIGINT NOT NULL, UNIQUE (feed_id, id))
+                """).run()
+            try await db.raw("""
+                CREATE TABLE feeds_datapoints (stream BIGINT NOT NULL, at BIGINT NOT NULL, value DOUBLE PRECISION NOT NULL,
+                  PRIMARY KEY (stream, at))\(unsafeRaw: db.isSQLite ? " WITHOUT ROWID" : "")
+                """).run()
+        },
+        Migration(2, "triggers and their deliveries") { db in
+            let serial = db.isSQLite ? "INTEGER PRIMARY KEY AUTOINCREMENT" : "BIGSERIAL PRIMARY KEY"
+            try await db.raw("""
+                CREATE TABLE feeds_triggers (id \(unsafeRaw: serial), feed_id BIGINT NOT NULL, stream_id TEXT NOT NULL, url TEXT NOT NULL,
+                  trigger_type TEXT NOT NULL, threshold_value DOUBLE PRECISION, user_id TEXT, user_name TEXT, notified_at BIGINT,
+                  armed_state INTEGER NOT NULL, created BIGINT NOT NULL)
+                """).run()
+            try await db.raw("CREATE INDEX feeds_triggers_stream ON feeds_triggers (feed_id, stream_id)").run()
+            try await db.raw("""
+                CREATE TABLE feeds_trigger_deliveries (id \(unsafeRaw: serial), trigger_id BIGINT NOT NULL, fired_at BIGINT NOT NULL,
+                  payload TEXT NOT NULL, attempts INTEGER NOT NULL, status TEXT NOT NULL, response_status INTEGER, error TEXT,
+                  next_attempt BIGINT NOT NULL, updated BIGINT NOT NULL)
+                """).run()
+            try await db.raw("CREATE INDEX feeds_trigger_deliveries_due ON feeds_trigger_deliveries (status, next_attempt)").run()
+            try await db.raw("CREATE INDEX feeds_trigger_deliveries_trigger ON feeds_trigger_deliveries (trigger_id, id)").run()
+        },
+        Migration(3, "v2 keys") { db in
+            try await db.raw("""
+                CREATE TABLE feeds_keys (key_id TEXT PRIMARY KEY, api_key TEXT NOT NULL UNIQUE, user_id TEXT, label TEXT NOT NULL,
+                  private_access INTEGER NOT NULL, expires_at BIGINT, permissions TEXT NOT NULL, created BIGINT NOT NULL)
+                """).run()
+            try await db.raw("CREATE INDEX feeds_keys_user ON feeds_keys (user_id)").run()
+        },
+        Migration(4, "datapoints in chunks") { db in
+            // `total` is NULL where the sum is not a number (SQLite keeps NaN as NULL).
+            try await db.raw("""
+                CREATE TABLE feeds_chunks (stream BIGINT NOT NULL, first_at BIGINT NOT NULL, last_at BIGINT NOT NULL, n BIGINT NOT NULL,
+                  low DOUBLE PRECISION NOT NULL, high DOUBLE PRECISION NOT NULL, total DOUBLE PRECISION,
+                  first_value DOUBLE PRECISION NOT NULL, last_value DOUBLE PRECISION NOT NULL, points \(unsafeRaw: db.isSQLite ? "BLOB" : "BYTEA") NOT NULL,
+                  PRIMARY KEY (stream, first_at))\(unsafeRaw: db.isSQLite ? " WITHOUT ROWID" : "")
+                """).run()
+            if !db.isSQLite {
+                // Packed doubles do not compress: spare PostgreSQL the attempt.
+                try await db.raw("ALTER TABLE feeds_chunks ALTER COLUMN points SET STORAGE EXTERNAL").run()
+            }
+            // Datapoints of the one-row-per-datapoint table move into chunks, a stream at a time.
+            let streams = try await db.raw("SELECT DISTINCT stream FROM feeds_datapoints").all().map { try $0.decode(column: "stream", as: Int64.self) }
+            for stream in streams {
+                var after = Int64.min
+                while true {
+                    let points = try await db.raw("""
+                        SELECT at, value FROM feeds_datapoints WHERE stream = \(bind: stream) AND at > \(bind: after) ORDER BY at LIMIT 102400
+                        """).all().map(FeedStore.decodePoint)
+                    guard let last = points.last else { break }
+                    try await FeedStore.insertChunks(DatapointChunks.split(points), stream: stream, on: db)
+                    after = last.at
+                }
+            }
+            try await db.raw("DROP TABLE feeds_datapoints").run()
+        },
+    ]
+}
