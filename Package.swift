@@ -13,9 +13,18 @@ let strictSettings: [SwiftSetting] = [
 /// the explicit path.
 let bundledPluginFolders: [String] = ["Feeds", "Suggest", "Todo"]
 let bundledPluginTargets = bundledPluginFolders.map { $0 + "Plugin" }
+/// Plugins made with `gateway plugin new`: each has a test target `Tests/<Name>PluginTests` with the
+/// usual dependencies. (The bundled plugins' test targets are declared below, with their own.)
+let scaffoldedPluginTests: [String] = []
 
 func plugin(_ folder: String) -> Target {
     .target(name: folder + "Plugin", dependencies: ["GatewayCore"], path: "Plugins/" + folder, swiftSettings: strictSettings)
+}
+
+func pluginTests(_ folder: String) -> Target {
+    .testTarget(name: folder + "PluginTests", dependencies: [.target(name: folder + "Plugin"), "GatewayTesting", "GatewayServer",
+                                                             .product(name: "HTTPTypes", package: "swift-http-types")],
+                swiftSettings: strictSettings)
 }
 
 let package = Package(
@@ -23,7 +32,11 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .executable(name: "gateway", targets: ["gateway"]),
+        // The plugin SDK; the host; the command line (`Gateway.main(plugins:)`); test helpers. A package
+        // of your own depends on these to build a gateway with its own plugins (see Examples/).
         .library(name: "GatewayCore", targets: ["GatewayCore"]),
+        .library(name: "GatewayServer", targets: ["GatewayServer"]),
+        .library(name: "GatewayCLI", targets: ["GatewayCLI"]),
         .library(name: "GatewayTesting", targets: ["GatewayTesting"]),
     ],
     dependencies: [
@@ -89,14 +102,22 @@ let package = Package(
             ],
             swiftSettings: strictSettings
         ),
-        .executableTarget(
-            name: "gateway",
+        .target(
+            name: "GatewayCLI",
             dependencies: [
-                "GatewayServer",
+                "GatewayCore", "GatewayServer",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
-            ] + bundledPluginTargets.map { .target(name: $0) },
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "NIOCore", package: "swift-nio"),
+            ],
+            swiftSettings: strictSettings
+        ),
+        .executableTarget(
+            name: "gateway",
+            dependencies: ["GatewayCLI", "GatewayServer"] + bundledPluginTargets.map { .target(name: $0) },
             swiftSettings: strictSettings
         ),
 
@@ -186,5 +207,5 @@ let package = Package(
             path: "Benchmarks/Servers/HelloBaseline",
             swiftSettings: strictSettings
         ),
-     ] + bundledPluginFolders.map(plugin)
+     ] + bundledPluginFolders.map(plugin) + scaffoldedPluginTests.map(pluginTests)
 )

@@ -101,9 +101,12 @@ public struct ServiceOperation: Sendable {
         let defaultStatus = self.successStatus
         let decode = InputDecoder.decoder(path: Path.self, query: Query.self, body: Body.self)
         let writer = JSONWriter.writer(for: Output.self)
+        let paged = Output.self is any PagedOutput.Type
         self.run = { request, context in
             let reply = try await handler(try decode(request), context)
-            return reply.erased(defaultStatus: defaultStatus, writer: writer)
+            var erased = reply.erased(defaultStatus: defaultStatus, writer: writer)
+            if paged { erased.nextCursor = (reply.output as? any PagedOutput)?.nextCursor }
+            return erased
         }
     }
 
@@ -335,6 +338,8 @@ public struct OperationReply: Sendable {
     public var status: HTTPResponse.Status
     public var headers: HTTPFields
     public var body: Body
+    /// For a ``PagedOutput``: the next page's cursor, which the host links (`Link: <...>; rel="next"`).
+    public var nextCursor: String?
 
     public init(status: HTTPResponse.Status, headers: HTTPFields = [:], body: Body) {
         self.status = status

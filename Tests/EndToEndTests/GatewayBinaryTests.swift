@@ -45,6 +45,43 @@ struct GatewayBinaryTests {
         return (process.terminationStatus, String(decoding: data, as: UTF8.self))
     }
 
+    @Test("`gateway plugin new` scaffolds a plugin and registers it; it never overwrites, and refuses a bad id")
+    func pluginNew() throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        for path in ["Package.swift", "plugins.yaml", "Sources/gateway/BundledPlugins.swift"] {
+            let target = directory.appendingPathComponent(path)
+            try FileManager.default.createDirectory(at: target.deletingLastPathComponent(), withIntermediateDirectories: true)
+            try FileManager.default.copyItem(at: Self.packageRoot.appendingPathComponent(path), to: target)
+        }
+        let made = try run(["plugin", "new", "bus-stops"], in: directory)
+        #expect(made.status == 0, "\(made.output)")
+        func read(_ path: String) throws -> String { try String(contentsOf: directory.appendingPathComponent(path), encoding: .utf8) }
+        #expect(try read("Plugins/BusStops/BusStopsPlugin.swift").contains("public static let id = \"bus-stops\""))
+        #expect(try read("Plugins/BusStops/BusStopsMigrations.swift").contains("Migration(1, \"create bus_stops_visits\")"))
+        #expect(try read("Tests/BusStopsPluginTests/BusStopsPluginTests.swift").contains("MatrixCallers.prepare"))
+        let manifest = try read("Package.swift")
+        #expect(manifest.contains(#"let bundledPluginFolders: [String] = ["Feeds", "Suggest", "Todo", "BusStops"]"#))
+        #expect(manifest.contains(#"let scaffoldedPluginTests: [String] = ["BusStops"]"#))
+        let bundled = try read("Sources/gateway/BundledPlugins.swift")
+        #expect(bundled.hasPrefix("import BusStopsPlugin\n") && bundled.contains("    PluginRegistration(BusStopsPlugin.self),\n]"))
+        // The new block is valid configuration.
+        let check = try run(["check"], in: directory)
+        #expect(check.status != 0 && check.output.contains("unknown plugin"), "only a rebuilt gateway knows the new id: \(check.output)")
+        #expect(try read("plugins.yaml").hasSuffix("\n  bus-stops:\n    enabled: true\n    config:\n      greeting: Hello\n"))
+
+        let again = try run(["plugin", "new", "bus-stops"], in: directory)
+        #expect(again.status != 0 && again.output.contains("exists already"), "\(again.output)")
+        let bad = try run(["plugin", "new", "Bus_Stops"], in: directory)
+        #expect(bad.status != 0 && bad.output.contains("is not a plugin id"), "\(bad.output)")
+        // Where the files have another shape, the lines to add are printed instead.
+        let elsewhere = directory.appendingPathComponent("elsewhere")
+        try FileManager.default.createDirectory(at: elsewhere, withIntermediateDirectories: true)
+        let printed = try run(["plugin", "new", "tides"], in: elsewhere)
+        #expect(printed.status == 0)
+        #expect(printed.output.contains("add to Sources/gateway/BundledPlugins.swift:\n    import TidesPlugin\n    PluginRegistration(TidesPlugin.self),"), "\(printed.output)")
+    }
+
     @Test("`gateway check` accepts the shipped plugins.yaml and rejects a bad one with its line")
     func check() throws {
         let directory = try temporaryDirectory()

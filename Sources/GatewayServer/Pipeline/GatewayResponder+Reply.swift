@@ -5,7 +5,8 @@ import NIOCore
 
 /// The last stages of a route: the reply's fields, its validator, cache store and invalidation.
 extension GatewayResponder {
-    func respond(with reply: RouteReply, of mounted: MountedRoute, isRead: Bool, parameters: [String: String], request: Request, cacheKey: String?,
+    func respond(with reply: RouteReply, of mounted: MountedRoute, isRead: Bool, parameters: [String: String], query: [(name: String, value: String)],
+                 request: Request, cacheKey: String?,
                  requestCacheControl: String, limitHeaders: [HTTPField], requestID: String) async throws -> Response {
         // The reply's fields: appended where no field of the name can be there yet (a search per
         // field is a large part of a small reply's cost), set where the handler may have set it.
@@ -15,6 +16,9 @@ extension GatewayResponder {
         headers.append(contentsOf: limitHeaders)
         // The handler's fields as they are: a name may repeat (`Link`, `Set-Cookie`).
         for field in reply.headers { headers.append(field) }
+        if let next = reply.nextCursor {
+            headers.append(HTTPField(name: .link, value: Self.nextLink(path: request.uri.path, query: query, cursor: next)))
+        }
         // The names the handler set: only a field of one of these can be there already.
         let replace: [HTTPField.Name] = reply.headers.isEmpty ? [] : reply.headers.map(\.name)
         let bytes: ByteBuffer
@@ -63,6 +67,15 @@ extension GatewayResponder {
             return Response(status: .notModified, headers: headers.httpFields, body: .init())
         }
         return Self.response(status: .ok, headers: &headers, body: bytes, replacing: replace)
+    }
+
+    /// `<path?query&cursor=next>; rel="next"` (RFC 8288): the request's own path and query, its
+    /// `cursor` replaced by the next page's.
+    static func nextLink(path: String, query: [(name: String, value: String)], cursor: String) -> String {
+        var pairs = query.filter { $0.name != "cursor" }
+        pairs.append((name: "cursor", value: cursor))
+        let encoded = pairs.map { PercentEncoding.component($0.name) + "=" + PercentEncoding.component($0.value) }.joined(separator: "&")
+        return "<\(path)?\(encoded)>; rel=\"next\""
     }
 
     /// Appends `field`, or replaces the field of its name when the handler set one (`replacing`

@@ -104,7 +104,7 @@ extension GatewayResponder {
         case .dialect(_, let route):
             reply = RouteReply(try await route.handler(dialectRequest!, operationContext))
         }
-        return try await respond(with: reply, of: mounted, isRead: isRead, parameters: parameters, request: request, cacheKey: cacheKey,
+        return try await respond(with: reply, of: mounted, isRead: isRead, parameters: parameters, query: query, request: request, cacheKey: cacheKey,
                                  requestCacheControl: requestCacheControl, limitHeaders: limitHeaders, requestID: requestID)
     }
 
@@ -163,6 +163,8 @@ struct RouteReply {
     var status: HTTPResponse.Status
     var headers: HTTPFields
     var body: Body
+    /// The next page's cursor, for an operation that answers a ``PagedOutput``.
+    var nextCursor: String?
     /// A dialect's reply: sent with its own fields; the cache fields and `ETag` only where the
     /// route is cacheable.
     var isDialect: Bool
@@ -175,6 +177,7 @@ struct RouteReply {
         case .json(let value): body = .json(value)
         case .bytes(let bytes, let contentType): body = .bytes(bytes, contentType: contentType)
         }
+        nextCursor = reply.nextCursor
         isDialect = false
     }
 

@@ -272,3 +272,24 @@ enum PercentDecoding {
         return .success(result)
     }
 }
+
+/// Percent-encoding of a URL's query components (RFC 3986: everything but the unreserved characters).
+enum PercentEncoding {
+    static func component(_ text: String) -> String {
+        var result = ""
+        result.reserveCapacity(text.utf8.count)
+        for byte in text.utf8 {
+            switch byte {
+            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+                 UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
+                result.unicodeScalars.append(Unicode.Scalar(byte))
+            default:
+                let digits: [Character] = Array("0123456789ABCDEF")
+                result.append("%")
+                result.append(digits[Int(byte >> 4)])
+                result.append(digits[Int(byte & 0xF)])
+            }
+        }
+        return result
+    }
+}

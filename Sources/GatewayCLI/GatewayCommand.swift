@@ -6,14 +6,41 @@ import HTTPTypes
 import Logging
 import NIOCore
 
-@main
+/// The `gateway` command line, for a gateway built with any set of plugins.
+///
+/// The `gateway` executable of this repository passes its bundled plugins; a package of your own
+/// passes yours and gets the same `serve`, `check`, `call`, `import` and the rest:
+///
+/// ```swift
+/// import GatewayCLI
+/// import GatewayServer
+///
+/// @main enum Main {
+///     static func main() async { await Gateway.main(plugins: [PluginRegistration(GreeterPlugin.self)]) }
+/// }
+/// ```
+extension Gateway {
+    /// Parses the process's arguments and runs the command they name (`serve` by default), with
+    /// `plugins` compiled in; exits the process with the command's status.
+    public static func main(plugins: [PluginRegistration], arguments: [String]? = nil) async {
+        await PluginCatalog.$registrations.withValue(plugins) {
+            await GatewayCommand.main(arguments)
+        }
+    }
+}
+
+/// The plugins the running command line was built with.
+enum PluginCatalog {
+    @TaskLocal static var registrations: [PluginRegistration] = []
+}
+
 struct GatewayCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "gateway",
         abstract: "An API gateway that hosts service plugins behind one endpoint.",
         version: GatewayVersion.current,
         subcommands: [Serve.self, Check.self, Plugins.self, Routes.self, Call.self, Migrate.self, OpenAPICommand.self,
-                      UserCommand.self, KeyCommand.self, CacheCommand.self, ImportCommand.self],
+                      UserCommand.self, KeyCommand.self, CacheCommand.self, ImportCommand.self, PluginCommand.self],
         defaultSubcommand: Serve.self)
 }
 
@@ -30,8 +57,8 @@ struct ConfigOptions: ParsableArguments {
     /// The configuration, validated; a bad file ends the command with its located error.
     func load() throws -> GatewayConfiguration {
         do {
-            let configuration = try GatewayConfiguration.load(contentsOf: fileURL, knownPlugins: bundledPlugins.map(\.id))
-            for registration in bundledPlugins {
+            let configuration = try GatewayConfiguration.load(contentsOf: fileURL, knownPlugins: PluginCatalog.registrations.map(\.id))
+            for registration in PluginCatalog.registrations {
                 if let settings = configuration.plugins[registration.id], settings.enabled {
                     try registration.validate(settings.config)
                 }
@@ -55,7 +82,7 @@ struct ConfigOptions: ParsableArguments {
         options.logger = logger()
         options.loadDemoData = demo
         do {
-            return (configuration, try await Gateway.start(configuration: configuration, registrations: bundledPlugins, options: options))
+            return (configuration, try await Gateway.start(configuration: configuration, registrations: PluginCatalog.registrations, options: options))
         } catch let error as ConfigurationFileError {
             throw ValidationError(error.description)
         }
@@ -109,7 +136,7 @@ struct Plugins: AsyncParsableCommand {
         let (configuration, gateway) = try await options.start(demo: false)
         let health = Dictionary(await gateway.health().map { ($0.id, $0.health) }, uniquingKeysWith: { first, _ in first })
         var rows = [["ID", "ENABLED", "MOUNT", "HEALTH", "SUMMARY"]]
-        for registration in bundledPlugins {
+        for registration in PluginCatalog.registrations {
             let settings = configuration.plugins[registration.id]
             let enabled = settings?.enabled ?? false
             let state = health[registration.id].map { health in
@@ -144,7 +171,7 @@ struct Migrate: AsyncParsableCommand {
         let logger = options.logger()
         let database = try await GatewayDatabase.open(configuration.storage, baseDirectory: options.fileURL.deletingLastPathComponent(), logger: logger)
         do {
-            let enabled = bundledPlugins.filter { configuration.plugins[$0.id]?.enabled ?? false }
+            let enabled = PluginCatalog.registrations.filter { configuration.plugins[$0.id]?.enabled ?? false }
             let applied = try await MigrationRunner(database: database.sql, logger: logger)
                 .migrate([(owner: "gateway", steps: Gateway.hostMigrations)] + enabled.map { (owner: $0.id, steps: $0.migrations) })
             print(applied.isEmpty ? "up to date" : applied.map { "applied \($0.plugin) \($0.version): \($0.name)" }.joined(separator: "\n"))

@@ -1,0 +1,4 @@
+import GatewayCLI
+import GatewayServer
+
+await Gateway.main(plugins: bundledPlugins)
