@@ -135,9 +135,25 @@ public struct FeedsPlugin: ServicePlugin {
         var distance: Double?
         var distanceUnits: String?
         var order: String?
-        var page: Int?
-        var perPage: Int?
+        var limit: Int?
+        var cursor: String?
         var content: String?
+    }
+
+    /// A page of feeds: the native list shape, with the number of feeds the filter matches.
+    struct FeedPage: Encodable, Sendable, PagedOutput {
+        var items: [JSONValue]
+        var nextCursor: String?
+        var total: Int
+
+        private enum Key: String, CodingKey { case items, nextCursor, total }
+
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: Key.self)
+            try container.encode(items, forKey: .items)
+            try container.encode(nextCursor, forKey: .nextCursor)
+            try container.encode(total, forKey: .total)
+        }
     }
 
     struct FeedParameters: Codable, Sendable {
@@ -326,24 +342,29 @@ public struct FeedsPlugin: ServicePlugin {
         let feedTag = "feeds:{feed}"
         return [
             ServiceOperation.define("feeds.list", .get, "", summary: "Find feeds")
-                .details("Filters: `q` (words in title, description or tags), `tag`, `user`, `status` (live, frozen, all), `units`, and `lat`/`lon`/`distance` (`distanceUnits` kms or miles). Pages with `page` (from 1) and `perPage` (1–1000, default 50); `content=summary` leaves out datastreams.")
+                .details("Filters: `q` (words in title, description or tags), `tag`, `user`, `status` (live, frozen, all), `units`, and `lat`/`lon`/`distance` (`distanceUnits` kms or miles). Pages with `limit` (1–1000, default 50) and `cursor` (a page's `nextCursor`); `content=summary` leaves out datastreams.")
                 .query(ListParameters.self)
                 .tags(FeedService.keyPermissions)
-                .returns(JSONValue.self) { input, context in
+                .returns(FeedPage.self) { input, context in
                     let p = input.query
-                    let filter = try Self.filter(q: p.q, tag: p.tag, user: p.user, status: p.status, units: p.units, lat: p.lat, lon: p.lon, distance: p.distance,
-                                                 distanceUnits: p.distanceUnits, order: p.order, page: p.page, perPage: p.perPage, principal: context.principal,
+                    let size = p.limit ?? 50
+                    guard (1...1_000).contains(size) else { throw GatewayError.invalid(field: "query.limit", "must be from 1 to 1000") }
+                    guard let offset = Int(p.cursor ?? "0"), (0...1_000_000_000).contains(offset) else {
+                        throw GatewayError.invalid(field: "query.cursor", "is not a cursor this list gave")
+                    }
+                    var filter = try Self.filter(q: p.q, tag: p.tag, user: p.user, status: p.status, units: p.units, lat: p.lat, lon: p.lon, distance: p.distance,
+                                                 distanceUnits: p.distanceUnits, order: p.order, page: 1, perPage: size, principal: context.principal,
                                                  seesPrivate: context.principal.isAdmin)
+                    filter.offset = offset
                     let (total, feeds) = try await service.store.listFeeds(filter, frozenAfter: service.frozenAfterMicros)
                     let hidesPrivate = try await service.keys.hidesPrivate(context.principal)
                     let visible = feeds.filter { service.canSee($0, context.principal) && !($0.isPrivate && hidesPrivate) }
                     let streams = p.content == "summary" ? [:] : try await service.store.datastreams(of: visible.map(\.id))
-                    return .object([
-                        "total": .number(Double(total)), "page": .number(Double(p.page ?? 1)), "perPage": .number(Double(filter.limit)),
-                        "items": .array(visible.map { feed in
+                    return FeedPage(
+                        items: visible.map { feed in
                             plugin.render(feed, streams: p.content == "summary" ? nil : (streams[feed.id] ?? []).filter { service.mayReach(stream: $0.id, of: feed.id, context.principal) })
-                        }),
-                    ])
+                        },
+                        nextCursor: offset + size < total ? String(offset + size) : nil, total: total)
                 },
             ServiceOperation.define("feeds.create", .post, "", summary: "Create a feed (and its datastreams)")
                 .details("The body is {title, description, website, tags, private, location {name, domain, exposure, disposition, lat, lon, ele}, retention, datastreams: [{id, tags, unit, currentValue}]}.")

@@ -182,8 +182,9 @@ extension FeedsPlugin {
             ServiceOperation.define("feeds.triggers.list", .get, "/triggers", summary: "Your triggers (feed= filters)")
                 .access(.user)
                 .query(TriggerListParameters.self)
-                .returns(JSONValue.self) { input, context in
-                    .object(["items": .array(try await service.listTriggers(context.principal, feed: input.query.feed).map(Self.render))])
+                .returns(Page<JSONValue>.self) { input, context in
+                    // One page: a user's triggers are few.
+                    Page(items: try await service.listTriggers(context.principal, feed: input.query.feed).map(Self.render), nextCursor: nil)
                 },
             ServiceOperation.define("feeds.triggers.create", .post, "/triggers", summary: "Create a trigger")
                 .details("{feed, datastream, url, type: gt|gte|lt|lte|eq|change|frozen|live, threshold}. When it fires, the gateway POSTs the notification JSON to `url` (timeout `triggerTimeout`, retried with backoff up to `triggerAttempts` times, each attempt in the delivery log) and posts to your inbox.")
@@ -219,9 +220,9 @@ extension FeedsPlugin {
             ServiceOperation.define("feeds.triggers.deliveries", .get, "/triggers/{trigger}/deliveries", summary: "A trigger's delivery log, newest first")
                 .access(.user)
                 .path(TriggerPath.self)
-                .returns(JSONValue.self) { input, context in
+                .returns(Page<JSONValue>.self) { input, context in
                     let trigger = try await service.ownedTrigger(input.path.trigger, context.principal, referer: context.headers[.referer])
-                    return .object(["items": .array(try await service.triggers.deliveries(of: trigger.id).map(Self.render))])
+                    return Page(items: try await service.triggers.deliveries(of: trigger.id).map(Self.render), nextCursor: nil)
                 },
         ]
     }

@@ -124,7 +124,6 @@ public struct TodoPlugin: ServicePlugin {
         var configured: Bool
     }
 
-    struct BucketList: Codable, Sendable { var items: [BucketInfo] }
 
     struct NewBucket: Codable, Sendable {
         var name: String
@@ -242,8 +241,23 @@ public struct TodoPlugin: ServicePlugin {
         return query
     }
 
+    /// A page of objects, written once as JSON: the native list shape, with the optional `count`.
+    struct ObjectPage: Encodable, Sendable, JSONWritable, PagedOutput {
+        let document: JSONDocument
+        let nextCursor: String?
+
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.singleValueContainer()
+            try container.encode(document)
+        }
+
+        func writeJSON(into bytes: inout [UInt8]) {
+            bytes.append(contentsOf: document.bytes.readableBytesView)
+        }
+    }
+
     /// `{"count"?, "items": [...], "nextCursor"}`.
-    static func page(_ result: (objects: [StoredObject], count: Int?, next: QueryCursor?), fields: [QueryField]?) -> JSONDocument {
+    static func page(_ result: (objects: [StoredObject], count: Int?, next: QueryCursor?), fields: [QueryField]?) -> ObjectPage {
         var bytes: [UInt8] = []
         bytes.reserveCapacity(result.objects.reduce(64) { $0 + $1.dataText.utf8.count + 256 })
         bytes.append(UInt8(ascii: "{"))
@@ -260,7 +274,7 @@ public struct TodoPlugin: ServicePlugin {
         bytes.append(contentsOf: #"],"nextCursor":"#.utf8)
         (result.next.map { JSONValue.string($0.token) } ?? .null).write(into: &bytes)
         bytes.append(UInt8(ascii: "}"))
-        return JSONDocument(bytes: ByteBuffer(bytes: bytes))
+        return ObjectPage(document: JSONDocument(bytes: ByteBuffer(bytes: bytes)), nextCursor: result.next?.token)
     }
 
     // MARK: Operations
@@ -272,8 +286,8 @@ public struct TodoPlugin: ServicePlugin {
         return [
             ServiceOperation.define("todo.buckets.list", .get, "/buckets", summary: "The buckets and their rules")
                 .cache(.shared(ttl: .seconds(60), tags: ["todo:buckets"]))
-                .returns(BucketList.self) { _, _ in
-                    BucketList(items: try await service.buckets.all().map(Self.info))
+                .returns(Page<BucketInfo>.self) { _, _ in
+                    Page(items: try await service.buckets.all().map(Self.info), nextCursor: nil)
                 },
             ServiceOperation.define("todo.buckets.get", .get, "/buckets/{bucket}", summary: "One bucket's rules")
                 .path(BucketPath.self)
@@ -319,7 +333,7 @@ public struct TodoPlugin: ServicePlugin {
                 .query(QueryParameters.self)
                 .resource("bucket")
                 .cache(.perPrincipal(ttl: .seconds(60), tags: [bucketTag]))
-                .returns(JSONDocument.self) { input, context in
+                .returns(ObjectPage.self) { input, context in
                     let parameters = input.query
                     var whereValue: JSONValue?
                     if let text = parameters.whereClause {
@@ -342,7 +356,7 @@ public struct TodoPlugin: ServicePlugin {
                 .resource("bucket")
                 .body(JSONValue.self)
                 .status(200)
-                .returns(JSONDocument.self) { input, context in
+                .returns(ObjectPage.self) { input, context in
                     guard case .object(let body) = input.body else { throw GatewayError.invalid(field: "/", "must be a JSON object") }
                     let known: Set<String> = ["where", "order", "limit", "cursor", "skip", "count", "fields"]
                     if let unknown = body.keys.first(where: { !known.contains($0) }) {

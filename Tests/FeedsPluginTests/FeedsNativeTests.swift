@@ -71,10 +71,19 @@ struct FeedsNativeTests {
             #expect(try await gateway.call(.get, "/v1/feeds?lat=48.85&lon=2.35&distance=250&distanceUnits=miles").json["total"] == .number(1))
             #expect(try await gateway.call(.get, "/v1/feeds?lat=91&lon=0").status == 400)
             #expect(try await gateway.call(.get, "/v1/feeds?lat=10").status == 400)
-            #expect(try await gateway.call(.get, "/v1/feeds?perPage=0").status == 400)
+            #expect(try await gateway.call(.get, "/v1/feeds?limit=0").status == 422)
+            #expect(try await gateway.call(.get, "/v1/feeds?cursor=later").status == 422)
             #expect(try await gateway.call(.get, "/v1/feeds?status=sleeping").status == 400)
-            let summary = try await gateway.call(.get, "/v1/feeds?content=summary&perPage=1&page=1")
+            let summary = try await gateway.call(.get, "/v1/feeds?content=summary&limit=1")
             #expect(summary.json.items.count == 1 && summary.json.items[0]["datastreams"] == nil)
+            // The native list shape: items, nextCursor, and the next page linked (RFC 8288).
+            let all = try await gateway.call(.get, "/v1/feeds").json["total"]?.numberValue ?? 0
+            if all > 1 {
+                let cursor = try #require(summary.json["nextCursor"]?.stringValue)
+                #expect(summary.headers[.link] == "</v1/feeds?content=summary&limit=1&cursor=\(cursor)>; rel=\"next\"")
+            } else {
+                #expect(summary.json["nextCursor"] == .null && summary.headers[.link] == nil)
+            }
 
             // Frozen after 15 minutes without an update.
             clock.advance(by: 16 * 60)

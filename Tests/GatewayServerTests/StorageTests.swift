@@ -257,11 +257,11 @@ struct StorageTests {
             let page = try await gateway.gateway.handle(.get, "/v1/notes/notes?limit=2")
             let list = try JSONCoding.decoder.decode(NoteList.self, from: Data(buffer: page.body))
             #expect(list.items.count == 2)
-            let cursor = try #require(list.next)
+            let cursor = try #require(list.nextCursor)
             let rest = try await gateway.gateway.handle(.get, "/v1/notes/notes?limit=2&cursor=\(cursor.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? "")")
             let remaining = try JSONCoding.decoder.decode(NoteList.self, from: Data(buffer: rest.body))
             #expect(remaining.items.count == 1)
-            #expect(remaining.next == nil)
+            #expect(remaining.nextCursor == nil)
             #expect(Set((list.items + remaining.items).map(\.title)) == ["n0", "n1", "n2"])
         }
     }

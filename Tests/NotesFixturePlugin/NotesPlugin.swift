@@ -262,10 +262,8 @@ public struct Note: Codable, Sendable, Equatable {
     public var etag: String { "\"\(id.prefix(8))-\(version)\"" }
 }
 
-public struct NoteList: Codable, Sendable {
-    public var items: [Note]
-    public var next: String?
-}
+/// A page of notes, in the native list shape.
+public typealias NoteList = Page<Note>
 
 public struct Stats: Codable, Sendable {
     public var notes: Int

@@ -77,7 +77,7 @@ struct NotesStore: Sendable {
         let rows = try await query.all(decoding: Row.self)
         let page = rows.prefix(limit)
         let next = rows.count > limit ? page.last.map { "\($0.created_at)|\($0.id)" } : nil
-        return NoteList(items: page.map(\.note), next: next)
+        return NoteList(items: page.map(\.note), nextCursor: next)
     }
 
     func count() async throws -> Int {

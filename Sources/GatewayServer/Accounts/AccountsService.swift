@@ -86,7 +86,6 @@ struct AccountsService: ServicePlugin {
         var key: AccountStore.APIKey
     }
 
-    struct KeyList: Codable, Sendable { var items: [AccountStore.APIKey] }
 
     struct Purge: Codable, Sendable {
         var tags: [String]?
@@ -172,8 +171,9 @@ struct AccountsService: ServicePlugin {
                 },
             ServiceOperation.define("accounts.keys.list", .get, "/me/keys", summary: "The signed-in user's API keys")
                 .access(.user)
-                .returns(KeyList.self) { _, context in
-                    KeyList(items: try await store.keys(userID: try await Self.currentUser(context, store: store).id))
+                .returns(Page<AccountStore.APIKey>.self) { _, context in
+                    // A user has few keys: one page, all of them.
+                    Page(items: try await store.keys(userID: try await Self.currentUser(context, store: store).id), nextCursor: nil)
                 },
             ServiceOperation.define("accounts.keys.create", .post, "/me/keys", summary: "Create an API key (its secret is shown once)")
                 .access(.user)

@@ -54,21 +54,13 @@ enum InboxOperations {
         var unread: Bool?
 
         func validate() -> [GatewayError.FieldError] {
-            if let limit, !(1...1000).contains(limit) { return [.init(pointer: "limit", detail: "must be between 1 and 1000")] }
-            if let cursor, Double(cursor) == nil { return [.init(pointer: "cursor", detail: "is not a cursor this API gave out")] }
-            return []
+            var problems = PageQuery.problems(limit: limit, cursor: cursor)
+            if let cursor, Double(cursor) == nil, problems.isEmpty { problems.append(.init(pointer: "cursor", detail: "is not a cursor this list gave")) }
+            return problems
         }
     }
 
     struct EntryID: Codable, Sendable { var id: String }
-    struct NotificationList: Codable, Sendable {
-        var items: [Notification]
-        var next: String?
-    }
-    struct HistoryList: Codable, Sendable {
-        var items: [HistoryEntry]
-        var next: String?
-    }
     struct UnreadCount: Codable, Sendable { var unread: Int }
 
     /// Deletes row `id` of `table` if it belongs to `user`; a row of another user is a 404, like a missing one.
@@ -89,7 +81,7 @@ enum InboxOperations {
             ServiceOperation.define("accounts.notifications.list", .get, "/me/notifications", summary: "The user's notifications, newest first")
                 .access(.user)
                 .query(ListQuery.self)
-                .returns(NotificationList.self) { input, context in
+                .returns(Page<Notification>.self) { input, context in
                     let limit = input.query.limit ?? 50
                     var query = database.select().column("*").from("gateway_notifications").where("user_id", .equal, try userID(context))
                         .orderBy("created_at", .descending).orderBy("id", .descending).limit(limit + 1)
@@ -97,7 +89,7 @@ enum InboxOperations {
                     if let cursor = input.query.cursor.flatMap(Double.init) { query = query.where("created_at", .lessThan, cursor) }
                     let rows = try await query.all(decoding: NotificationRow.self)
                     let page = rows.prefix(limit)
-                    return NotificationList(items: page.map(\.notification), next: rows.count > limit ? page.last.map { String($0.created_at) } : nil)
+                    return Page(items: page.map(\.notification), nextCursor: rows.count > limit ? page.last.map { String($0.created_at) } : nil)
                 },
             ServiceOperation.define("accounts.notifications.unread", .get, "/me/notifications/unread-count", summary: "How many notifications are unread")
                 .access(.user)
@@ -132,17 +124,17 @@ enum InboxOperations {
             ServiceOperation.define("accounts.history.list", .get, "/me/history", summary: "What the user viewed recently, newest first")
                 .access(.user)
                 .query(ListQuery.self)
-                .returns(HistoryList.self) { input, context in
+                .returns(Page<HistoryEntry>.self) { input, context in
                     let limit = input.query.limit ?? 50
                     var query = database.select().column("*").from("gateway_history").where("user_id", .equal, try userID(context))
                         .orderBy("viewed_at", .descending).limit(limit + 1)
                     if let cursor = input.query.cursor.flatMap(Double.init) { query = query.where("viewed_at", .lessThan, cursor) }
                     let rows = try await query.all(decoding: HistoryRow.self)
                     let page = rows.prefix(limit)
-                    return HistoryList(
+                    return Page(
                         items: page.map { HistoryEntry(id: $0.id, plugin: $0.plugin, resource: $0.resource, title: $0.title,
                                                        viewedAt: Date(timeIntervalSince1970: $0.viewed_at)) },
-                        next: rows.count > limit ? page.last.map { String($0.viewed_at) } : nil)
+                        nextCursor: rows.count > limit ? page.last.map { String($0.viewed_at) } : nil)
                 },
             ServiceOperation.define("accounts.history.delete", .delete, "/me/history/{id}", summary: "Remove one entry from the history")
                 .access(.user)

@@ -16,7 +16,7 @@ extension GatewayResponder {
         headers.append(contentsOf: limitHeaders)
         // The handler's fields as they are: a name may repeat (`Link`, `Set-Cookie`).
         for field in reply.headers { headers.append(field) }
-        if let next = reply.nextCursor {
+        if isRead, let next = reply.nextCursor {
             headers.append(HTTPField(name: .link, value: Self.nextLink(path: request.uri.path, query: query, cursor: next)))
         }
         // The names the handler set: only a field of one of these can be there already.
