@@ -13,7 +13,7 @@ struct GreeterPluginTests {
     static let yaml = "auth: { sessionTTL: 1h }\nplugins:\n  greeter:\n    config: { greeting: Hi }\n"
 
     func json(_ response: InProcessResponse) throws -> [String: Any] {
-        try #require(try JSONSerialization.jsonObject(with: Data(buffer: response.body)) as? [String: Any])
+        try #require(try JSONSerialization.jsonObject(with: Data(response.body.readableBytesView)) as? [String: Any])
     }
 
     @Test("the native API greets, remembers and lists in pages linked with rel=next", arguments: TestStorage.available)
