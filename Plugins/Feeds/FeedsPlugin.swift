@@ -142,7 +142,7 @@ public struct FeedsPlugin: ServicePlugin {
 
     /// A page of feeds: the native list shape, with the number of feeds the filter matches.
     struct FeedPage: Encodable, Sendable, PagedOutput {
-        var items: [JSONValue]
+        var items: [FeedView]
         var nextCursor: String?
         var total: Int
 
@@ -208,49 +208,24 @@ public struct FeedsPlugin: ServicePlugin {
 
     // MARK: Rendering
 
-    func render(_ feed: FeedRecord, streams: [DatastreamRecord]?) -> JSONValue {
-        var members: [String: JSONValue] = [
-            "id": .number(Double(feed.id)),
-            "title": .string(feed.title),
-            "tags": .array(feed.tags.map(JSONValue.string)),
-            "private": .bool(feed.isPrivate),
-            "status": .string(service.status(of: feed)),
-            "created": .string(UTCTimestamp.format(micros: feed.created)),
-            "updated": .string(UTCTimestamp.format(micros: feed.updated)),
-        ]
-        if let description = feed.description { members["description"] = .string(description) }
-        if let website = feed.website { members["website"] = .string(website) }
-        if let creator = feed.creatorName { members["creator"] = .string(creator) }
-        if let retention = feed.retentionSeconds { members["retention"] = .string("\(retention)s") }
-        if !feed.location.isEmpty { members["location"] = Self.render(feed.location) }
-        if let streams { members["datastreams"] = .array(streams.map { Self.render($0, points: nil) }) }
-        return .object(members)
+    func render(_ feed: FeedRecord, streams: [DatastreamRecord]?) -> FeedView {
+        FeedView(
+            id: feed.id, title: feed.title, description: feed.description, website: feed.website, tags: feed.tags, private: feed.isPrivate,
+            creator: feed.creatorName, retention: feed.retentionSeconds.map { "\($0)s" }, location: feed.location.isEmpty ? nil : LocationView(feed.location),
+            status: service.status(of: feed), created: UTCTimestamp.format(micros: feed.created), updated: UTCTimestamp.format(micros: feed.updated),
+            datastreams: streams.map { $0.map { Self.render($0, points: nil) } })
     }
 
-    static func render(_ location: FeedLocation) -> JSONValue {
-        var members: [String: JSONValue] = [:]
-        for (key, value) in [("name", location.name), ("domain", location.domain), ("exposure", location.exposure),
-                             ("disposition", location.disposition), ("ele", location.ele)] {
-            if let value { members[key] = .string(value) }
-        }
-        if let lat = location.lat { members["lat"] = .number(lat) }
-        if let lon = location.lon { members["lon"] = .number(lon) }
-        return .object(members)
+    static func render(_ stream: DatastreamRecord, points: [Datapoint]?) -> DatastreamView {
+        DatastreamView(
+            id: stream.id, tags: stream.tags,
+            unit: stream.unit.isEmpty ? nil : UnitView(label: stream.unit.label, symbol: stream.unit.symbol, type: stream.unit.type),
+            currentValue: stream.currentValue, at: stream.at.map { UTCTimestamp.format(micros: $0) }, minValue: stream.minValue,
+            maxValue: stream.maxValue, datapoints: points.map { $0.map(render) })
     }
 
-    static func render(_ stream: DatastreamRecord, points: [Datapoint]?) -> JSONValue {
-        var members: [String: JSONValue] = ["id": .string(stream.id), "tags": .array(stream.tags.map(JSONValue.string))]
-        if !stream.unit.isEmpty { members["unit"] = stream.unit.json }
-        if let value = stream.currentValue { members["currentValue"] = .number(value) }
-        if let at = stream.at { members["at"] = .string(UTCTimestamp.format(micros: at)) }
-        if let value = stream.minValue { members["minValue"] = .number(value) }
-        if let value = stream.maxValue { members["maxValue"] = .number(value) }
-        if let points { members["datapoints"] = .array(points.map(render)) }
-        return .object(members)
-    }
-
-    static func render(_ point: Datapoint) -> JSONValue {
-        .object(["at": .string(UTCTimestamp.format(micros: point.at)), "value": .number(point.value)])
+    static func render(_ point: Datapoint) -> DatapointView {
+        DatapointView(at: UTCTimestamp.format(micros: point.at), value: point.value)
     }
 
     /// `{"datapoints": [...]}` written straight to bytes (history replies hold up to 1,000).
@@ -371,7 +346,7 @@ public struct FeedsPlugin: ServicePlugin {
                 .access(.scope("feeds:write"))
                 .body(JSONValue.self)
                 .tags(FeedService.keyPermissions)
-                .replies(JSONValue.self) { input, context in
+                .replies(FeedView.self) { input, context in
                     let draft = try service.feedDraft(input.body, creating: true, naming: .native)
                     let feed = try await service.createFeed(draft, context.principal)
                     let streams = try await service.store.datastreams(of: feed.id)
@@ -384,7 +359,7 @@ public struct FeedsPlugin: ServicePlugin {
                 .resource("feed")
                 .cache(.perPrincipal(ttl: .seconds(5), tags: [feedTag]))
                 .tags(FeedService.keyPermissions)
-                .returns(JSONValue.self) { input, context in
+                .returns(FeedView.self) { input, context in
                     let feed = try await service.visibleFeed(input.path.feed, context.principal)
                     let names = input.query.datastreams.map { $0.split(separator: ",").map(String.init) }
                     return plugin.render(feed, streams: try await service.streams(of: feed, only: names, context.principal))
@@ -397,7 +372,7 @@ public struct FeedsPlugin: ServicePlugin {
                 .body(JSONValue.self)
                 .cache(.invalidating([feedTag]))
                 .tags(FeedService.keyPermissions)
-                .returns(JSONValue.self) { input, context in
+                .returns(FeedView.self) { input, context in
                     let feed = try await service.changeableFeed(input.path.feed, context.principal)
                     let draft = try service.feedDraft(input.body, creating: false, naming: .native)
                     let updated = try await service.updateFeed(feed, draft, context.principal)
@@ -418,10 +393,10 @@ public struct FeedsPlugin: ServicePlugin {
                 .resource("feed")
                 .cache(.perPrincipal(ttl: .seconds(5), tags: [feedTag]))
                 .tags(FeedService.keyPermissions)
-                .returns(JSONValue.self) { input, context in
+                .returns(DatastreamList.self) { input, context in
                     let feed = try await service.visibleFeed(input.path.feed, context.principal)
                     let streams = try await service.streams(of: feed, only: nil, context.principal)
-                    return .object(["items": .array(streams.map { Self.render($0, points: nil) })])
+                    return DatastreamList(items: streams.map { Self.render($0, points: nil) })
                 },
             ServiceOperation.define("feeds.datastreams.create", .post, "/{feed}/datastreams", summary: "Create datastreams")
                 .details("The body is one datastream {id, tags, unit, currentValue} or {\"datastreams\": [...]}; 409 when one exists.")
@@ -431,7 +406,7 @@ public struct FeedsPlugin: ServicePlugin {
                 .body(JSONValue.self)
                 .cache(.invalidating([feedTag]))
                 .tags(FeedService.keyPermissions)
-                .replies(JSONValue.self) { input, context in
+                .replies(DatastreamList.self) { input, context in
                     let feed = try await service.changeableFeed(input.path.feed, context.principal)
                     var problems: [GatewayError.FieldError] = []
                     let drafts: [DatastreamDraft]
@@ -444,7 +419,7 @@ public struct FeedsPlugin: ServicePlugin {
                     guard !drafts.isEmpty else { throw GatewayError.invalid(field: "/datastreams", "must hold at least one datastream") }
                     try await service.createDatastreams(feed, drafts, context.principal)
                     let created = try await service.store.datastreams(of: feed.id).filter { stream in drafts.contains { $0.id == stream.id } }
-                    return Reply(.object(["items": .array(created.map { Self.render($0, points: nil) })]), status: 201,
+                    return Reply(DatastreamList(items: created.map { Self.render($0, points: nil) }), status: 201,
                                  headers: drafts.count == 1 ? [.location: "/v1/feeds/\(feed.id)/datastreams/\(drafts[0].id)"] : [:])
                 },
             ServiceOperation.define("feeds.datastreams.get", .get, "/{feed}/datastreams/{stream}", summary: "Read a datastream")
@@ -452,7 +427,7 @@ public struct FeedsPlugin: ServicePlugin {
                 .resource("feed")
                 .cache(.perPrincipal(ttl: .seconds(5), tags: [feedTag]))
                 .tags(FeedService.keyPermissions)
-                .returns(JSONValue.self) { input, context in
+                .returns(DatastreamView.self) { input, context in
                     let feed = try await service.visibleFeed(input.path.feed, context.principal)
                     return Self.render(try await service.stream(feed, input.path.stream, context.principal), points: nil)
                 },
@@ -463,7 +438,7 @@ public struct FeedsPlugin: ServicePlugin {
                 .body(JSONValue.self)
                 .cache(.invalidating([feedTag]))
                 .tags(FeedService.keyPermissions)
-                .returns(JSONValue.self) { input, context in
+                .returns(DatastreamView.self) { input, context in
                     let feed = try await service.changeableFeed(input.path.feed, context.principal)
                     let stream = try await service.stream(feed, input.path.stream, context.principal)
                     var problems: [GatewayError.FieldError] = []
@@ -530,7 +505,7 @@ public struct FeedsPlugin: ServicePlugin {
                 .path(PointPath.self)
                 .resource("feed")
                 .tags(FeedService.keyPermissions)
-                .returns(JSONValue.self) { input, context in
+                .returns(DatapointView.self) { input, context in
                     let feed = try await service.visibleFeed(input.path.feed, context.principal)
                     let stream = try await service.stream(feed, input.path.stream, context.principal)
                     let at = try Self.time(input.path.at)
@@ -546,7 +521,7 @@ public struct FeedsPlugin: ServicePlugin {
                 .body(ValueBody.self)
                 .cache(.invalidating([feedTag]))
                 .tags(FeedService.keyPermissions)
-                .returns(JSONValue.self) { input, context in
+                .returns(DatapointView.self) { input, context in
                     let feed = try await service.changeableFeed(input.path.feed, context.principal)
                     let stream = try await service.stream(feed, input.path.stream, context.principal)
                     let at = try Self.time(input.path.at)

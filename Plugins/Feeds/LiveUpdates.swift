@@ -147,9 +147,9 @@ struct NativeLiveProtocol: Sendable {
                         if let feed {
                             push["type"] = .string("change")
                             if let datastream {
-                                push["data"] = FeedsPlugin.render(datastream, points: nil)
+                                push["data"] = try JSONValue(encoding: FeedsPlugin.render(datastream, points: nil))
                             } else {
-                                push["data"] = plugin.render(feed, streams: try await plugin.service.streams(of: feed, only: nil, principal))
+                                push["data"] = try JSONValue(encoding: plugin.render(feed, streams: try await plugin.service.streams(of: feed, only: nil, principal)))
                             }
                         } else {
                             push["type"] = .string("deleted")

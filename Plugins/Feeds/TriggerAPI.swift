@@ -156,24 +156,16 @@ extension FeedsPlugin {
     struct TriggerPath: Codable, Sendable { var trigger: String }
     struct TriggerListParameters: Codable, Sendable { var feed: String? }
 
-    static func render(_ trigger: TriggerRecord) -> JSONValue {
-        var members: [String: JSONValue] = [
-            "id": .number(Double(trigger.id)), "feed": .number(Double(trigger.feedID)), "datastream": .string(trigger.streamID),
-            "url": .string(trigger.url), "type": .string(trigger.type.rawValue), "created": .string(UTCTimestamp.format(micros: trigger.created)),
-            "threshold": trigger.threshold.map(JSONValue.number) ?? .null,
-            "notifiedAt": trigger.notifiedAt.map { JSONValue.string(UTCTimestamp.format(micros: $0)) } ?? .null,
-        ]
-        if let user = trigger.userName { members["user"] = .string(user) }
-        return .object(members)
+    static func render(_ trigger: TriggerRecord) -> TriggerView {
+        TriggerView(id: trigger.id, feed: trigger.feedID, datastream: trigger.streamID, url: trigger.url, type: trigger.type.rawValue,
+                    threshold: trigger.threshold, notifiedAt: trigger.notifiedAt.map { UTCTimestamp.format(micros: $0) }, user: trigger.userName,
+                    created: UTCTimestamp.format(micros: trigger.created))
     }
 
-    static func render(_ delivery: TriggerDelivery) -> JSONValue {
-        .object([
-            "id": .number(Double(delivery.id)), "firedAt": .string(UTCTimestamp.format(micros: delivery.firedAt)), "status": .string(delivery.status),
-            "attempts": .number(Double(delivery.attempts)), "responseStatus": delivery.responseStatus.map { .number(Double($0)) } ?? .null,
-            "error": delivery.error.map(JSONValue.string) ?? .null, "updated": .string(UTCTimestamp.format(micros: delivery.updated)),
-            "nextAttempt": delivery.status == "pending" ? .string(UTCTimestamp.format(micros: delivery.nextAttempt)) : .null,
-        ])
+    static func render(_ delivery: TriggerDelivery) -> DeliveryView {
+        DeliveryView(id: delivery.id, firedAt: UTCTimestamp.format(micros: delivery.firedAt), status: delivery.status, attempts: delivery.attempts,
+                     responseStatus: delivery.responseStatus, error: delivery.error, updated: UTCTimestamp.format(micros: delivery.updated),
+                     nextAttempt: delivery.status == "pending" ? UTCTimestamp.format(micros: delivery.nextAttempt) : nil)
     }
 
     var triggerOperations: [ServiceOperation] {
@@ -182,7 +174,7 @@ extension FeedsPlugin {
             ServiceOperation.define("feeds.triggers.list", .get, "/triggers", summary: "Your triggers (feed= filters)")
                 .access(.user)
                 .query(TriggerListParameters.self)
-                .returns(Page<JSONValue>.self) { input, context in
+                .returns(Page<TriggerView>.self) { input, context in
                     // One page: a user's triggers are few.
                     Page(items: try await service.listTriggers(context.principal, feed: input.query.feed).map(Self.render), nextCursor: nil)
                 },
@@ -190,7 +182,7 @@ extension FeedsPlugin {
                 .details("{feed, datastream, url, type: gt|gte|lt|lte|eq|change|frozen|live, threshold}. When it fires, the gateway POSTs the notification JSON to `url` (timeout `triggerTimeout`, retried with backoff up to `triggerAttempts` times, each attempt in the delivery log) and posts to your inbox.")
                 .access(.scope("feeds:write"))
                 .body(JSONValue.self)
-                .replies(JSONValue.self) { input, context in
+                .replies(TriggerView.self) { input, context in
                     let trigger = try await service.createTrigger(try service.triggerDraft(input.body, naming: .native), context.principal, naming: .native,
                                                                   referer: context.headers[.referer])
                     return Reply(Self.render(trigger), status: 201, headers: [.location: "/v1/feeds/triggers/\(trigger.id)"])
@@ -198,14 +190,14 @@ extension FeedsPlugin {
             ServiceOperation.define("feeds.triggers.get", .get, "/triggers/{trigger}", summary: "Read a trigger")
                 .access(.user)
                 .path(TriggerPath.self)
-                .returns(JSONValue.self) { input, context in
+                .returns(TriggerView.self) { input, context in
                     Self.render(try await service.ownedTrigger(input.path.trigger, context.principal, referer: context.headers[.referer]))
                 },
             ServiceOperation.define("feeds.triggers.update", .put, "/triggers/{trigger}", summary: "Change a trigger")
                 .access(.scope("feeds:write"))
                 .path(TriggerPath.self)
                 .body(JSONValue.self)
-                .returns(JSONValue.self) { input, context in
+                .returns(TriggerView.self) { input, context in
                     let trigger = try await service.ownedTrigger(input.path.trigger, context.principal, method: "put", referer: context.headers[.referer])
                     return Self.render(try await service.updateTrigger(trigger, try service.triggerDraft(input.body, naming: .native), context.principal))
                 },
@@ -220,7 +212,7 @@ extension FeedsPlugin {
             ServiceOperation.define("feeds.triggers.deliveries", .get, "/triggers/{trigger}/deliveries", summary: "A trigger's delivery log, newest first")
                 .access(.user)
                 .path(TriggerPath.self)
-                .returns(Page<JSONValue>.self) { input, context in
+                .returns(Page<DeliveryView>.self) { input, context in
                     let trigger = try await service.ownedTrigger(input.path.trigger, context.principal, referer: context.headers[.referer])
                     return Page(items: try await service.triggers.deliveries(of: trigger.id).map(Self.render), nextCursor: nil)
                 },

@@ -338,8 +338,20 @@ struct XivelyDialect: Sendable {
         if let creator = feed.creatorName { members["creator"] = .string("\(base)/users/\(creator)") }
         if let description = feed.description { members["description"] = .string(description) }
         if let website = feed.website { members["website"] = .string(website) }
-        if !feed.location.isEmpty { members["location"] = FeedsPlugin.render(feed.location) }
+        if !feed.location.isEmpty { members["location"] = Self.render(feed.location) }
         if let streams { members["datastreams"] = .array(streams.map { Self.render($0, points: points?[$0.id]) }) }
+        return .object(members)
+    }
+
+    /// A location with the legacy members (the v2 names are the native ones).
+    static func render(_ location: FeedLocation) -> JSONValue {
+        var members: [String: JSONValue] = [:]
+        for (key, value) in [("name", location.name), ("domain", location.domain), ("exposure", location.exposure),
+                             ("disposition", location.disposition), ("ele", location.ele)] {
+            if let value { members[key] = .string(value) }
+        }
+        if let lat = location.lat { members["lat"] = .number(lat) }
+        if let lon = location.lon { members["lon"] = .number(lon) }
         return .object(members)
     }
 
