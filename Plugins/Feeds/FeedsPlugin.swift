@@ -141,7 +141,7 @@ public struct FeedsPlugin: ServicePlugin {
     }
 
     /// A page of feeds: the native list shape, with the number of feeds the filter matches.
-    struct FeedPage: Encodable, Sendable, PagedOutput {
+    struct FeedPage: Codable, Sendable, PagedOutput {
         var items: [FeedView]
         var nextCursor: String?
         var total: Int
@@ -228,10 +228,34 @@ public struct FeedsPlugin: ServicePlugin {
         DatapointView(at: UTCTimestamp.format(micros: point.at), value: point.value)
     }
 
-    /// `{"datapoints": [...]}` written straight to bytes (history replies hold up to 1,000).
-    static func history(_ points: [Datapoint]) -> JSONDocument {
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(16 + points.count * 56)
+    /// `{"datapoints": [...]}`: its `Codable` shape documents it, and it writes itself straight to
+    /// bytes (history replies hold up to 1,000 datapoints).
+    struct HistoryReply: Codable, Sendable, JSONWritable {
+        let points: [Datapoint]
+
+        init(points: [Datapoint]) {
+            self.points = points
+        }
+
+        private enum Key: String, CodingKey { case datapoints }
+
+        init(from decoder: any Decoder) throws {
+            let views = try decoder.container(keyedBy: Key.self).decode([DatapointView].self, forKey: .datapoints)
+            points = views.map { Datapoint(at: UTCTimestamp.parse($0.at) ?? 0, value: $0.value) }
+        }
+
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: Key.self)
+            try container.encode(points.map(FeedsPlugin.render), forKey: .datapoints)
+        }
+
+        func writeJSON(into bytes: inout [UInt8]) {
+            FeedsPlugin.writeHistory(points, into: &bytes)
+        }
+    }
+
+    static func writeHistory(_ points: [Datapoint], into bytes: inout [UInt8]) {
+        bytes.reserveCapacity(bytes.count + 16 + points.count * 56)
         bytes.append(contentsOf: #"{"datapoints":["#.utf8)
         for (index, point) in points.enumerated() {
             if index > 0 { bytes.append(UInt8(ascii: ",")) }
@@ -242,7 +266,6 @@ public struct FeedsPlugin: ServicePlugin {
             bytes.append(UInt8(ascii: "}"))
         }
         bytes.append(contentsOf: "]}".utf8)
-        return JSONDocument(bytes: ByteBuffer(bytes: bytes))
     }
 
     /// The feed list filter from the native or the legacy parameters.
@@ -482,11 +505,11 @@ public struct FeedsPlugin: ServicePlugin {
                 .resource("feed")
                 .cache(.perPrincipal(ttl: .seconds(5), tags: [feedTag]))
                 .tags(FeedService.keyPermissions)
-                .returns(JSONDocument.self) { input, context in
+                .returns(HistoryReply.self) { input, context in
                     let feed = try await service.visibleFeed(input.path.feed, context.principal)
                     let stream = try await service.stream(feed, input.path.stream, context.principal)
                     let query = try HistoryQuery(parameters: input.query.dictionary, now: service.store.now(), legacy: false)
-                    return Self.history(try await service.store.history(stream, query))
+                    return HistoryReply(points: try await service.store.history(stream, query))
                 },
             ServiceOperation.define("feeds.datapoints.deleteRange", .delete, "/{feed}/datastreams/{stream}/datapoints", summary: "Delete the datapoints of a time range")
                 .access(.scope("feeds:write"))

@@ -366,3 +366,38 @@ struct FeedsConfigurationTests {
         #expect(throws: ConfigurationFileError.self) { try decode("frozenAfter: later") }
     }
 }
+
+@Suite("feeds in the OpenAPI document")
+struct FeedsOpenAPITests {
+    @Test("every reply of the native API is described member by member (no 'any JSON value')")
+    func typedReplies() async throws {
+        try await withFeeds { gateway in
+            let response = try await gateway.gateway.handle(.get, "/openapi.json")
+            let document = try #require(try JSONSerialization.jsonObject(with: Data(response.body.readableBytesView)) as? [String: Any])
+            let paths = try #require(document["paths"] as? [String: [String: Any]])
+            let schemas = (document["components"] as? [String: Any])?["schemas"] as? [String: [String: Any]] ?? [:]
+            func resolve(_ schema: [String: Any]) -> [String: Any] {
+                guard let reference = schema["$ref"] as? String else { return schema }
+                return schemas[String(reference.split(separator: "/").last ?? "")] ?? [:]
+            }
+            var described: [String: [String: Any]] = [:]
+            for (path, operations) in paths where path.hasPrefix("/v1/feeds") {
+                for case let (_, operation as [String: Any]) in operations {
+                    guard let id = operation["operationId"] as? String, let responses = operation["responses"] as? [String: [String: Any]] else { continue }
+                    for (_, reply) in responses {
+                        guard let schema = ((reply["content"] as? [String: Any])?["application/json"] as? [String: Any])?["schema"] as? [String: Any] else { continue }
+                        let resolved = resolve(schema)
+                        #expect(resolved["properties"] != nil || resolved["items"] != nil, "\(id): \(resolved)")
+                        described[id] = resolved
+                    }
+                }
+            }
+            let feed = try #require(resolve(described["feeds.get"] ?? [:])["properties"] as? [String: Any])
+            #expect(Set(feed.keys).isSuperset(of: ["id", "title", "tags", "private", "status", "created", "updated", "datastreams"]))
+            let history = try #require(described["feeds.datapoints.history"]?["properties"] as? [String: Any])
+            #expect(history.keys.contains("datapoints"))
+            let list = try #require(described["feeds.list"]?["properties"] as? [String: Any])
+            #expect(Set(list.keys) == ["items", "nextCursor", "total"])
+        }
+    }
+}
