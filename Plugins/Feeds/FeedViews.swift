@@ -130,10 +130,3 @@ struct DeliveryView: Codable, Sendable, Equatable {
         try container.encode(nextAttempt, forKey: .nextAttempt)
     }
 }
-
-extension JSONValue {
-    /// A value's JSON, for the places that hold replies as `JSONValue` (live pushes).
-    init(encoding value: some Encodable) throws {
-        self = try JSONValue.parse(JSONStreamEncoder.encodeBuffer(value), maximumDepth: 64)
-    }
-}

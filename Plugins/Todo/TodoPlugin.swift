@@ -314,6 +314,8 @@ public struct TodoPlugin: ServicePlugin {
                     Deleted(deletedObjects: try await service.buckets.delete(name: input.path.bucket))
                 },
             ServiceOperation.define("todo.objects.create", .post, "/buckets/{bucket}/objects", summary: "Create an object")
+                .documentBody(schema: fieldsSchema)
+                .documentOutput(schema: objectSchema)
                 .details("The body is the object. An `acl` field ({readers, writers}) shares it; without one, a signed-in caller's object is theirs alone and a guest's is everyone's.")
                 .path(BucketPath.self)
                 .resource("bucket")
@@ -328,6 +330,7 @@ public struct TodoPlugin: ServicePlugin {
                     return Reply(Self.document(object), status: 201, headers: headers)
                 },
             ServiceOperation.define("todo.objects.query", .get, "/buckets/{bucket}/objects", summary: "Query objects")
+                .documentOutput(schema: objectPageSchema)
                 .details("`where` is JSON with $eq $ne $lt $lte $gt $gte $in $nin $all $exists $regex $not $and $or $nor on field paths (a.b.c); `order` is `-updatedAt,description`; `cursor` continues from a page's `nextCursor`.")
                 .path(BucketPath.self)
                 .query(QueryParameters.self)
@@ -351,6 +354,7 @@ public struct TodoPlugin: ServicePlugin {
                     return Self.page(result, fields: query.fields)
                 },
             ServiceOperation.define("todo.objects.search", .post, "/buckets/{bucket}/query", summary: "Query objects with the query in a JSON body")
+                .documentOutput(schema: objectPageSchema)
                 .details("The body is {where, order, limit, cursor, skip, count, fields (an array)}: for queries too long for a URL.")
                 .path(BucketPath.self)
                 .resource("bucket")
@@ -390,6 +394,7 @@ public struct TodoPlugin: ServicePlugin {
                     return Self.page(result, fields: query.fields)
                 },
             ServiceOperation.define("todo.objects.get", .get, "/buckets/{bucket}/objects/{id}", summary: "Read an object")
+                .documentOutput(schema: objectSchema)
                 .path(ObjectPath.self)
                 .resource("bucket")
                 .cache(.perPrincipal(ttl: .seconds(60), tags: [bucketTag]))
@@ -398,6 +403,8 @@ public struct TodoPlugin: ServicePlugin {
                     return Reply(Self.document(object), headers: Self.headers(for: object))
                 },
             ServiceOperation.define("todo.objects.replace", .put, "/buckets/{bucket}/objects/{id}", summary: "Replace an object's fields")
+                .documentBody(schema: fieldsSchema)
+                .documentOutput(schema: objectSchema)
                 .details("Send `If-Match` with the object's etag to replace only that version (412 otherwise).")
                 .path(ObjectPath.self)
                 .resource("bucket")
@@ -409,6 +416,7 @@ public struct TodoPlugin: ServicePlugin {
                     return Reply(Self.document(object), headers: Self.headers(for: object))
                 },
             ServiceOperation.define("todo.objects.patch", .patch, "/buckets/{bucket}/objects/{id}", summary: "Change some fields of an object")
+                .documentOutput(schema: objectSchema)
                 .details("A JSON merge patch (RFC 7396) and/or the operators $set, $unset and $inc with field paths. `If-Match` makes it conditional.")
                 .path(ObjectPath.self)
                 .resource("bucket")
@@ -494,6 +502,62 @@ public struct TodoPlugin: ServicePlugin {
     }
 
     // MARK: Dialect
+
+    // MARK: Documentation
+
+    /// For each configured bucket, `todo.<bucket>`: an object as the native API answers it — the
+    /// fields the bucket's JSON Schema allows, and the system members.
+    public var schemas: [String: JSONValue] {
+        var result: [String: JSONValue] = [:]
+        for (name, settings) in configuration.buckets {
+            let fields = settings.schema.flatMap { try? JSONValue(encoding: $0) } ?? .object(["type": .string("object")])
+            result["todo.\(name)"] = .object(["allOf": .array([fields, Self.systemMembersSchema])])
+        }
+        return result
+    }
+
+    /// The members the gateway adds to every stored object.
+    static let systemMembersSchema: JSONValue = .object([
+        "type": .string("object"),
+        "required": .array(["id", "createdAt", "updatedAt", "etag", "acl"].map(JSONValue.string)),
+        "properties": .object([
+            "id": .object(["type": .string("string")]),
+            "createdAt": .object(["type": .string("string"), "format": .string("date-time")]),
+            "updatedAt": .object(["type": .string("string"), "format": .string("date-time")]),
+            "etag": .object(["type": .string("string")]),
+            "owner": .object(["type": .array([.string("string"), .string("null")])]),
+            "acl": .object(["type": .string("object"), "description": .string("Who may read and change the object: {readers, writers}, lists of user ids or groups.")]),
+        ]),
+    ])
+
+    /// An object of the bucket the path names: one of the configured buckets' schemas.
+    var objectSchema: JSONValue {
+        let references = configuration.buckets.keys.sorted().map { JSONValue.object(["$ref": .string("#/components/schemas/todo.\($0)")]) }
+        return references.count == 1 ? references[0]
+            : .object(["oneOf": .array(references), "description": .string("An object of the bucket named in the path (its schema is that bucket's).")])
+    }
+
+    /// The fields a client sends for an object: the schema of the bucket the path names.
+    var fieldsSchema: JSONValue {
+        let schemas = configuration.buckets.keys.sorted().map { name in
+            configuration.buckets[name]?.schema.flatMap { try? JSONValue(encoding: $0) } ?? .object(["type": .string("object")])
+        }
+        return schemas.count == 1 ? schemas[0]
+            : .object(["oneOf": .array(schemas), "description": .string("The fields of an object of the bucket named in the path.")])
+    }
+
+    /// A page of objects of the bucket the path names.
+    var objectPageSchema: JSONValue {
+        .object([
+            "type": .string("object"),
+            "required": .array([.string("items"), .string("nextCursor")]),
+            "properties": .object([
+                "count": .object(["type": .string("integer"), "description": .string("How many objects match, when the query asked (count=1).")]),
+                "items": .object(["type": .string("array"), "items": objectSchema]),
+                "nextCursor": .object(["type": .array([.string("string"), .string("null")])]),
+            ]),
+        ])
+    }
 
     public var dialects: [Dialect] {
         [NebulaDialect(service: service, tenants: configuration.tenants, accounts: context.accounts, maxLimit: configuration.maxQueryLimit).dialect]

@@ -269,6 +269,8 @@ struct RouteSettings: Sendable {
     @usableFromInline var cost = 1
     @usableFromInline var resource: String?
     @usableFromInline var tags: [String] = []
+    @usableFromInline var bodySchema: JSONValue?
+    @usableFromInline var outputSchema: JSONValue?
 
     @usableFromInline
     init(method: HTTPRequest.Method, path: String, summary: String) {

@@ -586,3 +586,11 @@ public struct AnyCodingKey: CodingKey, Hashable, Sendable {
         self.intValue = intValue
     }
 }
+
+extension JSONValue {
+    /// The JSON of an `Encodable` value (encoded with ``JSONStreamEncoder``), for the places that
+    /// hold JSON as a value: a live push that embeds a reply, a schema given to the OpenAPI document.
+    public init(encoding value: some Encodable) throws {
+        self = try JSONValue.parse(JSONStreamEncoder.encodeBuffer(value), maximumDepth: 512)
+    }
+}

@@ -48,6 +48,12 @@ public struct ServiceOperation: Sendable {
     public var tags: [String]
     /// The declared types, for documentation and `gateway call`.
     public let io: OperationIO
+    /// A JSON Schema that documents the body where its type cannot (a user-defined payload, such
+    /// as an object of a bucket whose schema plugins.yaml gives); it may refer to the plugin's
+    /// ``ServicePlugin/schemas`` as `#/components/schemas/<name>`.
+    public var documentedBody: JSONValue?
+    /// A JSON Schema that documents the successful reply where its type cannot.
+    public var documentedOutput: JSONValue?
     /// The media types the body may have (only for operations with a body).
     public let bodyMediaTypes: [String]
 
@@ -394,6 +400,11 @@ public struct OperationBuilder<Path: Decodable & Sendable, Query: Decodable & Se
     public func status(_ status: HTTPResponse.Status) -> Self { var copy = self; copy.successStatus = status; return copy }
     /// Labels the plugin's authorize hook and `gateway routes` see.
     public func tags(_ tags: String...) -> Self { var copy = self; copy.settings.tags += tags; return copy }
+    /// A JSON Schema for the OpenAPI document's description of the body, where the body's type
+    /// cannot say it (a user-defined payload). The body is still decoded as its declared type.
+    public func documentBody(schema: JSONValue) -> Self { var copy = self; copy.settings.bodySchema = schema; return copy }
+    /// A JSON Schema for the OpenAPI document's description of the successful reply.
+    public func documentOutput(schema: JSONValue) -> Self { var copy = self; copy.settings.outputSchema = schema; return copy }
 
     /// Finishes with a handler that returns just its output. (Inlinable, as the operation's
     /// initializer is: see there.)
@@ -401,9 +412,13 @@ public struct OperationBuilder<Path: Decodable & Sendable, Query: Decodable & Se
     public func returns<Output: Encodable & Sendable>(
         _ output: Output.Type, handler: @escaping @Sendable (OperationInput<Path, Query, Body>, OperationContext) async throws -> Output
     ) -> ServiceOperation {
-        ServiceOperation(name, settings.method, settings.path, summary: settings.summary, details: settings.details, access: settings.access,
-                         cache: settings.cache, cost: settings.cost, resource: settings.resource, successStatus: successStatus, tags: settings.tags,
-                         path: Path.self, query: Query.self, body: Body.self, output: Output.self, handler: handler)
+        var operation = ServiceOperation(
+            name, settings.method, settings.path, summary: settings.summary, details: settings.details, access: settings.access,
+            cache: settings.cache, cost: settings.cost, resource: settings.resource, successStatus: successStatus, tags: settings.tags,
+            path: Path.self, query: Query.self, body: Body.self, output: Output.self, handler: handler)
+        operation.documentedBody = settings.bodySchema
+        operation.documentedOutput = settings.outputSchema
+        return operation
     }
 
     /// Finishes with a handler that chooses its reply's status and headers.
@@ -411,8 +426,12 @@ public struct OperationBuilder<Path: Decodable & Sendable, Query: Decodable & Se
     public func replies<Output: Encodable & Sendable>(
         _ output: Output.Type, handler: @escaping @Sendable (OperationInput<Path, Query, Body>, OperationContext) async throws -> Reply<Output>
     ) -> ServiceOperation {
-        ServiceOperation(name, settings.method, settings.path, summary: settings.summary, details: settings.details, access: settings.access,
-                         cache: settings.cache, cost: settings.cost, resource: settings.resource, successStatus: successStatus, tags: settings.tags,
-                         path: Path.self, query: Query.self, body: Body.self, output: Output.self, handler: handler)
+        var operation = ServiceOperation(
+            name, settings.method, settings.path, summary: settings.summary, details: settings.details, access: settings.access,
+            cache: settings.cache, cost: settings.cost, resource: settings.resource, successStatus: successStatus, tags: settings.tags,
+            path: Path.self, query: Query.self, body: Body.self, output: Output.self, handler: handler)
+        operation.documentedBody = settings.bodySchema
+        operation.documentedOutput = settings.outputSchema
+        return operation
     }
 }

@@ -42,6 +42,10 @@ public protocol ServicePlugin: Sendable {
     var services: [any Service] { get }
     /// The file formats `gateway import <id> FILE` can load.
     var importers: [any Importer] { get }
+    /// Named JSON Schemas for the OpenAPI document's components, which operations' documented
+    /// bodies and outputs refer to as `#/components/schemas/<name>` (a bucket's object schema).
+    /// Names should start with the plugin's id.
+    var schemas: [String: JSONValue] { get }
 
     /// Resource-level checks beyond the access rules: the host calls it for every operation and
     /// dialect route of the plugin, after the route's access rule, the key's scopes and its
@@ -73,6 +77,7 @@ extension ServicePlugin {
     public var webSockets: [WebSocketRoute] { [] }
     public var services: [any Service] { [] }
     public var importers: [any Importer] { [] }
+    public var schemas: [String: JSONValue] { [:] }
     public func authorize(_ request: AuthorizationRequest) async throws {}
     public func cacheAdmits(_ principal: Principal) async -> Bool { true }
     public func health() async -> PluginHealth { .ok }

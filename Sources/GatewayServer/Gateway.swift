@@ -265,7 +265,8 @@ public final class Gateway: Sendable {
 
         let document = OpenAPIDocumentBuilder.document(
             title: "Gateway", version: GatewayVersion.current, serverURL: configuration.server.publicURL,
-            plugins: plugins.map { PluginDescription(id: $0.id, summary: $0.summary, mount: $0.mount, operations: $0.instance.operations) })
+            plugins: plugins.map { PluginDescription(id: $0.id, summary: $0.summary, mount: $0.mount, operations: $0.instance.operations,
+                                                     schemas: $0.instance.schemas) })
         let openAPIJSON = ByteBuffer(bytes: try OpenAPIDocumentBuilder.json(document))
         for endpoint in builtinEndpoints(plugins: plugins, metrics: metrics, openAPIJSON: openAPIJSON, database: database) {
             try add(.get, endpoint.path, .gateway(endpoint.endpoint))

@@ -351,3 +351,32 @@ struct TodoNativeTests {
         }
     }
 }
+
+@Suite("todo in the OpenAPI document")
+struct TodoOpenAPITests {
+    @Test("an object is described by its bucket's JSON Schema, with the system members, in requests and replies")
+    func bucketSchemas() async throws {
+        try await withTodo { gateway in
+            let response = try await gateway.gateway.handle(.get, "/openapi.json")
+            let document = try #require(try JSONSerialization.jsonObject(with: Data(response.body.readableBytesView)) as? [String: Any])
+            let schemas = try #require((document["components"] as? [String: Any])?["schemas"] as? [String: Any])
+            let todos = try #require(schemas["todo.todos"] as? [String: Any])
+            let parts = try #require(todos["allOf"] as? [[String: Any]])
+            #expect(parts.first?["required"] as? [String] == ["description"])
+            #expect((parts.last?["properties"] as? [String: Any])?.keys.contains("etag") == true)
+            let paths = try #require(document["paths"] as? [String: [String: Any]])
+            func schema(_ path: String, _ method: String, response status: String? = nil) -> [String: Any]? {
+                let operation = paths[path]?[method] as? [String: Any]
+                let content = status.map { ((operation?["responses"] as? [String: Any])?[$0] as? [String: Any])?["content"] }
+                    ?? (operation?["requestBody"] as? [String: Any])?["content"]
+                return ((content as? [String: Any])?["application/json"] as? [String: Any])?["schema"] as? [String: Any]
+            }
+            // With several buckets, an object is one of their schemas (the bucket is in the path).
+            func alternatives(_ schema: [String: Any]?) -> [[String: Any]] { (schema?["oneOf"] as? [[String: Any]]) ?? (schema.map { [$0] } ?? []) }
+            #expect(alternatives(schema("/v1/todo/buckets/{bucket}/objects/{id}", "get", response: "200")).contains { $0["$ref"] as? String == "#/components/schemas/todo.todos" })
+            #expect(alternatives(schema("/v1/todo/buckets/{bucket}/objects", "post")).contains { $0["required"] as? [String] == ["description"] })
+            let page = try #require(schema("/v1/todo/buckets/{bucket}/objects", "get", response: "200")?["properties"] as? [String: Any])
+            #expect(alternatives((page["items"] as? [String: Any])?["items"] as? [String: Any]).contains { $0["$ref"] as? String == "#/components/schemas/todo.todos" })
+        }
+    }
+}

@@ -13,12 +13,15 @@ public struct PluginDescription: Sendable {
     public var mount: String
     /// The plugin's native operations.
     public var operations: [GatewayCore.ServiceOperation]
+    /// The plugin's named schemas (``ServicePlugin/schemas``), put in the document's components.
+    public var schemas: [String: JSONValue]
 
-    public init(id: String, summary: String, mount: String, operations: [GatewayCore.ServiceOperation]) {
+    public init(id: String, summary: String, mount: String, operations: [GatewayCore.ServiceOperation], schemas: [String: JSONValue] = [:]) {
         self.id = id
         self.summary = summary
         self.mount = mount
         self.operations = operations
+        self.schemas = schemas
     }
 }
 
@@ -51,6 +54,13 @@ public enum OpenAPIDocumentBuilder {
         for (path, method, operation) in gatewayEndpoints {
             add(operation, method: method, at: path, to: &paths)
         }
+        var named: OrderedDictionary<OpenAPI.ComponentKey, JSONSchema> = [:]
+        for plugin in plugins {
+            for (name, schema) in plugin.schemas.sorted(by: { $0.key < $1.key }) {
+                guard let key = OpenAPI.ComponentKey(rawValue: name) else { continue }
+                named[key] = documented(schema)
+            }
+        }
         for plugin in plugins {
             tags.append(OpenAPI.Tag(name: plugin.id, description: plugin.summary))
             for operation in plugin.operations {
@@ -65,7 +75,7 @@ public enum OpenAPIDocumentBuilder {
             info: OpenAPI.Document.Info(title: title, version: version),
             servers: serverURL.flatMap(URLTemplate.init(rawValue:)).map { [OpenAPI.Server(urlTemplate: $0)] } ?? [],
             paths: paths.mapValues { .b($0) },
-            components: components,
+            components: components(adding: named),
             tags: tags
         )
     }
@@ -153,7 +163,7 @@ public enum OpenAPIDocumentBuilder {
     private static func requestBody(of operation: GatewayCore.ServiceOperation) -> OpenAPI.Request? {
         guard operation.io.hasBody else { return nil }
         let isRaw = operation.io.body is any RawBodyInput.Type
-        let schema = isRaw ? nil : SchemaReflector.schema(for: operation.io.body)
+        let schema = operation.documentedBody.map(documented) ?? (isRaw ? nil : SchemaReflector.schema(for: operation.io.body))
         var content: OrderedDictionary<OpenAPI.ContentType, OpenAPI.Content> = [:]
         for mediaType in operation.bodyMediaTypes {
             guard let contentType = OpenAPI.ContentType(rawValue: mediaType) else { continue }
@@ -180,6 +190,9 @@ public enum OpenAPIDocumentBuilder {
         let output = operation.io.output
         if output == NoContent.self {
             return OpenAPI.Response(description: description)
+        }
+        if let schema = operation.documentedOutput {
+            return OpenAPI.Response(description: description, content: .direct([.json: OpenAPI.Content(schema: documented(schema))]))
         }
         if output == JSONValue.self || output == JSONDocument.self {
             return OpenAPI.Response(description: description, content: .direct([.json: OpenAPI.Content(schema: .fragment(description: "Any JSON value."))]))
@@ -269,11 +282,19 @@ public enum OpenAPIDocumentBuilder {
         )
     }
 
-    private static var components: OpenAPI.Components {
+    /// A JSON Schema a plugin gave as JSON; one OpenAPIKit cannot read is described as any JSON value.
+    static func documented(_ schema: JSONValue) -> JSONSchema {
+        (try? JSONDecoder().decode(JSONSchema.self, from: Data(schema.serialized().readableBytesView)))
+            ?? .fragment(description: "Any JSON value.")
+    }
+
+    private static func components(adding named: OrderedDictionary<OpenAPI.ComponentKey, JSONSchema>) -> OpenAPI.Components {
         let integerHeader = OpenAPI.Header(schema: .integer)
         let stringHeader = OpenAPI.Header(schema: .string)
+        var schemas: OrderedDictionary<OpenAPI.ComponentKey, JSONSchema> = [OpenAPI.ComponentKey(stringLiteral: problemSchemaName): problemSchema]
+        for (key, schema) in named where schemas[key] == nil { schemas[key] = schema }
         return .direct(
-            schemas: [OpenAPI.ComponentKey(stringLiteral: problemSchemaName): problemSchema],
+            schemas: schemas,
             responses: [
                 OpenAPI.ComponentKey(stringLiteral: ProblemResponse.badRequest): problemResponse(
                     "The request cannot be read (malformed JSON or parameters)."),
