@@ -412,13 +412,7 @@ public struct OperationBuilder<Path: Decodable & Sendable, Query: Decodable & Se
     public func returns<Output: Encodable & Sendable>(
         _ output: Output.Type, handler: @escaping @Sendable (OperationInput<Path, Query, Body>, OperationContext) async throws -> Output
     ) -> ServiceOperation {
-        var operation = ServiceOperation(
-            name, settings.method, settings.path, summary: settings.summary, details: settings.details, access: settings.access,
-            cache: settings.cache, cost: settings.cost, resource: settings.resource, successStatus: successStatus, tags: settings.tags,
-            path: Path.self, query: Query.self, body: Body.self, output: Output.self, handler: handler)
-        operation.documentedBody = settings.bodySchema
-        operation.documentedOutput = settings.outputSchema
-        return operation
+        replies(output) { input, context in Reply(try await handler(input, context)) }
     }
 
     /// Finishes with a handler that chooses its reply's status and headers.
