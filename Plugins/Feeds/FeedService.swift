@@ -215,6 +215,9 @@ struct FeedService: Sendable {
         var currentValue: String { self == .native ? "currentValue" : "current_value" }
     }
 
+    /// The members a feed body may set (``FeedInput`` documents them).
+    static let feedMembers: Set<String> = ["title", "description", "website", "tags", "private", "location", "datastreams", "retention"]
+
     /// Reads a feed body. On a create the title is required. Read-only members (id, status,
     /// creator, created, updated, feed, version) are ignored; the legacy API also ignores unknown
     /// members, the native one refuses them. Every problem is reported at once (422).
@@ -223,7 +226,7 @@ struct FeedService: Sendable {
         var problems: [GatewayError.FieldError] = []
         var draft = FeedDraft()
         let readOnly: Set<String> = ["id", "status", "creator", "created", "updated", "feed", "version"]
-        let known: Set<String> = ["title", "description", "website", "tags", "private", "location", "datastreams", "retention"]
+        let known = Self.feedMembers
         for key in members.keys.sorted() where !known.contains(key) && !readOnly.contains(key) && naming == .native {
             problems.append(.init(pointer: "/\(key)", detail: "is not a feed member (\(known.sorted().joined(separator: ", ")))"))
         }

@@ -130,3 +130,56 @@ struct DeliveryView: Codable, Sendable, Equatable {
         try container.encode(nextAttempt, forKey: .nextAttempt)
     }
 }
+
+// The native API's bodies, as the OpenAPI document shows them. The plugin reads bodies member by
+// member (the native and the legacy namings share the reading, and every problem is reported at
+// once), so these types only document them; a test holds them to the members the reading accepts.
+
+/// A feed's members, to create or change it (on a create `title` is required; `null` clears a member).
+struct FeedInput: Codable, Sendable {
+    var title: String?
+    var description: String?
+    var website: String?
+    var tags: [String]?
+    var `private`: Bool?
+    var location: LocationView?
+    /// How long datapoints are kept (`30d`, `1y`); null: for ever.
+    var retention: String?
+    var datastreams: [DatastreamInput]?
+}
+
+/// A datastream's members, to create or change it.
+struct DatastreamInput: Codable, Sendable {
+    var id: String?
+    var tags: [String]?
+    var unit: UnitView?
+    /// Records a datapoint at `at` (default now).
+    var currentValue: Double?
+    var at: String?
+}
+
+/// Datastreams to create.
+struct DatastreamsInput: Codable, Sendable {
+    var datastreams: [DatastreamInput]
+}
+
+/// Datapoints to record (a CSV body of `at,value` lines works too).
+struct DatapointsInput: Codable, Sendable {
+    var datapoints: [DatapointInput]
+}
+
+/// One datapoint to record; `at` defaults to now.
+struct DatapointInput: Codable, Sendable {
+    var at: String?
+    var value: Double
+}
+
+/// A trigger's members, to create or change it.
+struct TriggerInput: Codable, Sendable {
+    var feed: Int64
+    var datastream: String
+    var url: String
+    /// `gt`, `gte`, `lt`, `lte`, `eq`, `change`, `frozen` or `live`.
+    var type: String
+    var threshold: Double?
+}

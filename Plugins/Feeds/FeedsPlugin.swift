@@ -6,7 +6,7 @@ import ServiceLifecycle
 /// IoT feeds (seed 004): devices push datapoints into datastreams of feeds; apps list feeds, read
 /// current values and history, and watch values change live. Serves the native API under
 /// `/v1/feeds`, live updates on `/v1/feeds/live`, and the Xively (COSM) v2 dialect under `/v2`.
-public struct FeedsPlugin: ServicePlugin {
+public struct FeedsPlugin: AuthorizingPlugin {
     public static let id = "feeds"
     public static let summary = "IoT feeds, datastreams and datapoints with history and live updates, with the Xively v2 dialect"
     public static let migrations = FeedsMigrations.all
@@ -368,6 +368,7 @@ public struct FeedsPlugin: ServicePlugin {
                 .details("The body is {title, description, website, tags, private, location {name, domain, exposure, disposition, lat, lon, ele}, retention, datastreams: [{id, tags, unit, currentValue}]}.")
                 .access(.scope("feeds:write"))
                 .body(JSONValue.self)
+                .documentBody(as: FeedInput.self)
                 .tags(FeedService.keyPermissions)
                 .replies(FeedView.self) { input, context in
                     let draft = try service.feedDraft(input.body, creating: true, naming: .native)
@@ -393,6 +394,7 @@ public struct FeedsPlugin: ServicePlugin {
                 .path(FeedPath.self)
                 .resource("feed")
                 .body(JSONValue.self)
+                .documentBody(as: FeedInput.self)
                 .cache(.invalidating([feedTag]))
                 .tags(FeedService.keyPermissions)
                 .returns(FeedView.self) { input, context in
@@ -427,6 +429,7 @@ public struct FeedsPlugin: ServicePlugin {
                 .path(FeedPath.self)
                 .resource("feed")
                 .body(JSONValue.self)
+                .documentBody(as: DatastreamsInput.self)
                 .cache(.invalidating([feedTag]))
                 .tags(FeedService.keyPermissions)
                 .replies(DatastreamList.self) { input, context in
@@ -459,6 +462,7 @@ public struct FeedsPlugin: ServicePlugin {
                 .path(StreamPath.self)
                 .resource("feed")
                 .body(JSONValue.self)
+                .documentBody(as: DatastreamInput.self)
                 .cache(.invalidating([feedTag]))
                 .tags(FeedService.keyPermissions)
                 .returns(DatastreamView.self) { input, context in
@@ -488,6 +492,7 @@ public struct FeedsPlugin: ServicePlugin {
                 .path(StreamPath.self)
                 .resource("feed")
                 .body(DatapointsBody.self)
+                .documentBody(as: DatapointsInput.self)
                 .cache(.invalidating([feedTag]))
                 .status(200)
                 .tags(FeedService.keyPermissions)

@@ -182,6 +182,7 @@ extension FeedsPlugin {
                 .details("{feed, datastream, url, type: gt|gte|lt|lte|eq|change|frozen|live, threshold}. When it fires, the gateway POSTs the notification JSON to `url` (timeout `triggerTimeout`, retried with backoff up to `triggerAttempts` times, each attempt in the delivery log) and posts to your inbox.")
                 .access(.scope("feeds:write"))
                 .body(JSONValue.self)
+                .documentBody(as: TriggerInput.self)
                 .replies(TriggerView.self) { input, context in
                     let trigger = try await service.createTrigger(try service.triggerDraft(input.body, naming: .native), context.principal, naming: .native,
                                                                   referer: context.headers[.referer])
@@ -197,6 +198,7 @@ extension FeedsPlugin {
                 .access(.scope("feeds:write"))
                 .path(TriggerPath.self)
                 .body(JSONValue.self)
+                .documentBody(as: TriggerInput.self)
                 .returns(TriggerView.self) { input, context in
                     let trigger = try await service.ownedTrigger(input.path.trigger, context.principal, method: "put", referer: context.headers[.referer])
                     return Self.render(try await service.updateTrigger(trigger, try service.triggerDraft(input.body, naming: .native), context.principal))

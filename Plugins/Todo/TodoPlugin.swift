@@ -5,7 +5,7 @@ import GatewayCore
 /// a bucket, lists them sorted by `updatedAt`, adds and deletes them. Buckets hold any JSON
 /// objects with owners, ACLs, optimistic concurrency and queries translated to SQL. Serves the
 /// native API under `/v1/todo` and the NEC BaaS dialect under `/1/{tenant}`.
-public struct TodoPlugin: ServicePlugin {
+public struct TodoPlugin: AuthorizingPlugin {
     public static let id = "todo"
     public static let summary = "Object buckets with queries and ACLs, with the NEC BaaS dialect"
     public static let migrations = ObjectStore.migrations

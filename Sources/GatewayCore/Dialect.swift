@@ -8,7 +8,7 @@ import NIOCore
 /// operations. Its routes are declared like operations — access rule, cost, cache policy, tags,
 /// optional typed input — and the host runs them through the same pipeline: principal → rate
 /// limit → cache → authorization (the access rule, the key's scopes and resources, the plugin's
-/// ``ServicePlugin/authorize(_:)`` hook) → handler. A dialect adds only two things of its own:
+/// ``AuthorizingPlugin/authorize(_:)`` hook) → handler. A dialect adds only two things of its own:
 ///
 /// - a ``CredentialExtractor``: how its old clients present credentials (`X-ApiKey`, a token in
 ///   the body, ...). The host resolves what it returns to a principal;
@@ -153,7 +153,7 @@ public struct DialectRoute: Sendable {
     public var cost: Int
     /// The path parameter naming the resource a key may be restricted to, if any.
     public var resourceParameter: String?
-    /// Labels the plugin's ``ServicePlugin/authorize(_:)`` hook and `gateway routes` see.
+    /// Labels the plugin's ``AuthorizingPlugin/authorize(_:)`` hook and `gateway routes` see.
     public var tags: [String]
     /// The declared input types (``NoInput`` for a part it reads raw).
     public let io: OperationIO
@@ -271,6 +271,7 @@ struct RouteSettings: Sendable {
     @usableFromInline var tags: [String] = []
     @usableFromInline var bodySchema: JSONValue?
     @usableFromInline var outputSchema: JSONValue?
+    @usableFromInline var bodyShape: DocumentedShape?
 
     @usableFromInline
     init(method: HTTPRequest.Method, path: String, summary: String) {

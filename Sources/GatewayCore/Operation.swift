@@ -44,7 +44,7 @@ public struct ServiceOperation: Sendable {
     public var resourceParameter: String?
     /// The status of a successful reply when the handler does not choose one (200; 201 for creates).
     public var successStatus: HTTPResponse.Status
-    /// Labels the plugin's ``ServicePlugin/authorize(_:)`` hook and `gateway routes` see.
+    /// Labels the plugin's ``AuthorizingPlugin/authorize(_:)`` hook and `gateway routes` see.
     public var tags: [String]
     /// The declared types, for documentation and `gateway call`.
     public let io: OperationIO
@@ -54,6 +54,9 @@ public struct ServiceOperation: Sendable {
     public var documentedBody: JSONValue?
     /// A JSON Schema that documents the successful reply where its type cannot.
     public var documentedOutput: JSONValue?
+    /// A type whose `Decodable` shape documents a body the operation reads another way (as a
+    /// ``JSONValue`` it checks member by member, say).
+    public var documentedBodyShape: DocumentedShape?
     /// The media types the body may have (only for operations with a body).
     public let bodyMediaTypes: [String]
 
@@ -156,6 +159,17 @@ public struct ServiceOperation: Sendable {
             guard segment.hasPrefix("{"), segment.hasSuffix("}") else { return nil }
             return String(segment.dropFirst().dropLast())
         }
+    }
+}
+
+/// A type kept for its `Decodable` shape, which the OpenAPI document shows.
+public struct DocumentedShape: @unchecked Sendable {
+    // A metatype is an immutable value; the wrapper only exists because `any Decodable.Type` is
+    // not yet `Sendable` in the language.
+    public let type: any Decodable.Type
+
+    public init<T: Decodable>(_ type: T.Type) {
+        self.type = type
     }
 }
 
@@ -405,6 +419,10 @@ public struct OperationBuilder<Path: Decodable & Sendable, Query: Decodable & Se
     public func documentBody(schema: JSONValue) -> Self { var copy = self; copy.settings.bodySchema = schema; return copy }
     /// A JSON Schema for the OpenAPI document's description of the successful reply.
     public func documentOutput(schema: JSONValue) -> Self { var copy = self; copy.settings.outputSchema = schema; return copy }
+    /// A type whose `Decodable` shape the OpenAPI document shows for the body, where the body is
+    /// read another way (a ``JSONValue`` checked member by member). A test should hold the two to
+    /// the same members.
+    public func documentBody<T: Decodable>(as type: T.Type) -> Self { var copy = self; copy.settings.bodyShape = DocumentedShape(type); return copy }
 
     /// Finishes with a handler that returns just its output. (Inlinable, as the operation's
     /// initializer is: see there.)
@@ -426,6 +444,7 @@ public struct OperationBuilder<Path: Decodable & Sendable, Query: Decodable & Se
             path: Path.self, query: Query.self, body: Body.self, output: Output.self, handler: handler)
         operation.documentedBody = settings.bodySchema
         operation.documentedOutput = settings.outputSchema
+        operation.documentedBodyShape = settings.bodyShape
         return operation
     }
 }

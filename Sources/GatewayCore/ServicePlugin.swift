@@ -47,15 +47,6 @@ public protocol ServicePlugin: Sendable {
     /// Names should start with the plugin's id.
     var schemas: [String: JSONValue] { get }
 
-    /// Resource-level checks beyond the access rules: the host calls it for every operation and
-    /// dialect route of the plugin, after the route's access rule, the key's scopes and its
-    /// resource restrictions have passed and before input is decoded or the handler runs (and
-    /// before a cached reply is served). Throw a ``GatewayError`` to refuse (a 404 for a resource
-    /// the caller may not know of, a 403 otherwise); the default admits everyone. No handler calls
-    /// it itself: that the host does so for every route is what makes an authorization matrix
-    /// test meaningful.
-    func authorize(_ request: AuthorizationRequest) async throws
-
     /// Whether a cached reply may answer `principal` (by default, yes). The response cache answers
     /// from the operation, the caller, the path and the query alone; a plugin whose own checks
     /// depend on more (the client's address, a header, the time since the caller's last request)
@@ -78,7 +69,6 @@ extension ServicePlugin {
     public var services: [any Service] { [] }
     public var importers: [any Importer] { [] }
     public var schemas: [String: JSONValue] { [:] }
-    public func authorize(_ request: AuthorizationRequest) async throws {}
     public func cacheAdmits(_ principal: Principal) async -> Bool { true }
     public func health() async -> PluginHealth { .ok }
     public func loadDemoData() async throws {}
@@ -133,7 +123,21 @@ public struct PluginHealth: Sendable, Equatable, Codable {
     public static func failing(_ reason: String) -> PluginHealth { PluginHealth(.failing, reason: reason) }
 }
 
-/// A call the host is about to run, as a plugin's ``ServicePlugin/authorize(_:)`` hook sees it.
+/// A plugin with resource-level checks beyond the access rules (a legacy key restricted to one
+/// feed, an application key of a tenant).
+///
+/// The host calls ``authorize(_:)`` for every operation and dialect route of the plugin, after the
+/// route's access rule, the key's scopes and its resource restrictions have passed and before
+/// input is decoded, a cached reply is served or the handler runs. No handler calls it itself:
+/// that the host does so for every route is what makes an authorization matrix test meaningful.
+/// (A plugin without such checks does not conform, and its requests pay nothing for the hook.)
+public protocol AuthorizingPlugin: ServicePlugin {
+    /// Refuses a call by throwing a ``GatewayError``: a 404 for a resource the caller may not know
+    /// of, a 403 otherwise.
+    func authorize(_ request: AuthorizationRequest) async throws
+}
+
+/// A call the host is about to run, as an ``AuthorizingPlugin``'s hook sees it.
 public struct AuthorizationRequest: Sendable {
     /// The caller.
     public let principal: Principal

@@ -400,4 +400,27 @@ struct FeedsOpenAPITests {
             #expect(Set(list.keys) == ["items", "nextCursor", "total"])
         }
     }
+
+    @Test("every JSON body of the native API is described, with the members the plugin reads")
+    func typedBodies() async throws {
+        try await withFeeds { gateway in
+            let response = try await gateway.gateway.handle(.get, "/openapi.json")
+            let document = try #require(try JSONSerialization.jsonObject(with: Data(response.body.readableBytesView)) as? [String: Any])
+            let paths = try #require(document["paths"] as? [String: [String: Any]])
+            var bodies: [String: [String: [String: Any]]] = [:]
+            for (path, operations) in paths where path.hasPrefix("/v1/feeds") {
+                for case let (_, operation as [String: Any]) in operations {
+                    guard let id = operation["operationId"] as? String,
+                          let content = (operation["requestBody"] as? [String: Any])?["content"] as? [String: [String: Any]] else { continue }
+                    let schema = try #require(content["application/json"]?["schema"] as? [String: Any], "\(id)")
+                    #expect(schema["properties"] != nil, "\(id): \(schema)")
+                    bodies[id] = content
+                }
+            }
+            let feed = try #require((bodies["feeds.create"]?["application/json"]?["schema"] as? [String: Any])?["properties"] as? [String: Any])
+            #expect(Set(feed.keys) == FeedService.feedMembers)
+            // CSV stays text.
+            #expect((bodies["feeds.datapoints.ingest"]?["text/csv"]?["schema"] as? [String: Any])?["type"] as? String == "string")
+        }
+    }
 }

@@ -10,7 +10,7 @@ import Synchronization
 /// operations with path, query and body input, access rules, cache tags, a dialect with its own
 /// error shape and a WebSocket route, a migration, a background service and health.
 /// It is never shipped in the `gateway` executable.
-public struct NotesPlugin: ServicePlugin {
+public struct NotesPlugin: AuthorizingPlugin {
     public static let id = "notes"
     public static let summary = "Notes: a fixture plugin proving the plugin contract"
 

@@ -163,11 +163,14 @@ public enum OpenAPIDocumentBuilder {
     private static func requestBody(of operation: GatewayCore.ServiceOperation) -> OpenAPI.Request? {
         guard operation.io.hasBody else { return nil }
         let isRaw = operation.io.body is any RawBodyInput.Type
-        let schema = operation.documentedBody.map(documented) ?? (isRaw ? nil : SchemaReflector.schema(for: operation.io.body))
+        // A documented shape describes the JSON the operation reads; other media types (CSV) keep theirs.
+        let documentedJSON = operation.documentedBody.map(documented) ?? operation.documentedBodyShape.map { SchemaReflector.schema(for: $0.type) }
+        let schema = isRaw ? nil : SchemaReflector.schema(for: operation.io.body)
         var content: OrderedDictionary<OpenAPI.ContentType, OpenAPI.Content> = [:]
         for mediaType in operation.bodyMediaTypes {
             guard let contentType = OpenAPI.ContentType(rawValue: mediaType) else { continue }
-            content[contentType] = OpenAPI.Content(schema: schema ?? rawSchema(for: mediaType))
+            let isJSON = mediaType == "application/json" || mediaType.hasSuffix("+json")
+            content[contentType] = OpenAPI.Content(schema: (isJSON ? documentedJSON : nil) ?? schema ?? rawSchema(for: mediaType))
         }
         return OpenAPI.Request(content: .direct(content), required: true)
     }

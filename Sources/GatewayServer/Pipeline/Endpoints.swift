@@ -63,7 +63,13 @@ final class MountedRoute: Sendable {
     let pluginID: String
     /// The operation's name, or `<plugin>.<dialect> METHOD <path>`.
     let name: String
-    let handler: Handler
+    // The handler's parts are stored apart and read in place: a request that copied the whole
+    // descriptor out of an enum would count references to each of its strings and arrays.
+    /// The operation, for a route of the native API.
+    let operation: ServiceOperation?
+    /// The dialect and its route, for a dialect route.
+    let dialect: Dialect?
+    let dialectRoute: DialectRoute?
     let plugin: PluginContext
     let template: String
     let access: AccessRule
@@ -76,8 +82,8 @@ final class MountedRoute: Sendable {
     let readsBody: Bool
     /// The plugin's ``ServicePlugin/cacheAdmits(_:)``.
     let cacheAdmits: @Sendable (Principal) async -> Bool
-    /// The plugin's ``ServicePlugin/authorize(_:)``.
-    let authorize: @Sendable (AuthorizationRequest) async throws -> Void
+    /// The plugin's hook, when it is an ``AuthorizingPlugin``.
+    let authorize: (@Sendable (AuthorizationRequest) async throws -> Void)?
     let metrics: GatewayMetrics.EndpointSeries
     /// The cache policy's tags and invalidated tags, split once into text and `{parameter}`s.
     let storedTags: [TagTemplate]
@@ -86,12 +92,14 @@ final class MountedRoute: Sendable {
     init(pluginID: String, handler: Handler, plugin: PluginContext, template: String, cache: CachePolicy, instance: any ServicePlugin,
          metrics: GatewayMetrics) {
         self.pluginID = pluginID
-        self.handler = handler
         self.plugin = plugin
         self.template = template
         self.cache = cache
         switch handler {
         case .operation(let operation):
+            self.operation = operation
+            dialect = nil
+            dialectRoute = nil
             name = operation.name
             access = operation.access
             cost = operation.cost
@@ -100,6 +108,9 @@ final class MountedRoute: Sendable {
             readsBody = operation.io.hasBody
             self.metrics = metrics.endpointSeries(operation.name, commonStatus: Int(operation.successStatus.code))
         case .dialect(let dialect, let route):
+            operation = nil
+            self.dialect = dialect
+            dialectRoute = route
             name = "\(pluginID).\(dialect.name) \(route.method.rawValue) \(route.path)"
             access = route.access
             cost = route.cost
@@ -109,22 +120,18 @@ final class MountedRoute: Sendable {
             self.metrics = metrics.endpointSeries(name, commonStatus: 200)
         }
         cacheAdmits = { await instance.cacheAdmits($0) }
-        authorize = { try await instance.authorize($0) }
+        if let authorizing = instance as? any AuthorizingPlugin {
+            authorize = { request in try await authorizing.authorize(request) }
+        } else {
+            authorize = nil
+        }
         storedTags = cache.tags.map(TagTemplate.init)
         invalidatedTags = cache.invalidates.map(TagTemplate.init)
     }
 
-    /// The dialect, for a dialect route.
-    var dialect: Dialect? {
-        if case .dialect(let dialect, _) = handler { return dialect }
-        return nil
-    }
-
     var summary: String {
-        switch handler {
-        case .operation(let operation): operation.summary
-        case .dialect(let dialect, let route): "[\(dialect.name)] \(route.summary)"
-        }
+        if let operation { return operation.summary }
+        return "[\(dialect?.name ?? "")] \(dialectRoute?.summary ?? "")"
     }
 }
 

@@ -52,16 +52,15 @@ extension GatewayResponder {
         var dialectRequest: DialectRequest?
         let credential: Credential?
         var invalidCredential = CredentialExtractor.InvalidCredential.refuse
-        switch mounted.handler {
-        case .operation:
-            credential = NativeCredentials.extract(from: request.headers)
-        case .dialect(let dialect, _):
+        if let dialect = mounted.dialect {
             body = try await collectBody(request)
             let raw = DialectRequest(method: method, path: request.uri.path, pathParameters: parameters, queryParameters: query,
                                      headers: request.headers, body: body ?? ByteBuffer(), authority: request.head.authority)
             dialectRequest = raw
             credential = dialect.credentials(raw)
             invalidCredential = dialect.credentials.invalid
+        } else {
+            credential = NativeCredentials.extract(from: request.headers)
         }
         let (principal, credentialRefused) = try await identify(credential, address: context.remoteAddress, invalid: invalidCredential)
         let limitHeaders = try await limit(principal, plugin: mounted.pluginID, cost: mounted.cost)
@@ -78,9 +77,11 @@ extension GatewayResponder {
         if let resource = mounted.resourceParameter, let id = parameters[resource], !principal.mayAccess(resource: id, of: mounted.pluginID) {
             throw GatewayError.notFound("No such resource '\(id)'.")
         }
-        try await mounted.authorize(AuthorizationRequest(
-            principal: principal, route: mounted.name, dialect: mounted.dialect?.name, method: method, tags: mounted.tags,
-            pathParameters: parameters, headers: request.headers))
+        if let authorize = mounted.authorize {
+            try await authorize(AuthorizationRequest(
+                principal: principal, route: mounted.name, dialect: mounted.dialect?.name, method: method, tags: mounted.tags,
+                pathParameters: parameters, headers: request.headers))
+        }
 
         if let cacheKey, !requestCacheControl.contains("no-cache"), let hit = await cache.lookup(cacheKey) {
             let age = ContinuousClock.now - hit.storedAt
@@ -94,15 +95,15 @@ extension GatewayResponder {
                                                 plugin: mounted.plugin, credential: credentialRefused ? nil : credential,
                                                 credentialRefused: credentialRefused)
         let reply: RouteReply
-        switch mounted.handler {
-        case .operation(let operation):
+        if let dialectRequest, let route = mounted.dialectRoute {
+            reply = RouteReply(try await route.handler(dialectRequest, operationContext))
+        } else {
             if mounted.readsBody { body = try await collectBody(request) }
             let contentType = request.headers.value(.contentType).map { Self.mediaType($0) }
-            let answer = try await operation(
+            guard let answer = try await mounted.operation?(
                 OperationRequest(pathParameters: parameters, queryParameters: query, body: body, contentType: contentType), context: operationContext)
+            else { throw GatewayError.internalError() }
             reply = RouteReply(answer)
-        case .dialect(_, let route):
-            reply = RouteReply(try await route.handler(dialectRequest!, operationContext))
         }
         return try await respond(with: reply, of: mounted, isRead: isRead, parameters: parameters, query: query, request: request, cacheKey: cacheKey,
                                  requestCacheControl: requestCacheControl, limitHeaders: limitHeaders, requestID: requestID)
