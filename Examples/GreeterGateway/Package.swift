@@ -4,6 +4,9 @@ import PackageDescription
 /// A gateway of your own: this package depends on the gateway's package, adds one plugin, and gets
 /// the whole command line (`serve`, `check`, `call`, `import`, ...) from `Gateway.main(plugins:)`.
 /// In a project of your own, replace `path: "../.."` with the gateway repository's URL and a version.
+/// The same strict settings for every target, as in the gateway's own package.
+let settings: [SwiftSetting] = [.enableUpcomingFeature("ExistentialAny"), .enableUpcomingFeature("MemberImportVisibility")]
+
 let package = Package(
     name: "greeter-gateway",
     platforms: [.macOS(.v15)],
@@ -14,7 +17,7 @@ let package = Package(
         .target(
             name: "GreeterPlugin",
             dependencies: [.product(name: "GatewayCore", package: "gateway")],
-            swiftSettings: [.enableUpcomingFeature("ExistentialAny"), .enableUpcomingFeature("MemberImportVisibility")]
+            swiftSettings: settings
         ),
         .executableTarget(
             name: "greeter-gateway",
@@ -23,7 +26,7 @@ let package = Package(
                 .product(name: "GatewayServer", package: "gateway"),
                 .product(name: "GatewayCLI", package: "gateway"),
             ],
-            swiftSettings: [.enableUpcomingFeature("ExistentialAny"), .enableUpcomingFeature("MemberImportVisibility")]
+            swiftSettings: settings
         ),
         .testTarget(
             name: "GreeterPluginTests",
@@ -33,7 +36,7 @@ let package = Package(
                 .product(name: "GatewayServer", package: "gateway"),
                 .product(name: "GatewayTesting", package: "gateway"),
             ],
-            swiftSettings: [.enableUpcomingFeature("ExistentialAny"), .enableUpcomingFeature("MemberImportVisibility")]
+            swiftSettings: settings
         ),
     ]
 )

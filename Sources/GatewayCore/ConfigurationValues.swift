@@ -38,10 +38,40 @@ public struct ConfigurationValueError: Error, Sendable {
     }
 }
 
+/// A configuration value written as text — a duration, a size, a rate. Every such value decodes
+/// from its text the same way, with one error text naming examples of its kind, and encodes back
+/// to its shortest spelling (``description``), so plugins' defaults round-trip through plugins.yaml.
+public protocol ConfigurationText: Codable, CustomStringConvertible {
+    /// Parses `text`; nil when it is not a value of this kind.
+    init?(parsing text: String)
+    /// What the value is, for the error text: `duration`.
+    static var kind: String { get }
+    /// Spellings the error text suggests: `500ms, 30s, 5m, 1h, 7d`.
+    static var examples: String { get }
+}
+
+extension ConfigurationText {
+    /// What the decoder says of text that is not a value of this kind.
+    public static func problem(_ text: String) -> String {
+        "\"\(text.prefix(60))\" is not a \(kind) (use \(examples))"
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let text = try decoder.singleValueContainer().decode(String.self)
+        guard let value = Self(parsing: text) else { throw ConfigurationValueError(message: Self.problem(text)) }
+        self = value
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(description)
+    }
+}
+
 /// A span of time in a configuration file: a number and a unit, `500ms`, `30s`, `5m`, `1h`, `7d`,
 /// `2w`, or the unit spelled out (`30seconds`, `10minutes`, `6hours`, `30days`, `1week`). Decoded
 /// the same way, with the same error text, everywhere in plugins.yaml.
-public struct ConfigDuration: Codable, Sendable, Hashable, CustomStringConvertible {
+public struct ConfigDuration: ConfigurationText, Sendable, Hashable {
     public var seconds: Double
 
     public init(seconds: Double) { self.seconds = seconds }
@@ -56,21 +86,8 @@ public struct ConfigDuration: Codable, Sendable, Hashable, CustomStringConvertib
     /// The span as a `Duration`, to the millisecond.
     public var duration: Duration { .milliseconds(Int64((seconds * 1000).rounded())) }
 
-    /// What the decoder says of text that is not a duration.
-    public static func problem(_ text: String) -> String {
-        "\"\(text.prefix(60))\" is not a duration (use 500ms, 30s, 5m, 1h, 7d)"
-    }
-
-    public init(from decoder: any Decoder) throws {
-        let text = try decoder.singleValueContainer().decode(String.self)
-        guard let value = ConfigDuration(parsing: text) else { throw ConfigurationValueError(message: Self.problem(text)) }
-        self = value
-    }
-
-    public func encode(to encoder: any Encoder) throws {
-        var container = encoder.singleValueContainer()
-        try container.encode(description)
-    }
+    public static let kind = "duration"
+    public static let examples = "500ms, 30s, 5m, 1h, 7d"
 
     /// The units, longest spellings first so that `ms` is not read as `m`.
     private static let units: [(String, Double)] = [
@@ -105,28 +122,13 @@ public struct ConfigDuration: Codable, Sendable, Hashable, CustomStringConvertib
 }
 
 /// An amount of bytes in a configuration file: `1048576`, `512KB`, `64MB` or `1GB` (powers of 1024).
-public struct ByteSize: Codable, Sendable, Hashable, CustomStringConvertible {
+public struct ByteSize: ConfigurationText, Sendable, Hashable {
     public var bytes: Int
 
     public init(bytes: Int) { self.bytes = bytes }
 
-    public init(from decoder: any Decoder) throws {
-        let container = try decoder.singleValueContainer()
-        if let number = try? container.decode(Int.self), number >= 0 {
-            self.bytes = number
-            return
-        }
-        let text = try container.decode(String.self)
-        guard let value = ByteSize(parsing: text) else {
-            throw ConfigurationValueError(message: "\"\(text.prefix(60))\" is not a size (use 1048576, 512KB, 64MB, 1GB)")
-        }
-        self = value
-    }
-
-    public func encode(to encoder: any Encoder) throws {
-        var container = encoder.singleValueContainer()
-        try container.encode(description)
-    }
+    public static let kind = "size"
+    public static let examples = "1048576, 512KB, 64MB, 1GB"
 
     public init?(parsing raw: String) {
         let text = raw.uppercased().replacingOccurrences(of: " ", with: "")
@@ -151,7 +153,7 @@ public struct ByteSize: Codable, Sendable, Hashable, CustomStringConvertible {
 }
 
 /// A rate in a configuration file: `60/min`, `30/s`, `1000/h` or `10000/day`.
-public struct RateSpec: Codable, Sendable, Hashable, CustomStringConvertible {
+public struct RateSpec: ConfigurationText, Sendable, Hashable {
     /// How many requests...
     public var count: Int
     /// ...per this many seconds.
@@ -162,18 +164,8 @@ public struct RateSpec: Codable, Sendable, Hashable, CustomStringConvertible {
         self.period = period
     }
 
-    public init(from decoder: any Decoder) throws {
-        let text = try decoder.singleValueContainer().decode(String.self)
-        guard let value = RateSpec(parsing: text) else {
-            throw ConfigurationValueError(message: "\"\(text.prefix(60))\" is not a rate (use 60/min, 30/s, 1000/h)")
-        }
-        self = value
-    }
-
-    public func encode(to encoder: any Encoder) throws {
-        var container = encoder.singleValueContainer()
-        try container.encode(description)
-    }
+    public static let kind = "rate"
+    public static let examples = "60/min, 30/s, 1000/h"
 
     public init?(parsing text: String) {
         let parts = text.replacingOccurrences(of: " ", with: "").split(separator: "/")

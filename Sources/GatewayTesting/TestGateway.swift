@@ -132,6 +132,17 @@ extension TestGateway {
     }
 }
 
+extension TestGateway {
+    /// The gateway's `/openapi.json`, parsed, for tests that check what the document describes.
+    public func openAPIDocument() async throws -> [String: Any] {
+        let response = try await gateway.handle(.get, "/openapi.json")
+        guard response.status == 200,
+              let document = try JSONSerialization.jsonObject(with: Data(buffer: response.body)) as? [String: Any]
+        else { throw TestGatewayError("/openapi.json answered \(response.status)") }
+        return document
+    }
+}
+
 /// A test set-up step that failed.
 public struct TestGatewayError: Error, CustomStringConvertible {
     public var description: String

@@ -372,8 +372,7 @@ struct FeedsOpenAPITests {
     @Test("every reply of the native API is described member by member (no 'any JSON value')")
     func typedReplies() async throws {
         try await withFeeds { gateway in
-            let response = try await gateway.gateway.handle(.get, "/openapi.json")
-            let document = try #require(try JSONSerialization.jsonObject(with: Data(response.body.readableBytesView)) as? [String: Any])
+            let document = try await gateway.openAPIDocument()
             let paths = try #require(document["paths"] as? [String: [String: Any]])
             let schemas = (document["components"] as? [String: Any])?["schemas"] as? [String: [String: Any]] ?? [:]
             func resolve(_ schema: [String: Any]) -> [String: Any] {
@@ -404,8 +403,7 @@ struct FeedsOpenAPITests {
     @Test("every JSON body of the native API is described, with the members the plugin reads")
     func typedBodies() async throws {
         try await withFeeds { gateway in
-            let response = try await gateway.gateway.handle(.get, "/openapi.json")
-            let document = try #require(try JSONSerialization.jsonObject(with: Data(response.body.readableBytesView)) as? [String: Any])
+            let document = try await gateway.openAPIDocument()
             let paths = try #require(document["paths"] as? [String: [String: Any]])
             var bodies: [String: [String: [String: Any]]] = [:]
             for (path, operations) in paths where path.hasPrefix("/v1/feeds") {
