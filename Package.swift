@@ -11,7 +11,7 @@ let strictSettings: [SwiftSetting] = [
 /// The bundled plugins by folder: each `Plugins/<Name>` is a target named `<Name>Plugin` that
 /// depends on GatewayCore only. SwiftPM looks for package plugins under Plugins/ by default, hence
 /// the explicit path.
-let bundledPluginFolders: [String] = ["Feeds", "Suggest", "Todo"]
+let bundledPluginFolders: [String] = ["Events", "Feeds", "Suggest", "Todo"]
 let bundledPluginTargets = bundledPluginFolders.map { $0 + "Plugin" }
 /// Plugins made with `gateway plugin new`: each has a test target `Tests/<Name>PluginTests` with the
 /// usual dependencies. (The bundled plugins' test targets are declared below, with their own.)
@@ -154,6 +154,13 @@ let package = Package(
                 .product(name: "NIOWebSocket", package: "swift-nio"),
                 .product(name: "NIOFoundationCompat", package: "swift-nio"),
             ],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "EventsPluginTests",
+            dependencies: ["EventsPlugin", "GatewayTesting", "GatewayServer",
+                           .product(name: "NIOFoundationCompat", package: "swift-nio")],
+            exclude: ["Fixtures"],
             swiftSettings: strictSettings
         ),
         .testTarget(

@@ -251,16 +251,22 @@ struct ImportCommand: AsyncParsableCommand {
     @OptionGroup var options: ConfigOptions
     @Argument(help: "The plugin's id.") var plugin: String
     @Argument(help: "The file to load.") var file: String
-    @Argument(parsing: .allUnrecognized, help: "Importer options, such as --dictionary movies.") var importerOptions: [String] = []
+    @Argument(parsing: .allUnrecognized, help: "Importer options, such as --dictionary movies or --strict.") var importerOptions: [String] = []
 
     func run() async throws {
         var pairs: [String: String] = [:]
         var index = 0
         while index < importerOptions.count {
             let name = importerOptions[index]
-            guard name.hasPrefix("--"), index + 1 < importerOptions.count else { throw ValidationError("importer options are --name value pairs; '\(name)' is not") }
-            pairs[String(name.dropFirst(2))] = importerOptions[index + 1]
-            index += 2
+            guard name.hasPrefix("--"), name.count > 2 else { throw ValidationError("importer options are --name value pairs or --flag; '\(name)' is not") }
+            // A name without a value (the last, or followed by another name) is a flag: `--strict`.
+            if index + 1 < importerOptions.count, !importerOptions[index + 1].hasPrefix("--") {
+                pairs[String(name.dropFirst(2))] = importerOptions[index + 1]
+                index += 2
+            } else {
+                pairs[String(name.dropFirst(2))] = "true"
+                index += 1
+            }
         }
         let url = URL(fileURLWithPath: file)
         guard FileManager.default.isReadableFile(atPath: url.path) else { throw ValidationError("\(file) cannot be read") }

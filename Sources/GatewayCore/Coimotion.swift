@@ -73,11 +73,20 @@ public enum Coimotion {
         public var appKey: String?
         /// The session token the client sent (nil or empty before login).
         public var token: String?
+        /// The route's path parameters (`{ctID}` of `twShow/show/byCity/{ctID}`), percent-decoded.
+        public var pathParameters: [String: String]
 
-        public init(parameters: [String: String], appKey: String? = nil, token: String? = nil) {
+        public init(parameters: [String: String], appKey: String? = nil, token: String? = nil, pathParameters: [String: String] = [:]) {
             self.parameters = parameters
             self.appKey = appKey
             self.token = token
+            self.pathParameters = pathParameters
+        }
+
+        /// An integer path parameter; one that is missing or not an integer is a 422 naming it.
+        public func pathInt(_ name: String) throws -> Int {
+            guard let text = pathParameters[name], let value = Int(text) else { throw GatewayError.invalid(field: name, "must be an integer") }
+            return value
         }
 
         /// A parameter as text.
@@ -169,7 +178,8 @@ public enum Coimotion {
                 if let data = try? JSONSerialization.data(withJSONObject: value) { parameters[name] = String(decoding: data, as: UTF8.self) }
             }
         }
-        let call = Call(parameters: parameters, appKey: object["_key"] as? String, token: object["token"] as? String)
+        let call = Call(parameters: parameters, appKey: object["_key"] as? String, token: object["token"] as? String,
+                        pathParameters: request.pathParameters)
         guard let key = call.appKey, appKeys.contains(key) else {
             throw GatewayError.unknownApplication("The app key is missing or not registered with this gateway.")
         }

@@ -272,6 +272,8 @@ struct RouteSettings: Sendable {
     @usableFromInline var bodySchema: JSONValue?
     @usableFromInline var outputSchema: JSONValue?
     @usableFromInline var bodyShape: DocumentedShape?
+    @usableFromInline var outputShape: DocumentedOutputShape?
+    @usableFromInline var rawMediaTypes: [String] = []
 
     @usableFromInline
     init(method: HTTPRequest.Method, path: String, summary: String) {

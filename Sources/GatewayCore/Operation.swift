@@ -57,6 +57,11 @@ public struct ServiceOperation: Sendable {
     /// A type whose `Decodable` shape documents a body the operation reads another way (as a
     /// ``JSONValue`` it checks member by member, say).
     public var documentedBodyShape: DocumentedShape?
+    /// A type whose `Encodable` shape documents the JSON reply of an operation that answers with
+    /// ``RawReply`` (it writes the JSON itself, or answers another format on request).
+    public var documentedOutputShape: DocumentedOutputShape?
+    /// The media types a ``RawReply`` may have (default `text/plain`).
+    public var rawMediaTypes: [String] = []
     /// The media types the body may have (only for operations with a body).
     public let bodyMediaTypes: [String]
 
@@ -169,6 +174,16 @@ public struct DocumentedShape: @unchecked Sendable {
     public let type: any Decodable.Type
 
     public init<T: Decodable>(_ type: T.Type) {
+        self.type = type
+    }
+}
+
+/// A type kept for its `Encodable` shape, which the OpenAPI document shows.
+public struct DocumentedOutputShape: @unchecked Sendable {
+    // A metatype is an immutable value (see ``DocumentedShape``).
+    public let type: any Encodable.Type
+
+    public init<T: Encodable>(_ type: T.Type) {
         self.type = type
     }
 }
@@ -423,6 +438,10 @@ public struct OperationBuilder<Path: Decodable & Sendable, Query: Decodable & Se
     /// read another way (a ``JSONValue`` checked member by member). A test should hold the two to
     /// the same members.
     public func documentBody<T: Decodable>(as type: T.Type) -> Self { var copy = self; copy.settings.bodyShape = DocumentedShape(type); return copy }
+    /// For an operation that answers ``RawReply``: the type whose `Encodable` shape its JSON reply has.
+    public func documentOutput<T: Encodable>(as type: T.Type) -> Self { var copy = self; copy.settings.outputShape = DocumentedOutputShape(type); return copy }
+    /// For an operation that answers ``RawReply``: the media types of its other replies (`text/calendar`).
+    public func documentRawOutput(mediaTypes: String...) -> Self { var copy = self; copy.settings.rawMediaTypes = mediaTypes; return copy }
 
     /// Finishes with a handler that returns just its output. (Inlinable, as the operation's
     /// initializer is: see there.)
@@ -445,6 +464,8 @@ public struct OperationBuilder<Path: Decodable & Sendable, Query: Decodable & Se
         operation.documentedBody = settings.bodySchema
         operation.documentedOutput = settings.outputSchema
         operation.documentedBodyShape = settings.bodyShape
+        operation.documentedOutputShape = settings.outputShape
+        operation.rawMediaTypes = settings.rawMediaTypes
         return operation
     }
 }

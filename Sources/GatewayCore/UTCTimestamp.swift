@@ -113,7 +113,8 @@ public enum UTCTimestamp {
         return index == count ? micros : nil
     }
 
-    static func daysIn(month: Int64, year: Int64) -> Int64 {
+    /// The days of `month` (1–12) in proleptic Gregorian `year`.
+    public static func daysIn(month: Int64, year: Int64) -> Int64 {
         switch month {
         case 2: (year % 4 == 0 && year % 100 != 0) || year % 400 == 0 ? 29 : 28
         case 4, 6, 9, 11: 30
@@ -121,8 +122,9 @@ public enum UTCTimestamp {
         }
     }
 
-    /// Days since 1970-01-01 of a civil date (Howard Hinnant's algorithm).
-    static func days(year: Int64, month: Int64, day: Int64) -> Int64 {
+    /// Days since 1970-01-01 of a civil date (Howard Hinnant's algorithm), exact for every
+    /// proleptic Gregorian date: plain integer arithmetic where `Calendar` would lock and allocate.
+    public static func days(year: Int64, month: Int64, day: Int64) -> Int64 {
         let y = month <= 2 ? year - 1 : year
         let era = (y >= 0 ? y : y - 399) / 400
         let yoe = y - era * 400
@@ -131,8 +133,8 @@ public enum UTCTimestamp {
         return era * 146_097 + doe - 719_468
     }
 
-    /// The civil date of a day count since 1970-01-01.
-    static func civil(days: Int64) -> (year: Int64, month: Int64, day: Int64) {
+    /// The civil date of a day count since 1970-01-01 (the inverse of ``days(year:month:day:)``).
+    public static func civil(days: Int64) -> (year: Int64, month: Int64, day: Int64) {
         let z = days + 719_468
         let era = (z >= 0 ? z : z - 146_096) / 146_097
         let doe = z - era * 146_097

@@ -406,9 +406,11 @@ public final class Gateway: Sendable {
         await shutdown()
     }
 
+    /// `prefix` and `path` joined by one `/`. A path that starts with `.` extends the prefix's last
+    /// segment instead: a file-like sibling of the mount (`/v1/events` and `.ics` → `/v1/events.ics`).
     static func joinPath(_ prefix: String, _ path: String) -> String {
         let trimmedPrefix = prefix.hasSuffix("/") ? String(prefix.dropLast()) : prefix
-        let suffix = path.isEmpty || path == "/" ? "" : (path.hasPrefix("/") ? path : "/" + path)
+        let suffix = path.isEmpty || path == "/" ? "" : (path.hasPrefix("/") || path.hasPrefix(".") ? path : "/" + path)
         let joined = trimmedPrefix + suffix
         return joined.isEmpty ? "/" : joined
     }

@@ -1,3 +1,4 @@
+import EventsPlugin
 import FeedsPlugin
 import GatewayServer
 import SuggestPlugin
@@ -5,6 +6,7 @@ import TodoPlugin
 
 /// The plugins compiled into this gateway: one line per plugin. plugins.yaml switches them on.
 let bundledPlugins: [PluginRegistration] = [
+    PluginRegistration(EventsPlugin.self),
     PluginRegistration(FeedsPlugin.self),
     PluginRegistration(SuggestPlugin.self),
     PluginRegistration(TodoPlugin.self),

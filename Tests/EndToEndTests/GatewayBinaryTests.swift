@@ -61,7 +61,7 @@ struct GatewayBinaryTests {
         #expect(try read("Plugins/BusStops/BusStopsMigrations.swift").contains("Migration(1, \"create bus_stops_visits\")"))
         #expect(try read("Tests/BusStopsPluginTests/BusStopsPluginTests.swift").contains("MatrixCallers.prepare"))
         let manifest = try read("Package.swift")
-        #expect(manifest.contains(#"let bundledPluginFolders: [String] = ["Feeds", "Suggest", "Todo", "BusStops"]"#))
+        #expect(manifest.contains(#"let bundledPluginFolders: [String] = ["Events", "Feeds", "Suggest", "Todo", "BusStops"]"#))
         #expect(manifest.contains(#"let scaffoldedPluginTests: [String] = ["BusStops"]"#))
         let bundled = try read("Sources/gateway/BundledPlugins.swift")
         #expect(bundled.hasPrefix("import BusStopsPlugin\n") && bundled.contains("    PluginRegistration(BusStopsPlugin.self),\n]"))

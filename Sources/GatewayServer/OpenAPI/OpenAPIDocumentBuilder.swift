@@ -90,9 +90,7 @@ public enum OpenAPIDocumentBuilder {
     /// `mount` followed by `path`, with exactly one slash between them; an empty or `/` path is the
     /// mount itself.
     static func joined(mount: String, path: String) -> String {
-        let head = mount.split(separator: "/", omittingEmptySubsequences: true)
-        let tail = path.split(separator: "/", omittingEmptySubsequences: true)
-        return "/" + (head + tail).joined(separator: "/")
+        Gateway.joinPath(mount, path)
     }
 
     // MARK: Operations
@@ -201,7 +199,15 @@ public enum OpenAPIDocumentBuilder {
             return OpenAPI.Response(description: description, content: .direct([.json: OpenAPI.Content(schema: .fragment(description: "Any JSON value."))]))
         }
         if output == RawReply.self {
-            return OpenAPI.Response(description: description, content: .direct([.txt: OpenAPI.Content(schema: .string)]))
+            var content: OrderedDictionary<OpenAPI.ContentType, OpenAPI.Content> = [:]
+            if let shape = operation.documentedOutputShape {
+                content[.json] = OpenAPI.Content(schema: SchemaReflector.schema(forOutput: shape.type))
+            }
+            for mediaType in operation.rawMediaTypes {
+                if let type = OpenAPI.ContentType(rawValue: mediaType) { content[type] = OpenAPI.Content(schema: .string) }
+            }
+            if content.isEmpty { content[.txt] = OpenAPI.Content(schema: .string) }
+            return OpenAPI.Response(description: description, content: .direct(content))
         }
         return OpenAPI.Response(
             description: description,

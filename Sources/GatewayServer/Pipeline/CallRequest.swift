@@ -21,8 +21,7 @@ public enum CallRequest {
         if let missing = ServiceOperation.parameterNames(in: path).first {
             throw CallError("the path parameter '\(missing)' is missing (pass \(missing)=...)")
         }
-        var target = mount.hasSuffix("/") ? String(mount.dropLast()) : mount
-        target += path.isEmpty || path == "/" ? "" : (path.hasPrefix("/") ? path : "/" + path)
+        var target = Gateway.joinPath(mount, path)
         let queryNames = Set(SchemaReflector.parameters(of: operation.io.query).map(\.name))
         let takesBody = operation.io.hasBody
         var query: [(String, String)] = []

@@ -1,0 +1,56 @@
+import GatewayCore
+import SQLKit
+
+/// The events plugin's schema, every step in order. Never edit a shipped step: add the next.
+///
+/// Times are UTC seconds since 1970. A showing copies two facts of its event — the city and
+/// whether the event is published — so that the hot lists (a city's showings in a week, a venue's
+/// showings) read one index and no join. `span` (end − start) tells apart the few long showings
+/// (an exhibition running for months) from the many short ones: short ones are found by start
+/// time, long ones by end time through a partial index, so a week's list never scans months.
+enum EventsMigrations {
+    static let all: [Migration] = [
+        Migration(1, "categories, cities, venues, events, showings and reservations") { db in
+            let serial = db.isSQLite ? "INTEGER PRIMARY KEY AUTOINCREMENT" : "BIGSERIAL PRIMARY KEY"
+            try await db.raw("CREATE TABLE events_categories (id BIGINT PRIMARY KEY, title TEXT NOT NULL)").run()
+            try await db.raw("CREATE TABLE events_cities (id BIGINT PRIMARY KEY, name TEXT NOT NULL, time_zone TEXT NOT NULL)").run()
+            try await db.raw("""
+                CREATE TABLE events_venues (id \(unsafeRaw: serial), name TEXT NOT NULL, address TEXT, city_id BIGINT,
+                  lat DOUBLE PRECISION, lon DOUBLE PRECISION, owner_id TEXT, created_at BIGINT NOT NULL, updated_at BIGINT NOT NULL)
+                """).run()
+            try await db.raw("CREATE INDEX events_venues_lat ON events_venues (lat)").run()
+            try await db.raw("CREATE INDEX events_venues_name ON events_venues (name)").run()
+            try await db.raw("""
+                CREATE TABLE events_events (id \(unsafeRaw: serial), title TEXT NOT NULL, description TEXT, organizer TEXT,
+                  info_source TEXT, sale_url TEXT, image_url TEXT, city_id BIGINT, owner_id TEXT, status TEXT NOT NULL,
+                  reservation_policy TEXT, tags TEXT NOT NULL, uid TEXT UNIQUE, search_text TEXT NOT NULL,
+                  created_at BIGINT NOT NULL, updated_at BIGINT NOT NULL)
+                """).run()
+            try await db.raw("CREATE INDEX events_events_owner ON events_events (owner_id)").run()
+            try await db.raw("""
+                CREATE TABLE events_event_categories (event_id BIGINT NOT NULL, category_id BIGINT NOT NULL,
+                  PRIMARY KEY (event_id, category_id))
+                """).run()
+            try await db.raw("CREATE INDEX events_event_categories_category ON events_event_categories (category_id, event_id)").run()
+            try await db.raw("""
+                CREATE TABLE events_showings (id \(unsafeRaw: serial), event_id BIGINT NOT NULL, venue_id BIGINT, city_id BIGINT,
+                  published INTEGER NOT NULL, starts_at BIGINT NOT NULL, ends_at BIGINT NOT NULL, span BIGINT NOT NULL,
+                  all_day INTEGER NOT NULL, price_text TEXT, is_free INTEGER NOT NULL, capacity BIGINT, seats_taken BIGINT NOT NULL)
+                """).run()
+            try await db.raw("CREATE INDEX events_showings_event ON events_showings (event_id, starts_at)").run()
+            try await db.raw("CREATE INDEX events_showings_city ON events_showings (city_id, starts_at)").run()
+            try await db.raw("CREATE INDEX events_showings_start ON events_showings (starts_at)").run()
+            try await db.raw("CREATE INDEX events_showings_venue ON events_showings (venue_id, starts_at)").run()
+            try await db.raw("CREATE INDEX events_showings_long ON events_showings (city_id, ends_at) WHERE span > 86400").run()
+            try await db.raw("CREATE INDEX events_showings_long_all ON events_showings (ends_at) WHERE span > 86400").run()
+            try await db.raw("""
+                CREATE TABLE events_reservations (id \(unsafeRaw: serial), showing_id BIGINT NOT NULL, event_id BIGINT NOT NULL,
+                  user_id TEXT NOT NULL, seats BIGINT NOT NULL, status TEXT NOT NULL, requested_at BIGINT NOT NULL,
+                  decided_at BIGINT, decided_by TEXT, reason TEXT, cancelled_at BIGINT)
+                """).run()
+            try await db.raw("CREATE INDEX events_reservations_user ON events_reservations (user_id, id)").run()
+            try await db.raw("CREATE INDEX events_reservations_showing ON events_reservations (showing_id, user_id)").run()
+            try await db.raw("CREATE INDEX events_reservations_event ON events_reservations (event_id, id)").run()
+        },
+    ]
+}

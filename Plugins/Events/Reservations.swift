@@ -1,0 +1,120 @@
+import Foundation
+import GatewayCore
+import SQLKit
+
+/// Reservations: seats held on a showing's counter and a row per request.
+///
+/// Seats are taken by one conditional `UPDATE ... SET seats_taken = seats_taken + n WHERE
+/// seats_taken + n <= capacity`: on PostgreSQL the row lock it takes orders concurrent requests
+/// for a showing, on SQLite every write transaction is serialized, so a showing can never be
+/// oversold on either. The reservation row is written in the same transaction, so a refused or
+/// failed request leaves no trace and a crash cannot lose seats.
+extension EventStore {
+    static let reservationColumns = "id, showing_id, event_id, user_id, seats, status, requested_at, decided_at, decided_by, reason, cancelled_at"
+
+    static func decodeReservation(_ row: any SQLRow) throws -> Reservation {
+        func date(_ column: String) throws -> Date? {
+            try row.decode(column: column, as: Int64?.self).map { Date(timeIntervalSince1970: Double($0)) }
+        }
+        return Reservation(
+            id: try row.decode(column: "id", as: Int64.self), showing: try row.decode(column: "showing_id", as: Int64.self),
+            event: try row.decode(column: "event_id", as: Int64.self), user: try row.decode(column: "user_id", as: String.self),
+            seats: try row.decode(column: "seats", as: Int.self),
+            status: ReservationStatus(rawValue: try row.decode(column: "status", as: String.self)) ?? .cancelled,
+            requestedAt: try date("requested_at") ?? Date(timeIntervalSince1970: 0), decidedAt: try date("decided_at"),
+            decidedBy: try row.decode(column: "decided_by", as: String?.self), reason: try row.decode(column: "reason", as: String?.self),
+            cancelledAt: try date("cancelled_at"))
+    }
+
+    func reservation(_ id: Int64) async throws -> Reservation? {
+        try await database.raw("SELECT \(unsafeRaw: Self.reservationColumns) FROM events_reservations WHERE id = \(bind: id)").first().map(Self.decodeReservation)
+    }
+
+    /// Holds `seats` of `showing` for `user`: 409 saying how many remain when too few do, or when
+    /// the user already holds `maxActive` reservations of it (0: no limit).
+    func reserve(showing: Int64, event: Int64, user: String, seats: Int, status: ReservationStatus, maxActive: Int) async throws -> Reservation {
+        let now = now()
+        return try await database.transaction { db in
+            let taken = try await db.raw("""
+                UPDATE events_showings SET seats_taken = seats_taken + \(bind: seats)
+                WHERE id = \(bind: showing) AND (capacity IS NULL OR seats_taken + \(bind: seats) <= capacity) RETURNING id
+                """).first()
+            if taken == nil {
+                let row = try await db.raw("SELECT capacity, seats_taken FROM events_showings WHERE id = \(bind: showing)").first()
+                guard let row else { throw GatewayError.notFound("No such showing.") }
+                let remaining = max(0, (try row.decode(column: "capacity", as: Int?.self) ?? 0) - (try row.decode(column: "seats_taken", as: Int.self)))
+                throw GatewayError.conflict(remaining == 0 ? "No seats remain for this showing."
+                                                           : "Only \(remaining) seat\(remaining == 1 ? "" : "s") remain\(remaining == 1 ? "s" : "") for this showing.")
+            }
+            if maxActive > 0 {
+                let held = try await db.raw("""
+                    SELECT COUNT(*) AS n FROM events_reservations
+                    WHERE showing_id = \(bind: showing) AND user_id = \(bind: user) AND status IN ('requested', 'confirmed')
+                    """).first()?.decode(column: "n", as: Int.self) ?? 0
+                if held >= maxActive {
+                    throw GatewayError.conflict(maxActive == 1 ? "You already hold a reservation for this showing."
+                                                               : "You already hold \(held) reservations for this showing, the most allowed.")
+                }
+            }
+            let decided: Int64? = status == .confirmed ? now : nil
+            let row = try await db.raw("""
+                INSERT INTO events_reservations (showing_id, event_id, user_id, seats, status, requested_at, decided_at)
+                VALUES (\(bind: showing), \(bind: event), \(bind: user), \(bind: seats), \(bind: status.rawValue), \(bind: now), \(bind: decided))
+                RETURNING id
+                """).first()
+            guard let id = try row?.decode(column: "id", as: Int64.self) else { throw GatewayError.internalError("The reservation was not recorded.") }
+            return Reservation(id: id, showing: showing, event: event, user: user, seats: seats, status: status,
+                               requestedAt: Date(timeIntervalSince1970: Double(now)), decidedAt: decided.map { Date(timeIntervalSince1970: Double($0)) },
+                               decidedBy: nil, reason: nil, cancelledAt: nil)
+        }
+    }
+
+    /// Moves a reservation from one of `from` to `to`, freeing its seats when `to` holds none.
+    /// 409 when it is no longer in one of `from` (decided or cancelled meanwhile).
+    func transition(_ id: Int64, from: [ReservationStatus], to: ReservationStatus, by decider: String?, reason: String?) async throws -> Reservation {
+        let now = now()
+        return try await database.transaction { db in
+            // A cancellation keeps who decided earlier; a decision records who made it.
+            let changes: SQLQueryString = to == .cancelled
+                ? "cancelled_at = \(bind: now), reason = COALESCE(\(bind: reason), reason)"
+                : "decided_at = \(bind: now), decided_by = \(bind: decider), reason = \(bind: reason)"
+            let row = try await db.raw("UPDATE events_reservations SET status = \(bind: to.rawValue), " + changes + """
+                 WHERE id = \(bind: id) AND status IN (\(binds: from.map(\.rawValue)))
+                RETURNING \(unsafeRaw: Self.reservationColumns)
+                """).first()
+            guard let row else {
+                let current = try await db.raw("SELECT status FROM events_reservations WHERE id = \(bind: id)").first()?.decode(column: "status", as: String.self)
+                guard let current else { throw GatewayError.notFound("No such reservation.") }
+                throw GatewayError.conflict("This reservation is \(current); it cannot become \(to.rawValue).")
+            }
+            let reservation = try Self.decodeReservation(row)
+            if !to.isActive {
+                try await db.raw("UPDATE events_showings SET seats_taken = seats_taken - \(bind: reservation.seats) WHERE id = \(bind: reservation.showing)").run()
+            }
+            return reservation
+        }
+    }
+
+    /// Cancels every active reservation of an event (the event was cancelled) and returns them.
+    func cancelReservations(ofEvent event: Int64, reason: String, on db: any SQLDatabase) async throws -> [Reservation] {
+        let rows = try await db.raw("""
+            UPDATE events_reservations SET status = 'cancelled', cancelled_at = \(bind: now()), reason = \(bind: reason)
+            WHERE event_id = \(bind: event) AND status IN ('requested', 'confirmed')
+            RETURNING \(unsafeRaw: Self.reservationColumns)
+            """).all()
+        try await db.raw("UPDATE events_showings SET seats_taken = 0 WHERE event_id = \(bind: event)").run()
+        return try rows.map(Self.decodeReservation)
+    }
+
+    /// A page of reservations, newest first: a user's (`user`) or an event's (`event`).
+    func reservations(user: String? = nil, event: Int64? = nil, status: ReservationStatus?, limit: Int, before: Int64?) async throws -> Page<Reservation> {
+        var sql: SQLQueryString = "SELECT \(unsafeRaw: Self.reservationColumns) FROM events_reservations WHERE id < \(bind: before ?? Int64.max)"
+        if let user { sql += " AND user_id = \(bind: user)" }
+        if let event { sql += " AND event_id = \(bind: event)" }
+        if let status { sql += " AND status = \(bind: status.rawValue)" }
+        sql += " ORDER BY id DESC LIMIT \(bind: limit + 1)"
+        let found = try await database.raw(sql).all().map(Self.decodeReservation)
+        let page = Array(found.prefix(limit))
+        return Page(items: page, nextCursor: found.count > limit ? page.last.map { String($0.id) } : nil)
+    }
+}
