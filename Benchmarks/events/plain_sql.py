@@ -26,19 +26,17 @@ def window(day_from, day_to):
 def list_page(city, category, start, end, limit=50):
     rows = db.execute("""
         SELECT w.event_id AS event_id, MIN(w.starts_at) AS first_start FROM (
-          SELECT event_id, venue_id, starts_at FROM events_showings WHERE city_id = ? AND starts_at >= ? AND starts_at < ?
-            AND (ends_at > ? OR starts_at >= ?) AND span <= 86400 AND published = 1
-          UNION ALL SELECT event_id, venue_id, starts_at FROM events_showings WHERE city_id = ? AND ends_at > ? AND span > 86400
-            AND starts_at < ? AND published = 1) w
-        JOIN events_event_categories c ON c.event_id = w.event_id AND c.category_id = ?
+          SELECT event_id, starts_at, showing_id FROM events_listing WHERE city_id = ? AND category_id = ? AND starts_at >= ? AND starts_at < ?
+            AND (ends_at > ? OR starts_at >= ?) AND span <= 86400
+          UNION ALL SELECT event_id, starts_at, showing_id FROM events_listing WHERE city_id = ? AND category_id = ? AND span > 86400
+            AND ends_at > ? AND starts_at < ?) w
         GROUP BY w.event_id ORDER BY first_start, event_id LIMIT ?""",
-        (city, start - 86400, end, start, start, city, start, end, category, limit + 1)).fetchall()
+        (city, category, start - 86400, end, start, start, city, category, start, end, limit + 1)).fetchall()
     ids = [r[0] for r in rows[:limit]]
     if not ids:
         return 0
     marks = ",".join("?" * len(ids))
-    events = db.execute("SELECT id, title, description, organizer, info_source, sale_url, image_url, city_id, owner_id, status, reservation_policy, tags, uid, "
-                        "created_at, updated_at FROM events_events WHERE id IN (%s)" % marks, ids).fetchall()
+    events = db.execute("SELECT id, title, image_url, city_id, status FROM events_events WHERE id IN (%s)" % marks, ids).fetchall()
     categories = db.execute("SELECT event_id, category_id FROM events_event_categories WHERE event_id IN (%s) ORDER BY event_id, category_id" % marks, ids).fetchall()
     showings = db.execute("""
         SELECT s.id, s.event_id, s.starts_at, s.ends_at, s.all_day, s.price_text, s.is_free, s.capacity, s.seats_taken, s.venue_id,

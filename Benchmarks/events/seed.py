@@ -9,7 +9,7 @@ two of the old service's categories, each with SHOWINGS_PER_EVENT two-hour showi
 from 30 days before TODAY to 335 days after (2% of events are exhibitions whose showings run for
 30 to 90 days). Half the showings have 100 seats, half are unlimited. The rows are the ones the
 plugin's store writes (EventStore.insertEvent / insertShowing): the same columns, the same
-derived values (span, published, city_id copied from the event, search_text). Writes the city
+derived values (span, published, city_id copied from the event, search_text, the listing rows). Writes the city
 centres and a sample of unlimited showing ids to OUT.json for the load scripts.
 """
 import datetime
@@ -73,6 +73,11 @@ with db:
         db.executemany(
             "INSERT INTO events_showings (event_id, venue_id, city_id, published, starts_at, ends_at, span, all_day, price_text, is_free, capacity, seats_taken) "
             "VALUES (?, ?, ?, 1, ?, ?, ?, 0, NULL, 0, ?, 0)", showing_rows)
+with db:
+    # The listing (EventStore.relist): one row per category of each showing of a published event.
+    db.execute("INSERT INTO events_listing (category_id, city_id, starts_at, ends_at, span, event_id, showing_id) "
+               "SELECT c.category_id, s.city_id, s.starts_at, s.ends_at, s.span, s.event_id, s.id FROM events_showings s "
+               "JOIN events_event_categories c ON c.event_id = s.event_id WHERE s.published = 1")
 db.execute("ANALYZE")
 unlimited = [row[0] for row in db.execute(
     "SELECT id FROM events_showings WHERE capacity IS NULL AND ends_at > ? ORDER BY id LIMIT 5000", (now,))]

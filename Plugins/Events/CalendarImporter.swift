@@ -194,5 +194,6 @@ struct CalendarImporter: Importer {
             }
         }
         try await store.refreshSearchText(event, on: db)
+        try await store.relist(event, on: db)
     }
 }

@@ -142,6 +142,7 @@ struct EventService: Sendable {
         let id = try await store.database.transaction { db in
             let id = try await store.insertShowing(input, event: event.id, city: event.city, published: event.status == .published, on: db)
             if input.venue != nil { try await store.refreshSearchText(event.id, on: db) }
+            try await store.relist(event.id, on: db)
             return id
         }
         guard let showing = try await store.showing(id) else { throw GatewayError.notFound("No such showing.") }
@@ -185,18 +186,21 @@ struct EventService: Sendable {
         guard (1...settings.maxSeatsPerReservation).contains(seats) else {
             throw GatewayError.invalid(field: "/seats", "must be between 1 and \(settings.maxSeatsPerReservation)")
         }
-        guard let showing = try await store.showing(showingID) else { throw GatewayError.notFound("No such showing.") }
-        let event = try await visibleEvent(showing.event, principal: context.principal)
-        guard event.status == .published else { throw GatewayError.conflict("This event is \(event.status.rawValue); it takes no reservations.") }
-        guard showing.end > self.context.clock.now() else { throw GatewayError.conflict("This showing is over.") }
-        let policy = event.policy ?? settings.reservationPolicy
-        let reservation = try await store.reserve(showing: showing.id, event: event.id, user: user, seats: seats,
+        guard let target = try await store.reservationTarget(showingID) else { throw GatewayError.notFound("No such showing.") }
+        if target.status == .draft, !context.principal.isAdmin, target.owner == nil || target.owner != user {
+            throw GatewayError.notFound("No such showing.")
+        }
+        guard target.status == .published else { throw GatewayError.conflict("This event is \(target.status.rawValue); it takes no reservations.") }
+        guard target.end > self.context.clock.now() else { throw GatewayError.conflict("This showing is over.") }
+        let policy = target.policy ?? settings.reservationPolicy
+        let reservation = try await store.reserve(showing: showingID, event: target.event, user: user, seats: seats,
                                                   status: policy == .auto ? .confirmed : .requested, maxActive: settings.reservationsPerUser)
+        let when = when(target.start, allDay: target.allDay, city: target.city)
         if reservation.status == .confirmed {
-            await notify(user, title: "Confirmed: \(event.title)", body: "\(seatsText(seats).capitalizedFirst) on \(when(showing, event: event)).", reservation: reservation.id)
-        } else if let owner = event.owner {
-            await notify(owner, title: "Reservation request: \(event.title)",
-                         body: "\(seatsText(seats).capitalizedFirst) asked for on \(when(showing, event: event)).", reservation: reservation.id)
+            await notify(user, title: "Confirmed: \(target.title)", body: "\(seatsText(seats).capitalizedFirst) on \(when).", reservation: reservation.id)
+        } else if let owner = target.owner {
+            await notify(owner, title: "Reservation request: \(target.title)", body: "\(seatsText(seats).capitalizedFirst) asked for on \(when).",
+                         reservation: reservation.id)
         }
         return reservation
     }
@@ -244,8 +248,12 @@ struct EventService: Sendable {
 
     /// A showing's start in its event's city, as people read it: `2026-11-28 19:30 (Asia/Taipei)`.
     func when(_ showing: Showing, event: EventStore.EventRow) -> String {
-        let zone = zone(of: event.city)
-        return LocalTime.format(showing.start, zone: zone, withTime: !showing.allDay) + " (\(zone.identifier))"
+        when(showing.start, allDay: showing.allDay, city: event.city)
+    }
+
+    func when(_ start: Date, allDay: Bool, city: Int?) -> String {
+        let zone = zone(of: city)
+        return LocalTime.format(start, zone: zone, withTime: !allDay) + " (\(zone.identifier))"
     }
 }
 

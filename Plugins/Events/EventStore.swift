@@ -208,12 +208,15 @@ struct EventStore: Sendable {
             RETURNING id
             """).first()
         guard let id = try row?.decode(column: "id", as: Int64.self) else { throw GatewayError.internalError("The event was not created.") }
-        for category in Set(input.categories ?? []) {
-            try await db.raw("INSERT INTO events_event_categories (event_id, category_id) VALUES (\(bind: id), \(bind: category))").run()
+        let categories = Set(input.categories ?? []).sorted()
+        if !categories.isEmpty {
+            let rows = categories.map { "(\(bind: id), \(bind: $0))" as SQLQueryString }
+            try await db.raw("INSERT INTO events_event_categories (event_id, category_id) VALUES " + rows.joined(separator: ", ")).run()
         }
         for showing in input.showings ?? [] {
             try await insertShowing(showing, event: id, city: input.city, published: status == .published, on: db)
         }
+        if !(input.showings ?? []).isEmpty, !(input.categories ?? []).isEmpty, status == .published { try await relist(id, on: db, fresh: true) }
         return id
     }
 
@@ -249,14 +252,28 @@ struct EventStore: Sendable {
                 """).run()
         }
         try await refreshSearchText(event.id, on: db)
+        try await relist(event.id, on: db)
     }
 
     /// Deletes an event, its showings and its reservations' history.
     func deleteEvent(_ id: Int64, on db: any SQLDatabase) async throws {
+        try await db.raw("DELETE FROM events_listing WHERE event_id = \(bind: id)").run()
         try await db.raw("DELETE FROM events_reservations WHERE event_id = \(bind: id)").run()
         try await db.raw("DELETE FROM events_showings WHERE event_id = \(bind: id)").run()
         try await db.raw("DELETE FROM events_event_categories WHERE event_id = \(bind: id)").run()
         try await db.raw("DELETE FROM events_events WHERE id = \(bind: id)").run()
+    }
+
+    /// Rewrites an event's rows of the listing (``EventsMigrations``): one per category of each of
+    /// its showings while it is published. Called by every write that changes the event's showings,
+    /// categories, city or status, in the same transaction.
+    func relist(_ id: Int64, on db: any SQLDatabase, fresh: Bool = false) async throws {
+        if !fresh { try await db.raw("DELETE FROM events_listing WHERE event_id = \(bind: id)").run() }
+        try await db.raw("""
+            INSERT INTO events_listing (category_id, city_id, starts_at, ends_at, span, event_id, showing_id)
+            SELECT c.category_id, s.city_id, s.starts_at, s.ends_at, s.span, s.event_id, s.id FROM events_showings s
+            JOIN events_event_categories c ON c.event_id = s.event_id WHERE s.event_id = \(bind: id) AND s.published = 1
+            """).run()
     }
 
     /// Rewrites the text search reads: title, description, organizer and the venues' names.
@@ -349,6 +366,7 @@ struct EventStore: Sendable {
             throw GatewayError.conflict("Reservations hold more seats than that capacity; cancel or reject some first.")
         }
         if venue != showing.venue?.id { try await refreshSearchText(showing.event, on: db) }
+        try await relist(showing.event, on: db)
     }
 
     /// Deletes a showing that holds no requested or confirmed reservation (409 otherwise).
@@ -360,6 +378,7 @@ struct EventStore: Sendable {
         }
         try await db.raw("DELETE FROM events_reservations WHERE showing_id = \(bind: showing.id)").run()
         try await db.raw("DELETE FROM events_showings WHERE id = \(bind: showing.id)").run()
+        try await db.raw("DELETE FROM events_listing WHERE showing_id = \(bind: showing.id)").run()
         if showing.venue != nil { try await refreshSearchText(showing.event, on: db) }
     }
 
@@ -384,25 +403,25 @@ struct EventStore: Sendable {
         var text: String { "\(first)_\(id)" }
     }
 
-    /// The showings inside `window` as a subquery of `event_id, starts_at`: short showings by start
-    /// time, long ones (over a day) by end time, each through its own index.
-    static func windowShowings(city: Int?, start: Int64, end: Int64) -> SQLQueryString {
-        let cityFilter: SQLQueryString = city.map { "city_id = \(bind: $0) AND " } ?? ""
-        return "SELECT event_id, venue_id, starts_at FROM events_showings WHERE " + cityFilter
+    /// The listed showings inside `window` as a subquery of `event_id, starts_at, showing_id`: short
+    /// showings by start time, long ones (over a day) by end time, each from a covering index — of
+    /// the listing when a category is asked for, of the showings otherwise.
+    static func windowShowings(city: Int?, category: Int?, start: Int64, end: Int64) -> SQLQueryString {
+        var filter: SQLQueryString = category.map { "category_id = \(bind: $0) AND " } ?? "published = 1 AND "
+        if let city { filter = "city_id = \(bind: city) AND " + filter }
+        let select: SQLQueryString = category == nil ? "SELECT event_id, starts_at, id AS showing_id FROM events_showings WHERE "
+                                                     : "SELECT event_id, starts_at, showing_id FROM events_listing WHERE "
+        return select + filter
             + "starts_at >= \(bind: start - 86_400) AND starts_at < \(bind: end) AND (ends_at > \(bind: start) OR starts_at >= \(bind: start))"
-            + " AND span <= 86400 AND published = 1"
-            + " UNION ALL SELECT event_id, venue_id, starts_at FROM events_showings WHERE " + cityFilter
-            + "ends_at > \(bind: start) AND span > 86400 AND starts_at < \(bind: end) AND published = 1"
+            + " AND span <= 86400 UNION ALL " + select + filter + "span > 86400 AND ends_at > \(bind: start) AND starts_at < \(bind: end)"
     }
 
     /// Published events with a showing in `window`, by their first showing there, a page at a time.
     func list(city: Int?, category: Int?, window: (start: Date, end: Date), limit: Int, cursor: Cursor?) async throws -> Page<EventSummary> {
         let start = Int64(window.start.timeIntervalSince1970)
         let end = Int64(window.end.timeIntervalSince1970)
-        var sql: SQLQueryString = "SELECT w.event_id AS event_id, MIN(w.starts_at) AS first_start FROM (" + Self.windowShowings(city: city, start: start, end: end) + ") w"
-        if let category {
-            sql += " JOIN events_event_categories c ON c.event_id = w.event_id AND c.category_id = \(bind: category)"
-        }
+        var sql: SQLQueryString = "SELECT w.event_id AS event_id, MIN(w.starts_at) AS first_start FROM ("
+            + Self.windowShowings(city: city, category: category, start: start, end: end) + ") w"
         sql += " GROUP BY w.event_id"
         if let cursor {
             sql += " HAVING MIN(w.starts_at) > \(bind: cursor.first) OR (MIN(w.starts_at) = \(bind: cursor.first) AND w.event_id > \(bind: cursor.id))"
@@ -436,16 +455,16 @@ struct EventStore: Sendable {
         let end = Int64(window.end.timeIntervalSince1970)
         // The nearest venues first, at most a few thousand: a radius over a dense city stays bounded.
         let venues = distances.sorted { $0.value < $1.value }.prefix(4000).map(\.key)
-        var sql: SQLQueryString = """
-            SELECT s.event_id AS event_id, s.venue_id AS venue_id, MIN(s.starts_at) AS first_start FROM events_showings s
-            """
+        let atVenues: SQLQueryString = "venue_id IN (\(binds: venues)) AND published = 1 AND "
+        var sql: SQLQueryString = "SELECT w.event_id AS event_id, w.venue_id AS venue_id, MIN(w.starts_at) AS first_start FROM ("
+            + "SELECT event_id, venue_id, starts_at FROM events_showings WHERE " + atVenues
+            + "starts_at >= \(bind: start - 86_400) AND starts_at < \(bind: end) AND (ends_at > \(bind: start) OR starts_at >= \(bind: start)) AND span <= 86400"
+            + " UNION ALL SELECT event_id, venue_id, starts_at FROM events_showings WHERE " + atVenues
+            + "span > 86400 AND ends_at > \(bind: start) AND starts_at < \(bind: end)) w"
         if let category {
-            sql += " JOIN events_event_categories c ON c.event_id = s.event_id AND c.category_id = \(bind: category)"
+            sql += " JOIN events_event_categories c ON c.event_id = w.event_id AND c.category_id = \(bind: category)"
         }
-        sql += """
-             WHERE s.venue_id IN (\(binds: venues)) AND s.starts_at < \(bind: end) AND s.ends_at > \(bind: start) AND s.published = 1
-            GROUP BY s.event_id, s.venue_id
-            """
+        sql += " GROUP BY w.event_id, w.venue_id"
         var best: [Int64: (distance: Double, first: Int64)] = [:]
         for row in try await database.raw(sql).all() {
             let event = try row.decode(column: "event_id", as: Int64.self)
@@ -479,37 +498,48 @@ struct EventStore: Sendable {
         return Page(items: items, nextCursor: ids.count > limit ? page.last.map(String.init) : nil)
     }
 
-    /// Summaries of `ids`, in that order, each with at most 20 of its showings inside `window`.
+    /// Summaries of `ids`, in that order, each with at most 20 of its showings inside `window`: one
+    /// statement (the events, their categories and their showings with venues), as a list is read
+    /// on every keystroke of a search box and every scroll of the old app's table.
     func summaries(_ ids: [Int64], window: (start: Int64, end: Int64)) async throws -> [EventSummary] {
         guard !ids.isEmpty else { return [] }
-        var events: [Int64: EventRow] = [:]
-        for row in try await database.raw("SELECT \(unsafeRaw: Self.eventColumns) FROM events_events WHERE id IN (\(binds: ids))").all() {
-            let event = try Self.decodeEvent(row)
-            events[event.id] = event
-        }
-        let categories = try await categories(of: ids)
-        var showings: [Int64: [Showing]] = [:]
-        for showing in try await self.showings(where: """
-            s.event_id IN (\(binds: ids)) AND s.starts_at < \(bind: window.end) AND (s.ends_at > \(bind: window.start) OR s.starts_at >= \(bind: window.start))
-            """) where showings[showing.event, default: []].count < 20 {
-            showings[showing.event, default: []].append(showing)
-        }
-        return ids.compactMap { id in
-            events[id].map { event in
-                EventSummary(id: id, title: event.title, imageURL: event.imageURL, city: event.city, categories: categories[id] ?? [],
-                             status: event.status, distance: nil, showings: showings[id] ?? [])
+        let categories = database.isSQLite
+            ? "(SELECT group_concat(category_id) FROM events_event_categories c WHERE c.event_id = e.id)"
+            : "(SELECT string_agg(CAST(category_id AS TEXT), ',') FROM events_event_categories c WHERE c.event_id = e.id)"
+        let sql: SQLQueryString = """
+            SELECT e.id AS e_id, e.title AS e_title, e.image_url AS e_image_url, e.city_id AS e_city_id, e.status AS e_status,
+              \(unsafeRaw: categories) AS e_categories,
+              s.id AS id, s.event_id AS event_id, s.starts_at AS starts_at, s.ends_at AS ends_at, s.all_day AS all_day,
+              s.price_text AS price_text, s.is_free AS is_free, s.capacity AS capacity, s.seats_taken AS seats_taken, s.venue_id AS venue_id,
+              v.id AS v_id, v.name AS v_name, v.address AS v_address, v.city_id AS v_city_id, v.lat AS v_lat, v.lon AS v_lon, v.owner_id AS v_owner_id
+            FROM events_events e
+            LEFT JOIN events_showings s ON s.event_id = e.id AND s.starts_at < \(bind: window.end)
+              AND (s.ends_at > \(bind: window.start) OR s.starts_at >= \(bind: window.start))
+            LEFT JOIN events_venues v ON v.id = s.venue_id
+            WHERE e.id IN (\(binds: ids)) ORDER BY e.id, s.starts_at, s.id
+            """
+        var summaries: [Int64: EventSummary] = [:]
+        for row in try await database.raw(sql).all() {
+            let id = try row.decode(column: "e_id", as: Int64.self)
+            if summaries[id] == nil {
+                let listed = try row.decode(column: "e_categories", as: String?.self) ?? ""
+                summaries[id] = EventSummary(
+                    id: id, title: try row.decode(column: "e_title", as: String.self), imageURL: try row.decode(column: "e_image_url", as: String?.self),
+                    city: try row.decode(column: "e_city_id", as: Int?.self), categories: listed.split(separator: ",").compactMap { Int($0) }.sorted(),
+                    status: EventStatus(rawValue: try row.decode(column: "e_status", as: String.self)) ?? .draft, distance: nil, showings: [])
+            }
+            if summaries[id]!.showings.count < 20, try row.decode(column: "id", as: Int64?.self) != nil {
+                summaries[id]!.showings.append(try Self.decodeShowing(row))
             }
         }
+        return ids.compactMap { summaries[$0] }
     }
 
     /// The events (with every showing inside `window`) of a subscribable calendar.
     func calendarEvents(city: Int?, category: Int?, window: (start: Date, end: Date), limit: Int) async throws -> [(EventRow, [Int], [Showing])] {
         let start = Int64(window.start.timeIntervalSince1970)
         let end = Int64(window.end.timeIntervalSince1970)
-        var sql: SQLQueryString = "SELECT DISTINCT w.event_id AS event_id FROM (" + Self.windowShowings(city: city, start: start, end: end) + ") w"
-        if let category {
-            sql += " JOIN events_event_categories c ON c.event_id = w.event_id AND c.category_id = \(bind: category)"
-        }
+        var sql: SQLQueryString = "SELECT DISTINCT w.event_id AS event_id FROM (" + Self.windowShowings(city: city, category: category, start: start, end: end) + ") w"
         sql += " ORDER BY event_id LIMIT \(bind: limit)"
         let ids = try await database.raw(sql).all().map { try $0.decode(column: "event_id", as: Int64.self) }
         guard !ids.isEmpty else { return [] }
@@ -530,17 +560,9 @@ struct EventStore: Sendable {
     func showingRows(city: Int, category: Int?, window: (start: Date, end: Date), limit: Int) async throws -> [(showing: Int64, title: String, start: Int64, image: String?)] {
         let start = Int64(window.start.timeIntervalSince1970)
         let end = Int64(window.end.timeIntervalSince1970)
-        var sql: SQLQueryString = """
-            SELECT s.id AS id, s.starts_at AS starts_at, e.title AS title, e.image_url AS image_url FROM events_showings s
-            JOIN events_events e ON e.id = s.event_id
-            """
-        if let category {
-            sql += " JOIN events_event_categories c ON c.event_id = s.event_id AND c.category_id = \(bind: category)"
-        }
-        sql += " WHERE s.id IN (SELECT id FROM events_showings WHERE city_id = \(bind: city) AND starts_at >= \(bind: start - 86_400) AND starts_at < \(bind: end)"
-        sql += " AND (ends_at > \(bind: start) OR starts_at >= \(bind: start)) AND span <= 86400 AND published = 1"
-        sql += " UNION ALL SELECT id FROM events_showings WHERE city_id = \(bind: city) AND ends_at > \(bind: start) AND span > 86400 AND starts_at < \(bind: end) AND published = 1)"
-        sql += " ORDER BY s.starts_at, e.title, s.id LIMIT \(bind: limit)"
+        let sql: SQLQueryString = "SELECT w.showing_id AS id, w.starts_at AS starts_at, e.title AS title, e.image_url AS image_url FROM ("
+            + Self.windowShowings(city: city, category: category, start: start, end: end)
+            + ") w JOIN events_events e ON e.id = w.event_id ORDER BY w.starts_at, e.title, w.showing_id LIMIT \(bind: limit)"
         return try await database.raw(sql).all().map { row in
             (try row.decode(column: "id", as: Int64.self), try row.decode(column: "title", as: String.self),
              try row.decode(column: "starts_at", as: Int64.self), try row.decode(column: "image_url", as: String?.self))

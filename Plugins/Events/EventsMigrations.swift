@@ -8,6 +8,8 @@ import SQLKit
 /// showings) read one index and no join. `span` (end − start) tells apart the few long showings
 /// (an exhibition running for months) from the many short ones: short ones are found by start
 /// time, long ones by end time through a partial index, so a week's list never scans months.
+/// `events_listing` repeats each listed showing once per category of its event (``EventStore/relist(_:on:)``
+/// keeps it), so that a list by category reads one range of one index too.
 enum EventsMigrations {
     static let all: [Migration] = [
         Migration(1, "categories, cities, venues, events, showings and reservations") { db in
@@ -37,12 +39,24 @@ enum EventsMigrations {
                   published INTEGER NOT NULL, starts_at BIGINT NOT NULL, ends_at BIGINT NOT NULL, span BIGINT NOT NULL,
                   all_day INTEGER NOT NULL, price_text TEXT, is_free INTEGER NOT NULL, capacity BIGINT, seats_taken BIGINT NOT NULL)
                 """).run()
+            // Covering indexes: a list reads the index alone, never the table, until its page is known.
             try await db.raw("CREATE INDEX events_showings_event ON events_showings (event_id, starts_at)").run()
-            try await db.raw("CREATE INDEX events_showings_city ON events_showings (city_id, starts_at)").run()
-            try await db.raw("CREATE INDEX events_showings_start ON events_showings (starts_at)").run()
-            try await db.raw("CREATE INDEX events_showings_venue ON events_showings (venue_id, starts_at)").run()
-            try await db.raw("CREATE INDEX events_showings_long ON events_showings (city_id, ends_at) WHERE span > 86400").run()
-            try await db.raw("CREATE INDEX events_showings_long_all ON events_showings (ends_at) WHERE span > 86400").run()
+            try await db.raw("CREATE INDEX events_showings_city ON events_showings (city_id, published, starts_at, ends_at, span, event_id)").run()
+            try await db.raw("CREATE INDEX events_showings_start ON events_showings (published, starts_at, ends_at, span, event_id)").run()
+            try await db.raw("CREATE INDEX events_showings_venue ON events_showings (venue_id, published, starts_at, ends_at, span, event_id)").run()
+            try await db.raw("CREATE INDEX events_showings_long ON events_showings (city_id, ends_at, starts_at, event_id) WHERE span > 86400 AND published = 1").run()
+            try await db.raw("CREATE INDEX events_showings_long_all ON events_showings (ends_at, starts_at, event_id) WHERE span > 86400 AND published = 1").run()
+            try await db.raw("CREATE INDEX events_showings_long_venue ON events_showings (venue_id, ends_at, starts_at, event_id) WHERE span > 86400 AND published = 1").run()
+            // The listing: one row per category of each showing of a published event, so that a list by
+            // city, category and days is one range of one index.
+            try await db.raw("""
+                CREATE TABLE events_listing (category_id BIGINT NOT NULL, city_id BIGINT, starts_at BIGINT NOT NULL, ends_at BIGINT NOT NULL,
+                  span BIGINT NOT NULL, event_id BIGINT NOT NULL, showing_id BIGINT NOT NULL)
+                """).run()
+            try await db.raw("CREATE INDEX events_listing_short ON events_listing (city_id, category_id, starts_at, ends_at, span, event_id)").run()
+            try await db.raw("CREATE INDEX events_listing_long ON events_listing (city_id, category_id, ends_at, starts_at, event_id) WHERE span > 86400").run()
+            try await db.raw("CREATE INDEX events_listing_all ON events_listing (category_id, starts_at, ends_at, span, event_id)").run()
+            try await db.raw("CREATE INDEX events_listing_event ON events_listing (event_id)").run()
             try await db.raw("""
                 CREATE TABLE events_reservations (id \(unsafeRaw: serial), showing_id BIGINT NOT NULL, event_id BIGINT NOT NULL,
                   user_id TEXT NOT NULL, seats BIGINT NOT NULL, status TEXT NOT NULL, requested_at BIGINT NOT NULL,

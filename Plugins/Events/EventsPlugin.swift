@@ -103,7 +103,7 @@ public struct EventsPlugin: ServicePlugin {
                 .details("Days are `yyyy-MM-dd` in the city's time zone (the plugin's `timeZone` without a city); the range defaults to today to today + 7 days and may span at most 366 days.")
                 .query(EventListQuery.self)
                 .cache(listed)
-                .returns(Page<EventSummary>.self) { input, _ in
+                .returns(EventPage.self) { input, _ in
                     let query = input.query
                     try service.checkCity(query.city, pointer: "city")
                     try service.checkCategory(query.category, pointer: "category")
@@ -112,23 +112,24 @@ public struct EventsPlugin: ServicePlugin {
                         guard let parsed = EventStore.Cursor(text) else { throw GatewayError.invalid(field: "cursor", "is not a cursor of this list") }
                         cursor = parsed
                     }
-                    return try await store.list(city: query.city, category: query.category, window: service.window(city: query.city, from: query.from, to: query.to),
-                                                limit: query.limit ?? 50, cursor: cursor)
+                    return EventPage(try await store.list(city: query.city, category: query.category,
+                                                          window: service.window(city: query.city, from: query.from, to: query.to),
+                                                          limit: query.limit ?? 50, cursor: cursor))
                 },
             ServiceOperation.define("events.near", .get, "/near", summary: "Published events at venues near a point, nearest first")
                 .details("`radius` in metres (default 2000, at most 50000); days as in the list, in the plugin's `timeZone`.")
                 .query(NearQuery.self)
                 .cache(listed)
-                .returns(Page<EventSummary>.self) { input, _ in
+                .returns(EventPage.self) { input, _ in
                     let query = input.query
                     try service.checkCategory(query.category, pointer: "category")
-                    return try await store.near(lat: query.lat, lon: query.lon, radius: query.radius ?? 2000, category: query.category,
-                                                window: service.window(city: nil, from: query.from, to: query.to), limit: query.limit ?? 50)
+                    return EventPage(try await store.near(lat: query.lat, lon: query.lon, radius: query.radius ?? 2000, category: query.category,
+                                                          window: service.window(city: nil, from: query.from, to: query.to), limit: query.limit ?? 50))
                 },
             ServiceOperation.define("events.search", .get, "/search", summary: "Published events whose title, description, organizer or venue contains the text")
                 .query(SearchQuery.self)
                 .cache(listed)
-                .returns(Page<EventSummary>.self) { input, _ in
+                .returns(EventPage.self) { input, _ in
                     let query = input.query
                     try service.checkCity(query.city, pointer: "city")
                     try service.checkCategory(query.category, pointer: "category")
@@ -137,7 +138,7 @@ public struct EventsPlugin: ServicePlugin {
                         guard let id = Int64(text) else { throw GatewayError.invalid(field: "cursor", "is not a cursor of this list") }
                         before = id
                     }
-                    return try await store.search(query.q, city: query.city, category: query.category, limit: query.limit ?? 50, before: before)
+                    return EventPage(try await store.search(query.q, city: query.city, category: query.category, limit: query.limit ?? 50, before: before))
                 },
             ServiceOperation.define("events.calendar", .get, ".ics", summary: "A subscribable iCalendar of published events")
                 .details("The same filters as the list; without `from` and `to` the calendar covers 30 days back to the recurrence horizon ahead.")

@@ -26,6 +26,36 @@ extension EventStore {
             cancelledAt: try date("cancelled_at"))
     }
 
+    /// What a reservation request needs of its showing and event, read in one statement.
+    struct ReservationTarget: Sendable {
+        var showing: Int64
+        var start: Date
+        var end: Date
+        var allDay: Bool
+        var event: Int64
+        var title: String
+        var city: Int?
+        var owner: String?
+        var status: EventStatus
+        var policy: ReservationPolicy?
+    }
+
+    func reservationTarget(_ showing: Int64) async throws -> ReservationTarget? {
+        guard let row = try await database.raw("""
+            SELECT s.starts_at AS starts_at, s.ends_at AS ends_at, s.all_day AS all_day, e.id AS event_id, e.title AS title, e.city_id AS city_id,
+              e.owner_id AS owner_id, e.status AS status, e.reservation_policy AS reservation_policy
+            FROM events_showings s JOIN events_events e ON e.id = s.event_id WHERE s.id = \(bind: showing)
+            """).first() else { return nil }
+        return ReservationTarget(
+            showing: showing, start: Date(timeIntervalSince1970: Double(try row.decode(column: "starts_at", as: Int64.self))),
+            end: Date(timeIntervalSince1970: Double(try row.decode(column: "ends_at", as: Int64.self))),
+            allDay: try row.decode(column: "all_day", as: Int.self) != 0, event: try row.decode(column: "event_id", as: Int64.self),
+            title: try row.decode(column: "title", as: String.self), city: try row.decode(column: "city_id", as: Int?.self),
+            owner: try row.decode(column: "owner_id", as: String?.self),
+            status: EventStatus(rawValue: try row.decode(column: "status", as: String.self)) ?? .draft,
+            policy: try row.decode(column: "reservation_policy", as: String?.self).flatMap(ReservationPolicy.init(rawValue:)))
+    }
+
     func reservation(_ id: Int64) async throws -> Reservation? {
         try await database.raw("SELECT \(unsafeRaw: Self.reservationColumns) FROM events_reservations WHERE id = \(bind: id)").first().map(Self.decodeReservation)
     }

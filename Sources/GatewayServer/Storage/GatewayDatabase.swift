@@ -99,7 +99,7 @@ struct TunedSQLiteSource: ConnectionPoolSource {
             }.flatMap { _ in
                 connection.query("PRAGMA synchronous = NORMAL")
             }.flatMap { _ in
-                connection.query("PRAGMA mmap_size = 268435456")
+                connection.query("PRAGMA mmap_size = 1073741824")
             }.flatMap { _ in
                 connection.install(customFunction: SQLiteRegularExpressions.function)
             }.map { _ in connection }

@@ -110,7 +110,7 @@ final class SQLiteWriter: @unchecked Sendable {
         }
         sqlite_nio_sqlite3_extended_result_codes(handle, 1)
         sqlite_nio_sqlite3_busy_timeout(handle, 10_000)
-        for pragma in ["PRAGMA foreign_keys = ON", "PRAGMA synchronous = NORMAL", "PRAGMA mmap_size = 268435456"] {
+        for pragma in ["PRAGMA foreign_keys = ON", "PRAGMA synchronous = NORMAL", "PRAGMA mmap_size = 1073741824"] {
             let status = sqlite_nio_sqlite3_exec(handle, pragma, nil, nil, nil)
             guard status == SQLITE_OK else {
                 let error = SQLiteWriteError(code: status, handle: handle)
