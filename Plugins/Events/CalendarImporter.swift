@@ -152,9 +152,9 @@ struct CalendarImporter: Importer {
                 } else {
                     var withShowings = input
                     withShowings.showings = showings
-                    let id = try await store.insertEvent(withShowings, title: input.title ?? title, owner: nil, uid: uid, status: status, on: db,
-                                                         venueNames: venue.map { [$0.id: $0.name] } ?? [:])
-                    known[uid] = try await store.event(id, on: db)
+                    // The parser keeps one event per UID, so a new one is not met again in this file.
+                    _ = try await store.insertEvent(withShowings, title: input.title ?? title, owner: nil, uid: uid, status: status, on: db,
+                                                    venueNames: venue.map { [$0.id: $0.name] } ?? [:])
                 }
                 imported += 1
             }

@@ -213,9 +213,7 @@ struct EventStore: Sendable {
             let rows = categories.map { "(\(bind: id), \(bind: $0))" as SQLQueryString }
             try await db.raw("INSERT INTO events_event_categories (event_id, category_id) VALUES " + rows.joined(separator: ", ")).run()
         }
-        for showing in input.showings ?? [] {
-            try await insertShowing(showing, event: id, city: input.city, published: status == .published, on: db)
-        }
+        try await insertShowings(input.showings ?? [], event: id, city: input.city, published: status == .published, on: db)
         if !(input.showings ?? []).isEmpty, !(input.categories ?? []).isEmpty, status == .published { try await relist(id, on: db, fresh: true) }
         return id
     }
@@ -344,6 +342,24 @@ struct EventStore: Sendable {
             """).first()
         guard let id = try row?.decode(column: "id", as: Int64.self) else { throw GatewayError.internalError("The showing was not created.") }
         return id
+    }
+
+    /// Creates showings of an event, a few hundred to a statement (an import writes thousands).
+    func insertShowings(_ inputs: [ShowingInput], event: Int64, city: Int?, published: Bool, on db: any SQLDatabase) async throws {
+        for chunk in stride(from: 0, to: inputs.count, by: 400).map({ inputs[$0 ..< min($0 + 400, inputs.count)] }) {
+            let rows = chunk.map { input -> SQLQueryString in
+                let start = Int64(input.start.timeIntervalSince1970.rounded(.down))
+                let end = max(start, Int64((input.end ?? input.start).timeIntervalSince1970.rounded(.down)))
+                return """
+                    (\(bind: event), \(bind: input.venue), \(bind: city), \(bind: published ? 1 : 0), \(bind: start), \(bind: end), \(bind: end - start),
+                     \(bind: input.allDay == true ? 1 : 0), \(bind: Self.nonEmpty(input.priceText)), \(bind: input.isFree == true ? 1 : 0), \(bind: input.capacity), 0)
+                    """
+            }
+            try await db.raw("""
+                INSERT INTO events_showings (event_id, venue_id, city_id, published, starts_at, ends_at, span, all_day, price_text, is_free, capacity, seats_taken)
+                VALUES
+                """ + rows.joined(separator: ", ")).run()
+        }
     }
 
     /// Changes a showing. Capacity may not drop below the seats held.

@@ -20,7 +20,7 @@ enum EventsMigrations {
                 CREATE TABLE events_venues (id \(unsafeRaw: serial), name TEXT NOT NULL, address TEXT, city_id BIGINT,
                   lat DOUBLE PRECISION, lon DOUBLE PRECISION, owner_id TEXT, created_at BIGINT NOT NULL, updated_at BIGINT NOT NULL)
                 """).run()
-            try await db.raw("CREATE INDEX events_venues_lat ON events_venues (lat)").run()
+            try await db.raw("CREATE INDEX events_venues_lat ON events_venues (lat, lon)").run()
             try await db.raw("CREATE INDEX events_venues_name ON events_venues (name)").run()
             try await db.raw("""
                 CREATE TABLE events_events (id \(unsafeRaw: serial), title TEXT NOT NULL, description TEXT, organizer TEXT,
@@ -40,22 +40,22 @@ enum EventsMigrations {
                   all_day INTEGER NOT NULL, price_text TEXT, is_free INTEGER NOT NULL, capacity BIGINT, seats_taken BIGINT NOT NULL)
                 """).run()
             // Covering indexes: a list reads the index alone, never the table, until its page is known.
-            try await db.raw("CREATE INDEX events_showings_event ON events_showings (event_id, starts_at)").run()
+            try await db.raw("CREATE INDEX events_showings_event ON events_showings (event_id, starts_at, ends_at)").run()
             try await db.raw("CREATE INDEX events_showings_city ON events_showings (city_id, published, starts_at, ends_at, span, event_id)").run()
             try await db.raw("CREATE INDEX events_showings_start ON events_showings (published, starts_at, ends_at, span, event_id)").run()
             try await db.raw("CREATE INDEX events_showings_venue ON events_showings (venue_id, published, starts_at, ends_at, span, event_id)").run()
-            try await db.raw("CREATE INDEX events_showings_long ON events_showings (city_id, ends_at, starts_at, event_id) WHERE span > 86400 AND published = 1").run()
-            try await db.raw("CREATE INDEX events_showings_long_all ON events_showings (ends_at, starts_at, event_id) WHERE span > 86400 AND published = 1").run()
-            try await db.raw("CREATE INDEX events_showings_long_venue ON events_showings (venue_id, ends_at, starts_at, event_id) WHERE span > 86400 AND published = 1").run()
+            try await db.raw("CREATE INDEX events_showings_long ON events_showings (city_id, ends_at, starts_at, event_id, span, published) WHERE span > 86400 AND published = 1").run()
+            try await db.raw("CREATE INDEX events_showings_long_all ON events_showings (ends_at, starts_at, event_id, span, published) WHERE span > 86400 AND published = 1").run()
+            try await db.raw("CREATE INDEX events_showings_long_venue ON events_showings (venue_id, ends_at, starts_at, event_id, span, published) WHERE span > 86400 AND published = 1").run()
             // The listing: one row per category of each showing of a published event, so that a list by
             // city, category and days is one range of one index.
             try await db.raw("""
                 CREATE TABLE events_listing (category_id BIGINT NOT NULL, city_id BIGINT, starts_at BIGINT NOT NULL, ends_at BIGINT NOT NULL,
                   span BIGINT NOT NULL, event_id BIGINT NOT NULL, showing_id BIGINT NOT NULL)
                 """).run()
-            try await db.raw("CREATE INDEX events_listing_short ON events_listing (city_id, category_id, starts_at, ends_at, span, event_id)").run()
-            try await db.raw("CREATE INDEX events_listing_long ON events_listing (city_id, category_id, ends_at, starts_at, event_id) WHERE span > 86400").run()
-            try await db.raw("CREATE INDEX events_listing_all ON events_listing (category_id, starts_at, ends_at, span, event_id)").run()
+            try await db.raw("CREATE INDEX events_listing_short ON events_listing (city_id, category_id, starts_at, ends_at, span, event_id, showing_id)").run()
+            try await db.raw("CREATE INDEX events_listing_long ON events_listing (city_id, category_id, ends_at, starts_at, event_id, span, showing_id) WHERE span > 86400").run()
+            try await db.raw("CREATE INDEX events_listing_all ON events_listing (category_id, starts_at, ends_at, span, event_id, showing_id)").run()
             try await db.raw("CREATE INDEX events_listing_event ON events_listing (event_id)").run()
             try await db.raw("""
                 CREATE TABLE events_reservations (id \(unsafeRaw: serial), showing_id BIGINT NOT NULL, event_id BIGINT NOT NULL,

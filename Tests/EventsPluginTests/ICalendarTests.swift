@@ -719,8 +719,9 @@ struct ICalendarWriterTests {
 
 @Suite("iCalendar real data")
 struct ICalendarRealDataTests {
+    /// The project's copy of the calendar (data/demo, with its provenance in data/demo/README.md).
     static let holidays = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent(
-        "../../../shared/data/events/USHolidays.ics"
+        "../../data/demo/USHolidays.ics"
     )
     .standardizedFileURL
 
