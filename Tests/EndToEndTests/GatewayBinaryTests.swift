@@ -111,6 +111,14 @@ struct GatewayBinaryTests {
         #expect(String(decoding: data, as: UTF8.self) == #"{"status":"ok"}"#)
         #expect(FileManager.default.fileExists(atPath: directory.appendingPathComponent("data/gateway.sqlite").path))
 
+        // The events demo: a week in Kaohsiung from today, and the US holidays calendar.
+        for (target, what) in [("/v1/events?city=15", "the Kaohsiung week"), ("/v1/events/search?q=Thanksgiving", "the holidays calendar")] {
+            let (body, reply) = try await URLSession.shared.data(from: URL(string: url + target)!)
+            #expect((reply as? HTTPURLResponse)?.statusCode == 200)
+            let items = (try JSONSerialization.jsonObject(with: body) as? [String: Any])?["items"] as? [Any]
+            #expect((items ?? []).isEmpty == false, "\(what) is loaded: \(String(decoding: body, as: UTF8.self).prefix(300))")
+        }
+
         // `gateway cache purge` reaches the running gateway through its admin endpoint.
         let purge = try run(["cache", "purge", "--url", url, "--key", masterKey, "--all"], in: directory)
         #expect(purge.status == 0, "\(purge.output)")

@@ -111,9 +111,9 @@ struct CalendarImportTests {
         }
     }
 
-    @Test("the US holidays calendar: 723 all-day events, none rejected, none duplicated on a second import")
-    func holidays() async throws {
-        try await withEvents { gateway in
+    @Test("the US holidays calendar: 723 all-day events, none rejected, none duplicated on a second import", arguments: TestStorage.available)
+    func holidays(storage: TestStorage) async throws {
+        try await withEvents(storage) { gateway in
             let report = try await importer(gateway).importFile(Self.holidays, options: [:], progress: RecordedProgress())
             #expect(report == ImportReport(imported: 723, rejected: []))
             _ = try await importer(gateway).importFile(Self.holidays, options: [:], progress: RecordedProgress())
