@@ -11,14 +11,23 @@ let strictSettings: [SwiftSetting] = [
 /// The bundled plugins by folder: each `Plugins/<Name>` is a target named `<Name>Plugin` that
 /// depends on GatewayCore only. SwiftPM looks for package plugins under Plugins/ by default, hence
 /// the explicit path.
-let bundledPluginFolders: [String] = ["Events", "Feeds", "Suggest", "Todo"]
+let bundledPluginFolders: [String] = ["Events", "Feeds", "Suggest", "Todo", "Transit"]
 let bundledPluginTargets = bundledPluginFolders.map { $0 + "Plugin" }
 /// Plugins made with `gateway plugin new`: each has a test target `Tests/<Name>PluginTests` with the
 /// usual dependencies. (The bundled plugins' test targets are declared below, with their own.)
 let scaffoldedPluginTests: [String] = []
 
+/// What a bundled plugin needs beside GatewayCore: libraries, and files of its folder that are not sources.
+let pluginExtras: [String: (dependencies: [Target.Dependency], exclude: [String])] = [
+    "Transit": ([.product(name: "ZIPFoundation", package: "ZIPFoundation"),
+                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+                 .product(name: "Crypto", package: "swift-crypto")],
+                ["Realtime/gtfs-realtime.proto", "Realtime/generate.sh"]),
+]
+
 func plugin(_ folder: String) -> Target {
-    .target(name: folder + "Plugin", dependencies: ["GatewayCore"], path: "Plugins/" + folder, swiftSettings: strictSettings)
+    .target(name: folder + "Plugin", dependencies: ["GatewayCore"] + (pluginExtras[folder]?.dependencies ?? []), path: "Plugins/" + folder,
+            exclude: pluginExtras[folder]?.exclude ?? [], swiftSettings: strictSettings)
 }
 
 func pluginTests(_ folder: String) -> Target {
@@ -57,6 +66,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-crypto.git", from: "4.5.2"),
         .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
+        .package(url: "https://github.com/weichsel/ZIPFoundation.git", from: "0.9.20"),
+        .package(url: "https://github.com/apple/swift-protobuf.git", from: "1.39.0"),
     ],
     targets: [
         .target(
@@ -161,6 +172,16 @@ let package = Package(
             dependencies: ["EventsPlugin", "GatewayTesting", "GatewayServer",
                            .product(name: "NIOFoundationCompat", package: "swift-nio")],
             exclude: ["Fixtures"],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "TransitPluginTests",
+            dependencies: ["TransitPlugin", "GatewayTesting", "GatewayServer",
+                           .product(name: "Hummingbird", package: "hummingbird"),
+                           .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                           .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+                           .product(name: "ZIPFoundation", package: "ZIPFoundation"),
+                           .product(name: "NIOFoundationCompat", package: "swift-nio")],
             swiftSettings: strictSettings
         ),
         .testTarget(

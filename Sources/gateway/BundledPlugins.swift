@@ -3,6 +3,7 @@ import FeedsPlugin
 import GatewayServer
 import SuggestPlugin
 import TodoPlugin
+import TransitPlugin
 
 /// The plugins compiled into this gateway: one line per plugin. plugins.yaml switches them on.
 let bundledPlugins: [PluginRegistration] = [
@@ -10,4 +11,5 @@ let bundledPlugins: [PluginRegistration] = [
     PluginRegistration(FeedsPlugin.self),
     PluginRegistration(SuggestPlugin.self),
     PluginRegistration(TodoPlugin.self),
+    PluginRegistration(TransitPlugin.self),
 ]

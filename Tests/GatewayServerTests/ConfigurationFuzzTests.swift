@@ -66,7 +66,7 @@ struct ConfigurationFuzzTests {
         for _ in 0..<1000 {
             let data = Self.mutate(Self.base, using: &rng)
             do {
-                let configuration = try GatewayConfiguration.parse(data, file: "plugins.yaml", knownPlugins: ["events", "feeds", "notes", "suggest", "todo"], environment: [:])
+                let configuration = try GatewayConfiguration.parse(data, file: "plugins.yaml", knownPlugins: ["events", "feeds", "notes", "suggest", "todo", "transit"], environment: [:])
                 if let config = configuration.plugins["notes"]?.config {
                     _ = try? config.decode(FuzzNotesConfiguration.self)
                 }

@@ -6,7 +6,7 @@ import Testing
 
 @Suite("plugins.yaml")
 struct ConfigurationTests {
-    static let known = ["events", "feeds", "notes", "suggest", "todo"]
+    static let known = ["events", "feeds", "notes", "suggest", "todo", "transit"]
 
     func parse(_ text: String, environment: [String: String] = [:]) throws(ConfigurationFileError) -> GatewayConfiguration {
         try GatewayConfiguration.parse(Data(text.utf8), file: "plugins.yaml", knownPlugins: Self.known, environment: environment)
