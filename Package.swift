@@ -230,6 +230,12 @@ let package = Package(
             swiftSettings: strictSettings
         ),
         .executableTarget(
+            name: "transit-bench",
+            dependencies: ["GatewayServer", "TransitPlugin", .product(name: "Logging", package: "swift-log")],
+            path: "Benchmarks/Servers/TransitBench",
+            swiftSettings: strictSettings
+        ),
+        .executableTarget(
             name: "hello-baseline",
             dependencies: [.product(name: "Hummingbird", package: "hummingbird")],
             path: "Benchmarks/Servers/HelloBaseline",

@@ -100,6 +100,10 @@ final class TransitNetwork: Sendable {
     let routes: [Route]
     let trips: [Trip]
     let services: [ServiceCalendar]
+    /// Each service's GTFS service_id.
+    let serviceNames: [String]
+    /// The box around every stop and station (nil without any).
+    let bounds: (minLat: Double, maxLat: Double, minLon: Double, maxLon: Double)?
     let shapes: [Shape]
     let stopIndex: [String: Int32]
     let routeIndex: [String: Int32]
@@ -128,6 +132,7 @@ final class TransitNetwork: Sendable {
         feeds = builder.feeds
         agencies = builder.agencies
         services = builder.services
+        serviceNames = builder.serviceNames
         shapes = builder.shapes
         agencyIndex = builder.agencyIndex
         feedTrips = builder.feedTrips
@@ -226,6 +231,8 @@ final class TransitNetwork: Sendable {
         stopIndex = builder.stopIndex
         routeIndex = builder.routeIndex
         tripIndex = builder.tripIndex
+        let located = stops.filter { $0.locationType <= 1 }
+        bounds = located.isEmpty ? nil : (located.map(\.lat).min()!, located.map(\.lat).max()!, located.map(\.lon).min()!, located.map(\.lon).max()!)
         spatial = SpatialIndex(points: stops.map { ($0.lat, $0.lon) }, include: stops.map { $0.locationType == 0 || $0.locationType == 1 })
         names = NameIndex(names: stops.map(\.name), include: stops.map { $0.locationType == 0 || $0.locationType == 1 })
     }
@@ -308,6 +315,7 @@ struct NetworkBuilder {
     var routes: [TransitNetwork.Route] = []
     var trips: [TransitNetwork.Trip] = []
     var services: [ServiceCalendar] = []
+    var serviceNames: [String] = []
     var shapes: [TransitNetwork.Shape] = []
     var stopTimes: [StopTimeRow] = []
     var agencyIndex: [String: Int32] = [:]

@@ -145,7 +145,8 @@ public struct TransitPlugin: ServicePlugin {
     }
 
     public var dialects: [Dialect] {
-        [TwCtBusDialect.make(runtime: runtime, settings: configuration)]
+        [TwCtBusDialect.make(runtime: runtime, settings: configuration),
+         OneBusAwayDialect.make(runtime: runtime, settings: configuration)]
     }
 
     public var operations: [ServiceOperation] {

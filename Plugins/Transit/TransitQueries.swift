@@ -92,10 +92,13 @@ struct TransitView: Sendable {
     }
 
     /// Arrivals and departures at `stop` (a station: at its stops) whose departure, scheduled or
-    /// predicted, falls within `from ... to`, by that time.
-    func arrivals(at stop: Int32, time: Int64, from: Int64, to: Int64) -> [TripStop] {
+    /// predicted, falls within `from ... to` — or, with `anyTime`, whose arrival or departure does
+    /// (OneBusAway's rule) — by that time.
+    func arrivals(at stop: Int32, time: Int64, from: Int64, to: Int64, anyTime: Bool = false) -> [TripStop] {
         let zone = network.zone(ofStop: stop)
         let slack = realtime.maxDelay
+        // A vehicle arriving in the window may leave after it: look that much further.
+        let dwell: Int64 = anyTime ? 1800 : 0
         var result: [TripStop] = []
         var tripTimes: [Int32: [PredictedTime]?] = [:]
         for served in servedStops(stop) {
@@ -116,13 +119,16 @@ struct TransitView: Sendable {
                     let stopTime = network.stopTimes[position]
                     position += 1
                     let departure = Int64(network.stDeparture[Int(stopTime)])
-                    if departure > to + slack - base { break }
+                    if departure > to + slack + dwell - base { break }
                     let trip = network.stTrip[Int(stopTime)]
                     guard network.services[Int(network.trips[Int(trip)].service)].runs(on: day) else { continue }
                     let item = tripStop(stopTime, trip: trip, day: day, base: base, time: time, cache: &tripTimes)
-                    let scheduledIn = item.scheduledDeparture >= from && item.scheduledDeparture <= to
-                    let predictedIn = item.predicted.departure.map { $0 >= from && $0 <= to } ?? false
-                    if scheduledIn || predictedIn { result.append(item) }
+                    let window = from...to
+                    var inside = window.contains(item.scheduledDeparture) || item.predicted.departure.map(window.contains) == true
+                    if anyTime && !inside {
+                        inside = window.contains(item.scheduledArrival) || item.predicted.arrival.map(window.contains) == true
+                    }
+                    if inside { result.append(item) }
                 }
             }
         }

@@ -159,6 +159,7 @@ struct TransitStore: Sendable {
             if let index = localServices[id] { return index }
             let index = Int32(builder.services.count)
             builder.services.append(ServiceCalendar())
+            builder.serviceNames.append(id)
             localServices[id] = index
             return index
         }

@@ -61,7 +61,7 @@ struct GatewayBinaryTests {
         #expect(try read("Plugins/BusStops/BusStopsMigrations.swift").contains("Migration(1, \"create bus_stops_visits\")"))
         #expect(try read("Tests/BusStopsPluginTests/BusStopsPluginTests.swift").contains("MatrixCallers.prepare"))
         let manifest = try read("Package.swift")
-        #expect(manifest.contains(#"let bundledPluginFolders: [String] = ["Events", "Feeds", "Suggest", "Todo", "BusStops"]"#))
+        #expect(manifest.contains(#"let bundledPluginFolders: [String] = ["Events", "Feeds", "Suggest", "Todo", "Transit", "BusStops"]"#))
         #expect(manifest.contains(#"let scaffoldedPluginTests: [String] = ["BusStops"]"#))
         let bundled = try read("Sources/gateway/BundledPlugins.swift")
         #expect(bundled.hasPrefix("import BusStopsPlugin\n") && bundled.contains("    PluginRegistration(BusStopsPlugin.self),\n]"))
@@ -111,8 +111,9 @@ struct GatewayBinaryTests {
         #expect(String(decoding: data, as: UTF8.self) == #"{"status":"ok"}"#)
         #expect(FileManager.default.fileExists(atPath: directory.appendingPathComponent("data/gateway.sqlite").path))
 
-        // The events demo: a week in Kaohsiung from today, and the US holidays calendar.
-        for (target, what) in [("/v1/events?city=15", "the Kaohsiung week"), ("/v1/events/search?q=Thanksgiving", "the holidays calendar")] {
+        // The events demo (a week in Kaohsiung from today, the US holidays calendar) and the transit demo feed.
+        for (target, what) in [("/v1/events?city=15", "the Kaohsiung week"), ("/v1/events/search?q=Thanksgiving", "the holidays calendar"),
+                               ("/v1/transit/stops/near?lat=36.915682&lon=-116.751677", "the GTFS example feed")] {
             let (body, reply) = try await URLSession.shared.data(from: URL(string: url + target)!)
             #expect((reply as? HTTPURLResponse)?.statusCode == 200)
             let items = (try JSONSerialization.jsonObject(with: body) as? [String: Any])?["items"] as? [Any]
