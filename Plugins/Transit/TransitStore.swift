@@ -192,15 +192,25 @@ struct TransitStore: Sendable {
             builder.shapes.append(TransitNetwork.Shape(id: prefix + id, points: points))
             points = []
         }
-        for row in try await database.raw("""
-            SELECT shape_id, lat, lon FROM transit_shapes WHERE version = \(bind: version) ORDER BY shape_id, sequence
-            """).all() {
-            let id = try row.decode(column: "shape_id", as: String.self)
-            if id != current {
-                finishShape()
-                current = id
+        // Shapes and stop times are read a page at a time along their index (`(key, sequence)` after
+        // the last row read), so that loading a big feed never holds all its rows at once.
+        var after = ("", -1)
+        while true {
+            let page = try await database.raw("""
+                SELECT shape_id, sequence, lat, lon FROM transit_shapes WHERE version = \(bind: version)
+                  AND (shape_id > \(bind: after.0) OR (shape_id = \(bind: after.0) AND sequence > \(bind: after.1)))
+                ORDER BY shape_id, sequence LIMIT \(unsafeRaw: String(Self.pageSize))
+                """).all()
+            for row in page {
+                let id = try row.decode(column: "shape_id", as: String.self)
+                if id != current {
+                    finishShape()
+                    current = id
+                }
+                points.append((try row.decode(column: "lat", as: Double.self), try row.decode(column: "lon", as: Double.self)))
+                after = (id, try row.decode(column: "sequence", as: Int.self))
             }
-            points.append((try row.decode(column: "lat", as: Double.self), try row.decode(column: "lon", as: Double.self)))
+            if page.count < Self.pageSize { break }
         }
         finishShape()
 
@@ -224,20 +234,31 @@ struct TransitStore: Sendable {
                 wheelchair: try row.decode(column: "wheelchair", as: Int.self), first: 0, count: 0))
         }
 
-        let rows = try await database.raw("""
-            SELECT trip_id, stop_sequence, stop_id, arrival, departure, headsign FROM transit_stop_times WHERE version = \(bind: version)
-            """).all()
-        builder.stopTimes.reserveCapacity(builder.stopTimes.count + rows.count)
-        for row in rows {
-            guard let trip = localTrips[try row.decode(column: "trip_id", as: String.self)],
-                  let stop = localStops[try row.decode(column: "stop_id", as: String.self)] else { continue }
-            builder.stopTimes.append(StopTimeRow(
-                trip: trip, sequence: Int32(try row.decode(column: "stop_sequence", as: Int.self)), stop: stop,
-                arrival: (try row.decode(column: "arrival", as: Int?.self)).map { Int32($0) },
-                departure: (try row.decode(column: "departure", as: Int?.self)).map { Int32($0) },
-                headsign: try row.decode(column: "headsign", as: String?.self)))
+        builder.stopTimes.reserveCapacity(builder.stopTimes.count + record.summary.stopTimes)
+        var last = ("", -1)
+        while true {
+            let page = try await database.raw("""
+                SELECT trip_id, stop_sequence, stop_id, arrival, departure, headsign FROM transit_stop_times WHERE version = \(bind: version)
+                  AND (trip_id > \(bind: last.0) OR (trip_id = \(bind: last.0) AND stop_sequence > \(bind: last.1)))
+                ORDER BY trip_id, stop_sequence LIMIT \(unsafeRaw: String(Self.pageSize))
+                """).all()
+            for row in page {
+                let tripID = try row.decode(column: "trip_id", as: String.self)
+                let sequence = try row.decode(column: "stop_sequence", as: Int.self)
+                last = (tripID, sequence)
+                guard let trip = localTrips[tripID], let stop = localStops[try row.decode(column: "stop_id", as: String.self)] else { continue }
+                builder.stopTimes.append(StopTimeRow(
+                    trip: trip, sequence: Int32(sequence), stop: stop,
+                    arrival: (try row.decode(column: "arrival", as: Int?.self)).map { Int32($0) },
+                    departure: (try row.decode(column: "departure", as: Int?.self)).map { Int32($0) },
+                    headsign: try row.decode(column: "headsign", as: String?.self)))
+            }
+            if page.count < Self.pageSize { break }
         }
     }
+
+    /// Rows read per statement when loading shapes and stop times.
+    static let pageSize = 20_000
 }
 
 /// Inserts rows of one table a batch at a time (one multi-row statement per batch).

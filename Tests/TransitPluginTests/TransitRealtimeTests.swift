@@ -189,3 +189,67 @@ struct TransitRealtimeTests {
         Issue.record("the condition never held")
     }
 }
+
+@Suite("transit: feeds kept up to date from plugins.yaml")
+struct TransitFeedSourceTests {
+    @Test("a configured path and a configured URL are imported on start; an unchanged source is skipped; health says what is missing")
+    func configuredFeeds() async throws {
+        let zip = try Data(contentsOf: sampleFeed)
+        let fetches = Mutex(0)
+        let router = Router()
+        router.get("/feed.zip") { _, _ -> Response in
+            fetches.withLock { $0 += 1 }
+            return Response(status: .ok, headers: [.contentType: "application/zip"], body: .init(byteBuffer: ByteBuffer(data: zip)))
+        }
+        var files = FeedFiles.minimal
+        files["stops.txt"] = FeedFiles.stops.replacingOccurrences(of: "First Street", with: "Local Street")
+        let local = try FeedFiles.zip(files)
+        try await withLoopbackServer(router) { port in
+            let yaml = """
+                plugins:
+                  transit:
+                    config:
+                      feeds:
+                        - { id: local, source: "\(local.path)" }
+                        - { id: remote, source: "http://127.0.0.1:\(port)/feed.zip", refresh: 1m }
+                """
+            try await withTransit(yaml: yaml, feed: nil) { gateway in
+                let plugin = try gateway.transitPlugin
+                let health = await plugin.health()
+                #expect(health.status == .degraded && health.reason?.contains("feed local is not imported yet") == true)
+                let refresher = try #require(plugin.services.first { $0 is FeedRefresher })
+                let task = Task { try await refresher.run() }
+                defer { task.cancel() }
+                for _ in 0..<100 where plugin.runtime.network.feeds.count < 2 { try await Task.sleep(for: .milliseconds(100)) }
+                #expect(plugin.runtime.network.feeds.map(\.id) == ["local", "remote"])
+                #expect(try await gateway.send(.get, "/v1/transit/stops/TST_A").json["stop"]?["name"]?.stringValue == "Local Street")
+                #expect(try await gateway.send(.get, "/v1/transit/stops/DTA_STAGECOACH").status == 200)
+                #expect(await plugin.health().status == .ok)
+                #expect(fetches.withLock { $0 } == 1)
+
+                // Refreshing an unchanged source writes nothing.
+                let before = plugin.runtime.network.feeds.map(\.version)
+                let again = try await plugin.feeds.refresh(try #require(plugin.configuration.feeds.last))
+                #expect(again.unchanged)
+                #expect(plugin.runtime.network.feeds.map(\.version) == before)
+            }
+        }
+    }
+
+    @Test("an instance picks up a feed another instance imported", arguments: TestStorage.available)
+    func otherInstance(storage: TestStorage) async throws {
+        let yaml = transitYAML.replacingOccurrences(of: "transit: {}", with: "transit:\n    config: { watchInterval: 1s }")
+        try await withTransit(storage, yaml: yaml, feed: nil) { gateway in
+            let plugin = try gateway.transitPlugin
+            let watcher = try #require(plugin.services.first { $0 is FeedWatcher })
+            let task = Task { try await watcher.run() }
+            defer { task.cancel() }
+            // Another instance's import: rows written straight through the store, this instance not told.
+            _ = try await GTFSFeedImport(store: plugin.runtime.store, limits: GTFSLimits())
+                .run(zip: sampleFeed, feed: "sample", source: "elsewhere", strict: false, progress: SilentProgress())
+            #expect(plugin.runtime.network.feeds.isEmpty)
+            for _ in 0..<50 where plugin.runtime.network.feeds.isEmpty { try await Task.sleep(for: .milliseconds(100)) }
+            #expect(plugin.runtime.network.feeds.map(\.id) == ["sample"])
+        }
+    }
+}
