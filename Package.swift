@@ -210,7 +210,7 @@ let package = Package(
             swiftSettings: strictSettings
         ),
         // Depends on the executable so that `swift test` builds the binary it runs.
-        .testTarget(name: "EndToEndTests", dependencies: ["gateway", "GatewayServer",
+        .testTarget(name: "EndToEndTests", dependencies: ["gateway", "GatewayServer", "GatewayTesting",
                                                           .product(name: "AsyncHTTPClient", package: "async-http-client"),
                                                           .product(name: "NIOFoundationCompat", package: "swift-nio"),
                                                           .product(name: "NIOHTTP1", package: "swift-nio")],

@@ -94,8 +94,22 @@ final class TermStore: Sendable {
         return true
     }
 
-    /// Replaces a whole dictionary in one transaction: readers see the old one or the new one.
-    func replace(dictionary: String, with terms: [Term]) async throws {
+    /// Replaces a whole dictionary in one transaction: readers see the old one or the new one. A
+    /// keyword given twice keeps its last text and weight (PostgreSQL refuses a statement that
+    /// would update one row twice, so duplicates are merged before the rows are sent).
+    func replace(dictionary: String, with given: [Term]) async throws {
+        var position: [String: Int] = [:]
+        var merged: [Term] = []
+        merged.reserveCapacity(given.count)
+        for term in given {
+            if let index = position[term.keyword] {
+                merged[index] = term
+            } else {
+                position[term.keyword] = merged.count
+                merged.append(term)
+            }
+        }
+        let terms = merged
         try await database.transaction { db in
             try await db.delete(from: "suggest_terms").where("dictionary", .equal, dictionary).run()
             for chunk in stride(from: 0, to: terms.count, by: 500).map({ Array(terms[$0..<min($0 + 500, terms.count)]) }) {

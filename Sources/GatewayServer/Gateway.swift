@@ -192,7 +192,14 @@ public final class Gateway: Sendable {
                 pluginID: registration.id, logger: pluginLogger, metrics: metrics.factory, database: db, clock: options.clock,
                 http: http, notifier: inbox, history: inbox, events: events, cache: cache, accounts: directory, baseDirectory: options.baseDirectory,
             appKeys: Set(configuration.auth.appKeys))
-            let instance = try await registration.make(settings.config, context)
+            let instance: any ServicePlugin
+            do {
+                instance = try await registration.make(settings.config, context)
+            } catch let error as ConfigurationFileError {
+                throw error
+            } catch {
+                throw StartupStepError(step: "starting plugin \(registration.id)", cause: error)
+            }
             plugins.append(LoadedPlugin(
                 id: registration.id, summary: registration.summary, mount: settings.mount ?? "/v1/\(registration.id)",
                 dialectMount: settings.dialectMount ?? "", instance: instance, context: context))
@@ -420,7 +427,11 @@ public final class Gateway: Sendable {
         let loaded = Set(try await database.select().column("plugin").from("gateway_demo_data").all(decoding: Row.self).map(\.plugin))
         for plugin in plugins where !loaded.contains(plugin.id) {
             logger.info("loading demo data", metadata: ["plugin": .string(plugin.id)])
-            try await plugin.instance.loadDemoData()
+            do {
+                try await plugin.instance.loadDemoData()
+            } catch {
+                throw StartupStepError(step: "loading the demo data of plugin \(plugin.id)", cause: error)
+            }
             try await database.insert(into: "gateway_demo_data").columns("plugin", "loaded_at")
                 .values(SQLBind(plugin.id), SQLBind(Timestamp.format(Date()))).run()
         }

@@ -1,4 +1,6 @@
 import Foundation
+import GatewayServer
+import GatewayTesting
 import Testing
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -95,6 +97,33 @@ struct GatewayBinaryTests {
         let bad = try run(["check", "--config", "bad.yaml"], in: directory)
         #expect(bad.status != 0)
         #expect(bad.output.contains("bad.yaml:4:13: cache.maxBytes: \"lots\" is not a size"), "\(bad.output)")
+    }
+
+    @Test("`gateway serve` of the shipped plugins.yaml on PostgreSQL: every plugin's demo data loads and answers",
+          .enabled(if: ProcessInfo.processInfo.environment["POSTGRES_URL"] != nil))
+    func servePostgres() async throws {
+        try await TestStorage.postgres.withFreshLocation { location, _ in
+            guard case .postgres(let databaseURL) = location else { return }
+            let directory = try temporaryDirectory()
+            defer { try? FileManager.default.removeItem(at: directory) }
+            let shipped = try String(contentsOf: Self.packageRoot.appendingPathComponent("plugins.yaml"), encoding: .utf8)
+            let configured = shipped.split(separator: "\n", omittingEmptySubsequences: false).map { line in
+                line.hasPrefix("storage:") ? "storage: \(databaseURL)" : String(line)
+            }.joined(separator: "\n")
+            #expect(configured != shipped)
+            try configured.write(to: directory.appendingPathComponent("plugins.yaml"), atomically: true, encoding: .utf8)
+            let server = try await GatewayProcess(directory: directory, logLevel: "warning")
+            defer { server.stop() }
+            for (target, what) in [("/v1/suggest?q=star", "the suggest dictionaries"), ("/v1/events?city=15", "the events week"),
+                                   ("/v1/transit/stops/near?lat=36.915682&lon=-116.751677", "the transit feed"),
+                                   ("/v1/feeds", "the demo feed")] {
+                let (body, reply) = try await URLSession.shared.data(from: URL(string: server.url + target)!)
+                #expect((reply as? HTTPURLResponse)?.statusCode == 200, "\(what): \(String(decoding: body, as: UTF8.self).prefix(300))")
+                let items = (try JSONSerialization.jsonObject(with: body) as? [String: Any])?["items"] as? [Any]
+                #expect((items ?? []).isEmpty == false, "\(what) is loaded: \(String(decoding: body, as: UTF8.self).prefix(300))")
+            }
+            #expect(FileManager.default.fileExists(atPath: directory.appendingPathComponent("data/gateway.sqlite").path) == false)
+        }
     }
 
     @Test("`gateway serve` creates its database, answers, and stops cleanly on SIGTERM")

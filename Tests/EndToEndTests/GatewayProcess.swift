@@ -12,8 +12,9 @@ final class GatewayProcess: @unchecked Sendable {
         process.arguments = ["serve", "--port", "0", "--log-level", logLevel]
         process.currentDirectoryURL = directory
         let pipe = Pipe()
+        let errors = Pipe()
         process.standardOutput = pipe
-        process.standardError = FileHandle.nullDevice
+        process.standardError = errors
         try process.run()
         var output = ""
         let deadline = Date().addingTimeInterval(30)
@@ -24,7 +25,9 @@ final class GatewayProcess: @unchecked Sendable {
         }
         guard let found = output.split(separator: " ").first(where: { $0.hasPrefix("http://") }).map(String.init) else {
             if process.isRunning { process.terminate() }
-            throw GatewayProcessError(description: "the server printed no URL: \(output)")
+            process.waitUntilExit()
+            let logged = String(decoding: errors.fileHandleForReading.availableData, as: UTF8.self)
+            throw GatewayProcessError(description: "the server printed no URL: \(output)\n\(logged)")
         }
         url = found
     }

@@ -284,6 +284,28 @@ struct SuggestPluginTests {
         }
     }
 
+    @Test("the shipped demo dictionaries load on both databases; a keyword given twice keeps its last line", arguments: TestStorage.available)
+    func shippedDemo(storage: TestStorage) async throws {
+        let demo = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("data/demo")
+        let yaml = "plugins:\n  suggest:\n    config: { dictionaries: [\(demo.path)/movies.tsv, \(demo.path)/jieba-slice.txt] }\n"
+        try await TestGateway.with(suggest, yaml: yaml, storage: storage, configure: { $0.loadDemoData = true }) { gateway in
+            let response = try await gateway.gateway.handle(.get, "/v1/suggest?q=star&limit=3")
+            #expect(response.status == 200)
+            #expect(String(buffer: response.body).contains("Star"))
+            let plugin = try #require(gateway.gateway.plugins.first { $0.id == "suggest" }?.instance as? SuggestPlugin)
+            try await plugin.store.replace(dictionary: "twice", with: [
+                Term(dictionary: "twice", keyword: "Alpha", text: "first", weight: 1),
+                Term(dictionary: "twice", keyword: "Beta", text: "beta", weight: 2),
+                Term(dictionary: "twice", keyword: "Alpha", text: "second", weight: 3),
+            ])
+            let counts = try await plugin.store.dictionaries()
+            #expect(counts.first { $0.name == "twice" }?.terms == 2)
+            let alpha = try await gateway.gateway.handle(.get, "/v1/suggest?q=alpha")
+            #expect(String(buffer: alpha.body).contains("second") && String(buffer: alpha.body).contains("first") == false)
+        }
+    }
+
     @Test("configured dictionaries load as demo data; a missing file stops start-up at its line")
     func demoData() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("suggest-demo-\(UUID().uuidString)")

@@ -50,7 +50,11 @@ public struct MigrationRunner: Sendable {
                 }
                 for step in steps.sorted(by: { $0.version < $1.version }) where !done.contains(step.version) {
                     logger.info("migrating", metadata: ["owner": "\(owner)", "version": "\(step.version)", "name": "\(step.name)"])
-                    try await step.up(db)
+                    do {
+                        try await step.up(db)
+                    } catch {
+                        throw StartupStepError(step: "migration \(step.version) of \(owner) (\(step.name))", cause: error)
+                    }
                     try await db.insert(into: "gateway_migrations")
                         .columns("owner", "version", "name", "applied_at")
                         .values(SQLBind(owner), SQLBind(step.version), SQLBind(step.name), SQLBind(Timestamp.format(Date())))

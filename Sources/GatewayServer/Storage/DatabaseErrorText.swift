@@ -1,0 +1,38 @@
+import PostgresKit
+import SQLiteKit
+
+/// A database error in words an operator can act on, for logs and the command line (never for
+/// clients, who get a plain 500 problem). PostgreSQL's errors describe themselves generically on
+/// purpose; this names the SQLSTATE, the server's message and detail, and no bound values.
+public enum DatabaseErrorText {
+    public static func describe(_ error: any Error) -> String {
+        if let error = error as? PSQLError {
+            var parts: [String] = []
+            if let info = error.serverInfo {
+                if let state = info[.sqlState] { parts.append("SQLSTATE \(state)") }
+                if let message = info[.message] { parts.append(message) }
+                if let detail = info[.detail] { parts.append("detail: \(detail)") }
+                if let hint = info[.hint] { parts.append("hint: \(hint)") }
+                if let table = info[.tableName] { parts.append("table \(table)") }
+                if let constraint = info[.constraintName] { parts.append("constraint \(constraint)") }
+            }
+            if parts.isEmpty {
+                parts.append("\(error.code)")
+                if let underlying = error.underlying { parts.append(String(describing: underlying)) }
+            }
+            return "PostgreSQL: " + parts.joined(separator: "; ")
+        }
+        if let error = error as? SQLiteError {
+            return "SQLite: \(error.message) (\(error.reason))"
+        }
+        return String(describing: error)
+    }
+}
+
+/// A step of starting the gateway that failed, named, with its cause in words.
+struct StartupStepError: Error, CustomStringConvertible {
+    var step: String
+    var cause: any Error
+
+    var description: String { "\(step) failed: \(DatabaseErrorText.describe(cause))" }
+}
