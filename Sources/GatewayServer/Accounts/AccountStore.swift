@@ -2,7 +2,9 @@ import Crypto
 import Foundation
 import GatewayCore
 import HummingbirdBcrypt
+import NIOPosix
 import SQLKit
+import Synchronization
 
 /// Users, sessions and API keys, in the gateway's own tables.
 ///
@@ -167,7 +169,7 @@ public struct AccountStore: Sendable {
             throw GatewayError.invalid(field: "/passwd", "must be the 40-digit SHA-1 prehash")
         }
         let key = Self.usernameKey(name)
-        let hash = Bcrypt.hash(secret.prehash(for: name), cost: UInt8(bcryptCost))
+        let hash = try await Self.hash(secret.prehash(for: name), cost: bcryptCost)
         let now = clock.now().timeIntervalSince1970
         let row = UserRow(id: Self.newID(), username: name, username_key: key, display_name: displayName ?? name,
                           profile: String(decoding: try JSONEncoder().encode(profile), as: UTF8.self), password_hash: hash,
@@ -229,19 +231,35 @@ public struct AccountStore: Sendable {
     public func verify(username: String, secret: Secret) async throws -> User? {
         let row = try await userRow(usernameKey: Self.usernameKey(username))
         let candidate = secret.prehash(for: row?.username ?? username.trimmingCharacters(in: .whitespacesAndNewlines))
-        let hash = row?.password_hash ?? Self.decoyHash
-        let matches = Bcrypt.verify(candidate, hash: hash)
+        let hash: String
+        if let stored = row?.password_hash { hash = stored } else { hash = try await Self.decoyHash(cost: bcryptCost) }
+        let matches = try await NIOThreadPool.singleton.runIfActive { Bcrypt.verify(candidate, hash: hash) }
         guard let row, matches, row.disabled == 0 else { return nil }
         return row.user
     }
 
-    private static let decoyHash = Bcrypt.hash("decoy-password-for-missing-users", cost: 10)
+    /// bcrypt of `text` on NIO's blocking thread pool: hashing takes a quarter of a second at cost
+    /// 12 and must never hold a thread of the cooperative pool, where every other request runs.
+    static func hash(_ text: String, cost: Int) async throws -> String {
+        try await NIOThreadPool.singleton.runIfActive { Bcrypt.hash(text, cost: UInt8(cost)) }
+    }
+
+    /// A hash of the configured cost to verify against when the user does not exist, so that an
+    /// unknown name costs the same time as a wrong password. Made once per cost.
+    static func decoyHash(cost: Int) async throws -> String {
+        if let made = decoys.withLock({ $0[cost] }) { return made }
+        let made = try await hash("decoy-password-for-missing-users", cost: cost)
+        decoys.withLock { $0[cost] = made }
+        return made
+    }
+
+    private static let decoys = Mutex<[Int: String]>([:])
 
     /// Replaces a user's password and ends all their sessions.
     public func setPassword(userID: String, secret: Secret) async throws {
         guard let row = try await userRow(id: userID) else { throw GatewayError.notFound("No such user.") }
         if case .plain(let password) = secret, let problem = Self.passwordProblem(password) { throw GatewayError.invalid(field: "/newPassword", problem) }
-        let hash = Bcrypt.hash(secret.prehash(for: row.username), cost: UInt8(bcryptCost))
+        let hash = try await Self.hash(secret.prehash(for: row.username), cost: bcryptCost)
         try await database.update("gateway_users").set("password_hash", to: hash).set("updated_at", to: clock.now().timeIntervalSince1970)
             .where("id", .equal, userID).run()
         try await revokeAllSessions(userID: userID)

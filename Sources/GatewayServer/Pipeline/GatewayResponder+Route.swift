@@ -60,7 +60,12 @@ extension GatewayResponder {
             credential = dialect.credentials(raw)
             invalidCredential = dialect.credentials.invalid
         } else {
+            // A credential the gateway cannot verify is a 401, even beside one it can.
+            if let refusal = NativeCredentials.refusal(in: request.headers) { throw refusal }
             credential = NativeCredentials.extract(from: request.headers)
+            if let second = NativeCredentials.secondKey(in: request.headers) {
+                _ = try await identify(second, address: context.remoteAddress, invalid: .refuse)
+            }
         }
         let (principal, credentialRefused) = try await identify(credential, address: context.remoteAddress, invalid: invalidCredential)
         let limitHeaders = try await limit(principal, plugin: mounted.pluginID, cost: mounted.cost)

@@ -23,6 +23,25 @@ extension Authenticator {
 public enum NativeCredentials {
     static let apiKeyField = HTTPField.Name("X-Api-Key")!
 
+    /// What `extract` cannot say, checked before a native request goes on: an `Authorization`
+    /// field that is not `Bearer <token>` (Basic, an empty token) is a 401, never a guest.
+    public static func refusal(in headers: HTTPFields) -> GatewayError? {
+        guard let authorization = headers.value(.authorization) else { return nil }
+        let parts = authorization.split(separator: " ", maxSplits: 1)
+        guard parts.count == 2, parts[0].lowercased() == "bearer", !parts[1].trimmingCharacters(in: .whitespaces).isEmpty else {
+            let scheme = parts.first.map { String($0.prefix(20)) } ?? ""
+            return GatewayError.unauthorized("The Authorization scheme '\(scheme)' is not accepted: send `Bearer <session token>`, or an API key in X-Api-Key.")
+        }
+        return nil
+    }
+
+    /// The API key of a request that also carries a session token: it must be verified too, so that
+    /// a bad key is refused rather than ignored.
+    public static func secondKey(in headers: HTTPFields) -> Credential? {
+        guard headers.value(.authorization) != nil, let key = headers.value(apiKeyField) else { return nil }
+        return .apiKey(key)
+    }
+
     public static func extract(from headers: HTTPFields) -> Credential? {
         if let authorization = headers.value(.authorization) {
             let parts = authorization.split(separator: " ", maxSplits: 1)
