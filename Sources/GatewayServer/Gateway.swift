@@ -113,10 +113,12 @@ public final class Gateway: Sendable {
         var channels: [PostgresChannel] = []
         var invalidations: PostgresChannel?
         var eventChannel: PostgresChannel?
+        var authChannel: PostgresChannel?
         if case .postgres(let url) = configuration.storage {
             invalidations = PostgresChannel(channel: "gateway_cache", url: url, database: db, logger: logger)
             eventChannel = PostgresChannel(channel: "gateway_events", url: url, database: db, logger: logger)
-            channels = [invalidations!, eventChannel!]
+            authChannel = PostgresChannel(channel: "gateway_auth", url: url, database: db, logger: logger)
+            channels = [invalidations!, eventChannel!, authChannel!]
         }
         var eventBroadcast: (@Sendable (String) async -> Void)?
         if let eventChannel { eventBroadcast = { message in await eventChannel.publish(message) } }
@@ -156,6 +158,11 @@ public final class Gateway: Sendable {
         let accounts = AccountStore(database: db, clock: options.clock, bcryptCost: configuration.auth.bcryptCost,
                                     sessionTTL: configuration.auth.sessionTTL.seconds)
         let accountAuthenticator = AccountAuthenticator(store: accounts)
+        if let authChannel {
+            // Revocations reach every instance at once, not after the credential cache's few seconds.
+            accountAuthenticator.broadcast { message in Task { await authChannel.publish(message) } }
+            authChannel.onMessage { message in accountAuthenticator.forget(message: message) }
+        }
         let loginThrottle = LoginThrottle()
         let directory = GatewayAccountDirectory(store: accounts, authenticator: accountAuthenticator, throttle: loginThrottle,
                                                 registration: configuration.auth.registration)

@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import GatewayCore
 import NIOConcurrencyHelpers
@@ -7,8 +8,10 @@ import NIOConcurrencyHelpers
 /// A presented credential that is unknown, expired, revoked or belongs to a disabled user is a 401,
 /// never a silent fall-back to guest. A key used from an address it does not allow is a 403.
 /// Resolved credentials are remembered for a few seconds so that a hot path costs no database
-/// query; revocations made through this gateway take effect at once (``forget(userID:)``), and
-/// those made by another instance within ``cacheTTL``.
+/// query; revocations made through this gateway take effect at once (``forget(userID:)``), on
+/// every instance sharing its PostgreSQL database too (``broadcast(with:)``: a logout, a revoked key
+/// or session, a password change or a disabled user is sent to the others, which forget it), and
+/// those made behind the gateways' backs (in the database itself) within ``cacheTTL``.
 public final class AccountAuthenticator: Authenticator {
     public let store: AccountStore
     /// How long a resolved credential is trusted without asking the database.
@@ -23,6 +26,7 @@ public final class AccountAuthenticator: Authenticator {
     }
 
     private let cache = NIOLockedValueBox<[String: Cached]>([:])
+    private let broadcaster = NIOLockedValueBox<(@Sendable (String) -> Void)?>(nil)
 
     public init(store: AccountStore, cacheTTL: Duration = .seconds(5)) {
         self.store = store
@@ -85,22 +89,48 @@ public final class AccountAuthenticator: Authenticator {
     }
 
     /// Drops remembered credentials of `userID` (after a logout, password change, key revocation
-    /// or disabling), or all of them when nil.
+    /// or disabling), or all of them when nil — here and on the other instances.
     public func forget(userID: String?) {
+        forgetHere(userID: userID)
+        broadcaster.withLockedValue { $0 }?(userID.map { "user:" + $0 } ?? "all")
+    }
+
+    /// Drops one remembered credential, here and on the other instances (which are told its
+    /// SHA-256, never the secret).
+    public func forget(credential: Credential) {
+        let key = Self.cacheKey(credential)
+        cache.withLockedValue { $0[key] = nil }
+        broadcaster.withLockedValue { $0 }?("credential:" + Self.digest(key))
+    }
+
+    /// Sends what this instance forgets to the others (`send` publishes one message).
+    public func broadcast(with send: @escaping @Sendable (String) -> Void) {
+        broadcaster.withLockedValue { $0 = send }
+    }
+
+    /// Applies what another instance forgot.
+    public func forget(message: String) {
+        if message == "all" {
+            forgetHere(userID: nil)
+        } else if message.hasPrefix("user:") {
+            forgetHere(userID: String(message.dropFirst(5)))
+        } else if message.hasPrefix("credential:") {
+            let digest = String(message.dropFirst(11))
+            cache.withLockedValue { table in
+                for key in table.keys where Self.digest(key) == digest { table[key] = nil }
+            }
+        }
+    }
+
+    private func forgetHere(userID: String?) {
         cache.withLockedValue { table in
             guard let userID else { return table.removeAll() }
             table = table.filter { $0.value.userID != userID }
         }
     }
 
-    /// Drops one remembered credential.
-    public func forget(credential: Credential) {
-        cache.withLockedValue { table in
-            switch credential {
-            case .sessionToken(let token): table["s:" + token] = nil
-            case .apiKey(let key): table["k:" + key] = nil
-            }
-        }
+    private static func digest(_ key: String) -> String {
+        SHA256.hash(data: Data(key.utf8)).map { String(format: "%02x", $0) }.joined()
     }
 }
 
