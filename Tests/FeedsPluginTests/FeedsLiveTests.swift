@@ -183,44 +183,24 @@ struct FeedsLiveTests {
 
     @Test("with PostgreSQL a change through one instance reaches subscribers of another", .enabled(if: TestStorage.available.contains(.postgres)))
     func crossInstance() async throws {
-        try await TestStorage.postgres.withFreshLocation { location, directory in
-            var configuration = try GatewayConfiguration.parse(Data(feedsYAML.utf8), file: "plugins.yaml", knownPlugins: ["feeds"])
-            configuration.storage = location
-            configuration.auth.bcryptCost = 10
-            var options = Gateway.Options(baseDirectory: directory)
-            options.logger.logLevel = .critical
-            options.loadDemoData = false
-            options.rateLimiter = UnlimitedRateLimiter()
-            let logger = options.logger
-            try await TestGateway.withTwo(configuration: configuration, registrations: feeds, options: options) { first, second in
-            let group = ServiceGroup(configuration: .init(services: (first.hostServices + second.hostServices).map { .init(service: $0) }, logger: logger))
-            try await withThrowingTaskGroup(of: Void.self) { tasks in
-                tasks.addTask { try await group.run() }
-                let deadline = ContinuousClock.now + .seconds(10)
-                while ContinuousClock.now < deadline, !(first.isListeningForInvalidations && second.isListeningForInvalidations) {
-                    try await Task.sleep(for: .milliseconds(50))
+        try await TestGateway.withTwoListening(feeds, yaml: feedsYAML) { first, second in
+            let one = TestGateway(gateway: first, storage: .postgres)
+            let ann = try await one.register("ann")
+            let feed = try await one.call(.post, "/v1/feeds", token: ann.token, body: #"{"title": "Shared", "datastreams": [{"id": "x"}]}"#)
+            let id = try #require(feed.json["id"]?.numberValue.map { Int($0) })
+            let events = second.events.subscribe(to: "feeds/\(id)")
+            #expect(try await one.call(.post, "/v1/feeds/\(id)/datastreams/x/datapoints", token: ann.token, body: #"[{"value": 3}]"#).status == 200)
+            let event = try await withThrowingTaskGroup(of: GatewayEvent?.self) { race in
+                race.addTask {
+                    for await event in events { return event }
+                    return nil
                 }
-                let one = TestGateway(gateway: first, storage: .postgres)
-                let ann = try await one.register("ann")
-                let feed = try await one.call(.post, "/v1/feeds", token: ann.token, body: #"{"title": "Shared", "datastreams": [{"id": "x"}]}"#)
-                let id = try #require(feed.json["id"]?.numberValue.map { Int($0) })
-                let events = second.events.subscribe(to: "feeds/\(id)")
-                #expect(try await one.call(.post, "/v1/feeds/\(id)/datastreams/x/datapoints", token: ann.token, body: #"[{"value": 3}]"#).status == 200)
-                let event = try await withThrowingTaskGroup(of: GatewayEvent?.self) { race in
-                    race.addTask {
-                        for await event in events { return event }
-                        return nil
-                    }
-                    race.addTask { try await Task.sleep(for: .seconds(20)); return nil }
-                    let first = try await race.next() ?? nil
-                    race.cancelAll()
-                    return first
-                }
-                #expect(event?.topic == "feeds/\(id)/datastreams/x", "the second instance heard the first's change")
-                await group.triggerGracefulShutdown()
-                try await tasks.waitForAll()
+                race.addTask { try await Task.sleep(for: .seconds(20)); return nil }
+                let first = try await race.next() ?? nil
+                race.cancelAll()
+                return first
             }
-            }
+            #expect(event?.topic == "feeds/\(id)/datastreams/x", "the second instance heard the first's change")
         }
     }
 }
