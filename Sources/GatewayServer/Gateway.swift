@@ -294,7 +294,8 @@ public final class Gateway: Sendable {
 
         let responder = GatewayResponder(
             routes: routes,
-            settings: .init(maxBodySize: configuration.server.maxBodySize.bytes, cors: configuration.server.cors, accessLog: configuration.server.accessLog),
+            settings: .init(maxBodySize: configuration.server.maxBodySize.bytes, cors: configuration.server.cors, accessLog: configuration.server.accessLog,
+                            proxies: ProxyTrust(configuration.server.trustedProxies)),
             authenticator: options.authenticator ?? accountAuthenticator,
             rateLimiter: rateLimiter,
             cache: cache, metrics: metrics, logger: logger)

@@ -85,10 +85,14 @@ public struct ServerSettings: Decodable, Sendable {
     /// Extra listeners whose every WebSocket upgrade reaches one WebSocket route, for old clients
     /// that connect to a bare host and port (`ws://host:8081/`).
     public var socketListeners: [SocketListenerSettings] = []
+    /// Load balancers and proxies (IPv4 addresses or CIDRs, IPv6 addresses) whose `Forwarded`,
+    /// `X-Forwarded-For`, `X-Forwarded-Host` and `X-Forwarded-Proto` are believed; from any other
+    /// peer they are ignored. Empty (the default): the socket's peer is the client.
+    public var trustedProxies: [String] = []
 
     public init() {}
 
-    enum CodingKeys: String, CodingKey { case host, port, maxBodySize, cors, accessLog, publicURL, socketListeners }
+    enum CodingKeys: String, CodingKey { case host, port, maxBodySize, cors, accessLog, publicURL, socketListeners, trustedProxies }
 
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
@@ -102,6 +106,11 @@ public struct ServerSettings: Decodable, Sendable {
         accessLog = try container.decodeIfPresent(Bool.self, forKey: .accessLog) ?? false
         publicURL = try container.decodeIfPresent(String.self, forKey: .publicURL)
         socketListeners = try container.decodeIfPresent([SocketListenerSettings].self, forKey: .socketListeners) ?? []
+        trustedProxies = try container.decodeIfPresent([String].self, forKey: .trustedProxies) ?? []
+        if let bad = trustedProxies.first(where: { AddressMatcher($0) == nil }) {
+            throw DecodingError.dataCorruptedError(forKey: .trustedProxies, in: container,
+                                                   debugDescription: "'\(bad)' is not an address or CIDR (10.0.0.0/8, 192.0.2.7, 2001:db8::1)")
+        }
     }
 }
 

@@ -6,8 +6,9 @@ import NIOCore
 /// The request context of the gateway's Hummingbird application.
 public struct GatewayRequestContext: RequestContext {
     public var coreContext: CoreRequestContextStorage
-    /// The client's address (no port), as the socket reports it.
-    public let remoteAddress: String
+    /// The client's address (no port): the socket's peer, or behind `server.trustedProxies` the
+    /// address they forwarded.
+    public internal(set) var remoteAddress: String
 
     public init(source: ApplicationRequestContextSource) {
         coreContext = .init(source: source)

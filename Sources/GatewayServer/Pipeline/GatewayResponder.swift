@@ -33,6 +33,7 @@ public struct GatewayResponder: HTTPResponder {
         var maxBodySize: Int
         var cors: CORSSettings?
         var accessLog: Bool
+        var proxies = ProxyTrust([])
     }
 
     static let requestIDField = HTTPField.Name("X-Request-Id")!
@@ -61,6 +62,16 @@ public struct GatewayResponder: HTTPResponder {
 
     public func respond(to request: Request, context: Context) async throws -> Response {
         let start = ContinuousClock.now
+        // The client behind trusted proxies; forwarding fields from anyone else are dropped.
+        var request = request
+        var context = context
+        var fields = request.headers
+        context.remoteAddress = settings.proxies.client(peer: context.remoteAddress, headers: &fields)
+        if fields.count != request.headers.count {
+            var head = request.head
+            head.headerFields = fields
+            request = Request(head: head, body: request.body)
+        }
         let requestID = Self.requestID(from: request.headers)
         var endpointName = "unmatched"
         var endpointMetrics: GatewayMetrics.EndpointSeries?

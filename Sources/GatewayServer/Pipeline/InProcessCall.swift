@@ -16,10 +16,12 @@ public struct InProcessResponse: Sendable {
 extension Gateway {
     /// Sends a request through the full pipeline without a socket (used by `gateway call`):
     /// the same routing, principal, limits, cache, decoding and errors as over HTTP.
-    public func handle(_ method: HTTPRequest.Method, _ target: String, headers: HTTPFields = [:], body: ByteBuffer? = nil) async throws -> InProcessResponse {
+    /// `address` stands for the socket's peer.
+    public func handle(_ method: HTTPRequest.Method, _ target: String, headers: HTTPFields = [:], body: ByteBuffer? = nil,
+                       from address: String = "local") async throws -> InProcessResponse {
         let head = HTTPRequest(method: method, scheme: "http", authority: "localhost", path: target, headerFields: headers)
         let request = Request(head: head, body: .init(buffer: body ?? ByteBuffer()))
-        let context = GatewayRequestContext(logger: logger, remoteAddress: "local")
+        let context = GatewayRequestContext(logger: logger, remoteAddress: address)
         let response = try await responder.respond(to: request, context: context)
         let sink = CollectedBody()
         try await response.body.write(CollectingWriter(sink: sink))
