@@ -353,6 +353,7 @@ public final class Gateway: Sendable {
     /// The Hummingbird application serving this gateway (HTTP/1.1 with WebSocket upgrades).
     public func makeApplication(host: String, port: Int, onStart: @escaping @Sendable (Int) async -> Void = { _ in }) -> some ApplicationProtocol {
         let sockets = webSockets
+        let proxies = responder.settings.proxies
         let authenticator = responder.authenticator
         let responder = self.responder
         let limit: @Sendable (Principal, String, Int) async throws -> Void = { principal, plugin, cost in
@@ -362,7 +363,7 @@ public final class Gateway: Sendable {
         return Application(
             responder: responder,
             server: .http1WebSocketUpgrade(configuration: .init(ws: WebSocketServerConfiguration(maxFrameSize: 1 << 20))) { head, channel, _ in
-                try await Gateway.upgrade(head, channel: channel, sockets: sockets, authenticator: authenticator, limit: limit, logger: logger)
+                try await Gateway.upgrade(head, channel: channel, sockets: sockets, authenticator: authenticator, proxies: proxies, limit: limit, logger: logger)
             },
             configuration: .init(address: .hostname(host, port: port), serverName: nil),
             onServerRunning: { channel in await onStart(channel.localAddress?.port ?? port) },
@@ -375,6 +376,7 @@ public final class Gateway: Sendable {
     public func makeSocketListener(host: String, port: Int, route: String,
                                    onStart: @escaping @Sendable (Int) async -> Void = { _ in }) -> some ApplicationProtocol {
         let sockets = webSockets
+        let proxies = responder.settings.proxies
         let authenticator = responder.authenticator
         let responder = self.responder
         let limit: @Sendable (Principal, String, Int) async throws -> Void = { principal, plugin, cost in
@@ -393,7 +395,7 @@ public final class Gateway: Sendable {
                 var rewritten = head
                 let query = head.path?.split(separator: "?", maxSplits: 1).dropFirst().first.map { "?" + $0 } ?? ""
                 rewritten.path = route + query
-                return try await Gateway.upgrade(rewritten, channel: channel, sockets: sockets, authenticator: authenticator, limit: limit, logger: logger)
+                return try await Gateway.upgrade(rewritten, channel: channel, sockets: sockets, authenticator: authenticator, proxies: proxies, limit: limit, logger: logger)
             },
             configuration: .init(address: .hostname(host, port: port), serverName: nil),
             onServerRunning: { channel in await onStart(channel.localAddress?.port ?? port) },

@@ -31,7 +31,7 @@ extension Gateway {
     /// only for a caller the authenticator accepts. Anything else continues as plain HTTP (and gets
     /// the pipeline's 404 / 401).
     static func upgrade(_ head: HTTPRequest, channel: any Channel, sockets: RouteTable<MountedWebSocket>, authenticator: any Authenticator,
-                        limit: @escaping @Sendable (Principal, String, Int) async throws -> Void,
+                        proxies: ProxyTrust, limit: @escaping @Sendable (Principal, String, Int) async throws -> Void,
                         logger: Logger) async throws -> ShouldUpgradeResult<WebSocketDataHandler<HTTP1WebSocketUpgradeChannel.Context>> {
         let target = head.path ?? "/"
         let path = target.split(separator: "?", maxSplits: 1).first.map(Substring.init) ?? "/"
@@ -40,9 +40,10 @@ extension Gateway {
               let queryParameters = try? PercentDecoding.queryParameters(query) else {
             return .dontUpgrade
         }
+        var fields = head.headerFields
+        let address = proxies.client(peer: channel.remoteAddress.map(GatewayRequestContext.text(of:)) ?? "local", headers: &fields)
         let request = DialectRequest(method: .get, path: String(path), pathParameters: parameters, queryParameters: queryParameters,
-                                     headers: head.headerFields, authority: head.authority)
-        let address = channel.remoteAddress.map(GatewayRequestContext.text(of:)) ?? "local"
+                                     headers: fields, authority: head.authority)
         let credential = mounted.dialect.credentials(request)
         guard let principal = try? await authenticator.principal(for: credential, address: address) else {
             return .dontUpgrade
@@ -53,7 +54,7 @@ extension Gateway {
         let pluginID = mounted.pluginID
         // Every request the client sends over the socket counts against the caller's rate limit.
         let context = OperationContext(principal: principal, requestID: requestID, logger: socketLogger,
-                                       headers: head.headerFields, plugin: mounted.plugin, credential: credential) { cost in
+                                       headers: fields, plugin: mounted.plugin, credential: credential) { cost in
             try await limit(principal, pluginID, cost)
         }
         return .upgrade([:]) { inbound, outbound, _ in
