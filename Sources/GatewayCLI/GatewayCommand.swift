@@ -78,14 +78,47 @@ struct ConfigOptions: ParsableArguments {
     /// Starts the gateway from the configuration (database open, migrations applied, plugins created).
     func start(demo: Bool? = nil) async throws -> (GatewayConfiguration, Gateway) {
         let configuration = try load()
-        var options = Gateway.Options(baseDirectory: fileURL.deletingLastPathComponent())
-        options.logger = logger()
+        var options = gatewayOptions(logLevel: logLevel)
         options.loadDemoData = demo
         do {
             return (configuration, try await Gateway.start(configuration: configuration, registrations: PluginCatalog.registrations, options: options))
         } catch let error as ConfigurationFileError {
             throw ValidationError(error.description)
         }
+    }
+
+    /// Runs `body` with the plugins started only to read what they declare (routes, the OpenAPI
+    /// document): on a throwaway SQLite database in a temporary folder, removed afterwards, so that
+    /// the configured database is never created, opened or migrated.
+    func describe<R>(_ body: (Gateway) async throws -> R) async throws -> R {
+        let configuration = try load()
+        let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("gateway-describe-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: scratch) }
+        // Setting up the throwaway database is not news: its migrations are not logged.
+        var options = gatewayOptions(logLevel: max(logLevel, .warning))
+        options.loadDemoData = false
+        options.storage = .sqlite(path: scratch.appendingPathComponent("describe.sqlite").path)
+        let gateway: Gateway
+        do {
+            gateway = try await Gateway.start(configuration: configuration, registrations: PluginCatalog.registrations, options: options)
+        } catch let error as ConfigurationFileError {
+            throw ValidationError(error.description)
+        }
+        do {
+            let result = try await body(gateway)
+            await gateway.shutdown()
+            return result
+        } catch {
+            await gateway.shutdown()
+            throw error
+        }
+    }
+
+    private func gatewayOptions(logLevel: Logger.Level) -> Gateway.Options {
+        var options = Gateway.Options(baseDirectory: fileURL.deletingLastPathComponent())
+        options.logger = logger()
+        options.logger.logLevel = logLevel
+        return options
     }
 }
 
@@ -129,23 +162,20 @@ struct Check: AsyncParsableCommand {
 }
 
 struct Plugins: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "List the bundled plugins: enabled, mount and health.")
+    static let configuration = CommandConfiguration(
+        abstract: "List the bundled plugins: enabled, mount and summary.",
+        discussion: "Reads only the configuration. A running gateway reports each plugin's health at /readyz.")
     @OptionGroup var options: ConfigOptions
 
     func run() async throws {
-        let (configuration, gateway) = try await options.start(demo: false)
-        let health = Dictionary(await gateway.health().map { ($0.id, $0.health) }, uniquingKeysWith: { first, _ in first })
-        var rows = [["ID", "ENABLED", "MOUNT", "HEALTH", "SUMMARY"]]
+        let configuration = try options.load()
+        var rows = [["ID", "ENABLED", "MOUNT", "SUMMARY"]]
         for registration in PluginCatalog.registrations {
             let settings = configuration.plugins[registration.id]
             let enabled = settings?.enabled ?? false
-            let state = health[registration.id].map { health in
-                health.reason.map { "\(health.status.rawValue) (\($0))" } ?? health.status.rawValue
-            } ?? "-"
-            rows.append([registration.id, enabled ? "yes" : "no", enabled ? (settings?.mount ?? "/v1/\(registration.id)") : "-", state, registration.summary])
+            rows.append([registration.id, enabled ? "yes" : "no", enabled ? (settings?.mount ?? "/v1/\(registration.id)") : "-", registration.summary])
         }
         print(Table.render(rows))
-        await gateway.shutdown()
     }
 }
 
@@ -154,11 +184,10 @@ struct Routes: AsyncParsableCommand {
     @OptionGroup var options: ConfigOptions
 
     func run() async throws {
-        let (_, gateway) = try await options.start(demo: false)
+        let routes = try await options.describe { $0.routes }
         var rows = [["METHOD", "PATH", "NAME", "SUMMARY"]]
-        for route in gateway.routes { rows.append([route.method, route.path, route.name, route.summary]) }
+        for route in routes { rows.append([route.method, route.path, route.name, route.summary]) }
         print(Table.render(rows))
-        await gateway.shutdown()
     }
 }
 
@@ -188,10 +217,8 @@ struct OpenAPICommand: AsyncParsableCommand {
     @OptionGroup var options: ConfigOptions
 
     func run() async throws {
-        let (_, gateway) = try await options.start(demo: false)
-        let data = try OpenAPIDocumentBuilder.json(gateway.openAPIDocument)
+        let data = try await options.describe { try OpenAPIDocumentBuilder.json($0.openAPIDocument) }
         print(String(decoding: data, as: UTF8.self))
-        await gateway.shutdown()
     }
 }
 

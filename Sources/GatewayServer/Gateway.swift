@@ -62,6 +62,10 @@ public final class Gateway: Sendable {
         public var baseDirectory: URL
         /// Whether to apply missing migrations (otherwise a pending one is an error).
         public var migrate: Bool = true
+        /// The database to open instead of the configuration's `storage`. Commands that only
+        /// describe the gateway (`gateway routes`, `gateway openapi`) start it on a throwaway SQLite
+        /// file here, so that describing never creates, opens or migrates the configured database.
+        public var storage: StorageLocation?
         /// Whether to load plugins' demo data (overrides `demo:` in the file when set).
         public var loadDemoData: Bool?
         /// The principal stage; nil means guests only.
@@ -92,7 +96,7 @@ public final class Gateway: Sendable {
             throw GatewayStartupError("plugin id '\(registration.id)' is not valid (lowercase letters, digits and -; not one of \(reservedIDs.sorted().joined(separator: ", ")))")
         }
         let enabled = registrations.filter { configuration.plugins[$0.id]?.enabled ?? false }
-        let database = try await GatewayDatabase.open(configuration.storage, baseDirectory: options.baseDirectory, logger: logger)
+        let database = try await GatewayDatabase.open(options.storage ?? configuration.storage, baseDirectory: options.baseDirectory, logger: logger)
         do {
             return try await assemble(configuration: configuration, enabled: enabled, database: database, options: options)
         } catch {
@@ -114,7 +118,7 @@ public final class Gateway: Sendable {
         var invalidations: PostgresChannel?
         var eventChannel: PostgresChannel?
         var authChannel: PostgresChannel?
-        if case .postgres(let url) = configuration.storage {
+        if case .postgres(let url) = database.location {
             invalidations = PostgresChannel(channel: "gateway_cache", url: url, database: db, logger: logger)
             eventChannel = PostgresChannel(channel: "gateway_events", url: url, database: db, logger: logger)
             authChannel = PostgresChannel(channel: "gateway_auth", url: url, database: db, logger: logger)
@@ -172,7 +176,7 @@ public final class Gateway: Sendable {
         if let given = options.rateLimiter {
             rateLimiter = given
         } else if configuration.limits.policy == .cluster {
-            guard !db.isSQLite else { throw GatewayStartupError("limits.policy: cluster needs PostgreSQL storage (instances share their buckets there)") }
+            guard case .postgres = configuration.storage else { throw GatewayStartupError("limits.policy: cluster needs PostgreSQL storage (instances share their buckets there)") }
             rateLimiter = ClusterRateLimiter(policies: policies, database: db, clock: options.clock)
         } else {
             rateLimiter = LocalRateLimiter(policies: policies)

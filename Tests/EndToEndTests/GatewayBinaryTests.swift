@@ -191,6 +191,30 @@ extension GatewayBinaryTests {
         #expect(call.output.contains("no operation named 'nothing.here'"))
     }
 
+    @Test("`routes`, `plugins`, `openapi` and `check` never create, open or migrate the configured database")
+    func readOnlyCommands() throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let shipped = try String(contentsOf: Self.packageRoot.appendingPathComponent("plugins.yaml"), encoding: .utf8)
+        try shipped.write(to: directory.appendingPathComponent("plugins.yaml"), atomically: true, encoding: .utf8)
+        // A PostgreSQL server nobody listens for: a command that opened it would fail.
+        let unreachable = shipped.split(separator: "\n", omittingEmptySubsequences: false).map { line in
+            line.hasPrefix("storage:") ? "storage: postgres://nobody@127.0.0.1:1/x" : String(line)
+        }.joined(separator: "\n")
+        try unreachable.write(to: directory.appendingPathComponent("unreachable.yaml"), atomically: true, encoding: .utf8)
+        let database = directory.appendingPathComponent("data/gateway.sqlite")
+        let expected = ["routes": "gateway.openapi", "plugins": "ENABLED", "openapi": "\"openapi\" : \"3.1", "check": "is valid"]
+        for config in ["plugins.yaml", "unreachable.yaml"] {
+            for (command, output) in expected.sorted(by: { $0.key < $1.key }) {
+                let result = try run([command, "--config", config], in: directory)
+                #expect(result.status == 0, "`gateway \(command) --config \(config)`: \(result.output.prefix(2000))")
+                #expect(result.output.contains(output), "`gateway \(command) --config \(config)`: \(result.output.prefix(2000))")
+                #expect(result.output.contains("migrating") == false, "`gateway \(command)` migrated: \(result.output.prefix(2000))")
+                #expect(FileManager.default.fileExists(atPath: database.path) == false, "`gateway \(command) --config \(config)` created the database")
+            }
+        }
+    }
+
     @Test("`migrate` applies the gateway's migrations once")
     func migrate() throws {
         let directory = try temporaryDirectory()
