@@ -9,16 +9,13 @@ import NIOHTTP1
 private func withAccounts<R>(_ options: ConfigOptions, _ body: (AccountStore) async throws -> R) async throws -> R {
     let configuration = try options.load()
     let logger = options.logger()
-    let database = try await GatewayDatabase.open(configuration.storage, baseDirectory: options.fileURL.deletingLastPathComponent(), logger: logger)
+    let database = try await Gateway.openDatabase(configuration.storage, baseDirectory: options.fileURL.deletingLastPathComponent(), logger: logger)
     do {
         try await MigrationRunner(database: database.sql, logger: logger).migrate([(owner: "gateway", steps: Gateway.hostMigrations)])
         let result = try await body(AccountStore(database: database.sql, bcryptCost: configuration.auth.bcryptCost,
                                                  sessionTTL: configuration.auth.sessionTTL.seconds))
         await database.shutdown()
         return result
-    } catch let error as GatewayError {
-        await database.shutdown()
-        throw ValidationError(error.detail)
     } catch {
         await database.shutdown()
         throw error

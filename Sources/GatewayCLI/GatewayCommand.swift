@@ -22,11 +22,36 @@ import NIOCore
 extension Gateway {
     /// Parses the process's arguments and runs the command they name (`serve` by default), with
     /// `plugins` compiled in; exits the process with the command's status.
+    ///
+    /// The exit status says whose fault a failure is: 64 (`EX_USAGE`) for a mistake on the command
+    /// line, with the usage; 78 (`EX_CONFIG`) for a configuration file that cannot be used, with
+    /// its located message (`plugins.yaml:4:13: cache.maxBytes: ...`); 1 for anything that fails
+    /// while running (the database cannot be opened, a plugin does not start), with its reason.
     public static func main(plugins: [PluginRegistration], arguments: [String]? = nil) async {
         await PluginCatalog.$registrations.withValue(plugins) {
-            await GatewayCommand.main(arguments)
+            do {
+                var command = try await GatewayCommand.asyncParseAsRoot(arguments)
+                if var command = command as? any AsyncParsableCommand {
+                    try await command.run()
+                } else {
+                    try command.run()
+                }
+            } catch let error as ConfigurationFileError {
+                FileHandle.standardError.write(Data("Error: \(error)\n".utf8))
+                GatewayCommand.exit(withError: ExitCode(78))
+            } catch let error as GatewayError {
+                // What a store or an importer refused (a name taken, a file it cannot read), without the HTTP status.
+                GatewayCommand.exit(withError: CommandFailure(description: error.detail))
+            } catch {
+                GatewayCommand.exit(withError: error)
+            }
         }
     }
+}
+
+/// A failure of a command that is not a usage mistake: printed as it is, exit status 1.
+struct CommandFailure: Error, CustomStringConvertible {
+    var description: String
 }
 
 /// The plugins the running command line was built with.
@@ -54,19 +79,15 @@ struct ConfigOptions: ParsableArguments {
 
     var fileURL: URL { URL(fileURLWithPath: config) }
 
-    /// The configuration, validated; a bad file ends the command with its located error.
+    /// The configuration, validated; a bad file throws its located ``ConfigurationFileError``.
     func load() throws -> GatewayConfiguration {
-        do {
-            let configuration = try GatewayConfiguration.load(contentsOf: fileURL, knownPlugins: PluginCatalog.registrations.map(\.id))
-            for registration in PluginCatalog.registrations {
-                if let settings = configuration.plugins[registration.id], settings.enabled {
-                    try registration.validate(settings.config)
-                }
+        let configuration = try GatewayConfiguration.load(contentsOf: fileURL, knownPlugins: PluginCatalog.registrations.map(\.id))
+        for registration in PluginCatalog.registrations {
+            if let settings = configuration.plugins[registration.id], settings.enabled {
+                try registration.validate(settings.config)
             }
-            return configuration
-        } catch let error as ConfigurationFileError {
-            throw ValidationError(error.description)
         }
+        return configuration
     }
 
     func logger() -> Logger {
@@ -80,11 +101,7 @@ struct ConfigOptions: ParsableArguments {
         let configuration = try load()
         var options = gatewayOptions(logLevel: logLevel)
         options.loadDemoData = demo
-        do {
-            return (configuration, try await Gateway.start(configuration: configuration, registrations: PluginCatalog.registrations, options: options))
-        } catch let error as ConfigurationFileError {
-            throw ValidationError(error.description)
-        }
+        return (configuration, try await Gateway.start(configuration: configuration, registrations: PluginCatalog.registrations, options: options))
     }
 
     /// Runs `body` with the plugins started only to read what they declare (routes, the OpenAPI
@@ -98,12 +115,7 @@ struct ConfigOptions: ParsableArguments {
         var options = gatewayOptions(logLevel: max(logLevel, .warning))
         options.loadDemoData = false
         options.storage = .sqlite(path: scratch.appendingPathComponent("describe.sqlite").path)
-        let gateway: Gateway
-        do {
-            gateway = try await Gateway.start(configuration: configuration, registrations: PluginCatalog.registrations, options: options)
-        } catch let error as ConfigurationFileError {
-            throw ValidationError(error.description)
-        }
+        let gateway = try await Gateway.start(configuration: configuration, registrations: PluginCatalog.registrations, options: options)
         do {
             let result = try await body(gateway)
             await gateway.shutdown()
@@ -198,7 +210,7 @@ struct Migrate: AsyncParsableCommand {
     func run() async throws {
         let configuration = try options.load()
         let logger = options.logger()
-        let database = try await GatewayDatabase.open(configuration.storage, baseDirectory: options.fileURL.deletingLastPathComponent(), logger: logger)
+        let database = try await Gateway.openDatabase(configuration.storage, baseDirectory: options.fileURL.deletingLastPathComponent(), logger: logger)
         do {
             let enabled = PluginCatalog.registrations.filter { configuration.plugins[$0.id]?.enabled ?? false }
             let applied = try await MigrationRunner(database: database.sql, logger: logger)
@@ -312,9 +324,9 @@ struct ImportCommand: AsyncParsableCommand {
             print("imported \(report.imported) records; rejected \(report.rejected.count)")
             for rejection in report.rejected.prefix(50) { print("  line \(rejection.line): \(rejection.reason)") }
             if report.rejected.count > 50 { print("  ... and \(report.rejected.count - 50) more") }
-        } catch let error as GatewayError {
+        } catch {
             await gateway.shutdown()
-            throw ValidationError(error.detail)
+            throw error
         }
         await gateway.shutdown()
     }

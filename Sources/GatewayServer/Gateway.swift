@@ -96,12 +96,22 @@ public final class Gateway: Sendable {
             throw GatewayStartupError("plugin id '\(registration.id)' is not valid (lowercase letters, digits and -; not one of \(reservedIDs.sorted().joined(separator: ", ")))")
         }
         let enabled = registrations.filter { configuration.plugins[$0.id]?.enabled ?? false }
-        let database = try await GatewayDatabase.open(options.storage ?? configuration.storage, baseDirectory: options.baseDirectory, logger: logger)
+        let database = try await openDatabase(options.storage ?? configuration.storage, baseDirectory: options.baseDirectory, logger: logger)
         do {
             return try await assemble(configuration: configuration, enabled: enabled, database: database, options: options)
         } catch {
             await database.shutdown()
             throw error
+        }
+    }
+
+    /// Opens (and for SQLite, creates) the database at `location`; a failure names the location
+    /// (its password hidden) and the database's own reason, never PostgreSQL's generic description.
+    public static func openDatabase(_ location: StorageLocation, baseDirectory: URL, logger: Logger) async throws -> GatewayDatabase {
+        do {
+            return try await GatewayDatabase.open(location, baseDirectory: baseDirectory, logger: logger)
+        } catch {
+            throw StartupStepError(step: "opening the database \(location)", cause: error)
         }
     }
 

@@ -1,6 +1,7 @@
 import Foundation
 import GatewayServer
 import GatewayTesting
+import Synchronization
 import Testing
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -33,18 +34,30 @@ struct GatewayBinaryTests {
         return directory
     }
 
-    func run(_ arguments: [String], in directory: URL) throws -> (status: Int32, output: String) {
+    /// Runs the binary to its end: `output` is what it wrote to standard output followed by what it
+    /// wrote to standard error, `errors` the latter alone.
+    func run(_ arguments: [String], in directory: URL) throws -> (status: Int32, output: String, errors: String) {
         let process = Process()
         process.executableURL = try Self.binary()
         process.arguments = arguments
         process.currentDirectoryURL = directory
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = pipe
+        let standardOutput = Pipe()
+        let standardError = Pipe()
+        process.standardOutput = standardOutput
+        process.standardError = standardError
         try process.run()
-        let data = pipe.fileHandleForReading.readDataToEndOfFile()
+        // Standard error is drained beside standard output, so that neither pipe fills and stalls the process.
+        let errors = Mutex(Data())
+        let drained = DispatchGroup()
+        DispatchQueue.global().async(group: drained) {
+            let data = standardError.fileHandleForReading.readDataToEndOfFile()
+            errors.withLock { $0 = data }
+        }
+        let output = standardOutput.fileHandleForReading.readDataToEndOfFile()
+        drained.wait()
         process.waitUntilExit()
-        return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+        let errorText = errors.withLock { String(decoding: $0, as: UTF8.self) }
+        return (process.terminationStatus, String(decoding: output, as: UTF8.self) + errorText, errorText)
     }
 
     @Test("`gateway plugin new` scaffolds a plugin and registers it; it never overwrites, and refuses a bad id")
@@ -213,6 +226,29 @@ extension GatewayBinaryTests {
                 #expect(FileManager.default.fileExists(atPath: database.path) == false, "`gateway \(command) --config \(config)` created the database")
             }
         }
+    }
+
+    @Test("a bad configuration exits 78 with its located message, a failed start 1 with its reason, a usage mistake 64")
+    func exitCodes() throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        try "server:\n  port: 8080\ncache:\n  maxBytes: lots\n".write(to: directory.appendingPathComponent("bad.yaml"), atomically: true, encoding: .utf8)
+        for command in ["check", "serve"] {
+            let bad = try run([command, "--config", "bad.yaml"], in: directory)
+            #expect(bad.status == 78, "`gateway \(command)` of a bad file: \(bad.output)")
+            #expect(bad.errors.contains("bad.yaml:4:13: cache.maxBytes: \"lots\" is not a size"), "\(bad.output)")
+            #expect(bad.output.contains("Usage:") == false, "a configuration error is not a usage mistake: \(bad.output)")
+        }
+
+        try "storage: postgres://nobody@127.0.0.1:1/x\nplugins: {}\n".write(to: directory.appendingPathComponent("unreachable.yaml"), atomically: true, encoding: .utf8)
+        let failed = try run(["serve", "--config", "unreachable.yaml", "--port", "0", "--log-level", "critical"], in: directory)
+        #expect(failed.status == 1, "\(failed.output)")
+        #expect(failed.errors.contains("opening the database postgres://nobody@127.0.0.1:1/x failed: PostgreSQL: connectionError"), "\(failed.output)")
+        #expect(failed.output.contains("Usage:") == false, "\(failed.output)")
+
+        let usage = try run(["serve", "--no-such-flag"], in: directory)
+        #expect(usage.status == 64, "\(usage.output)")
+        #expect(usage.errors.contains("Unknown option '--no-such-flag'") && usage.errors.contains("Usage: gateway serve"), "\(usage.output)")
     }
 
     @Test("`migrate` applies the gateway's migrations once")
