@@ -53,7 +53,6 @@ public final class AccountAuthenticator: Authenticator {
         if let known = try knownPrincipal(for: credential, address: address) { return known }
         guard let credential else { return .anonymous(address: address) }
         let cacheKey = Self.cacheKey(credential)
-        let now = ContinuousClock.now
         let resolved: Cached
         switch credential {
         case .sessionToken(let token):
@@ -61,7 +60,7 @@ public final class AccountAuthenticator: Authenticator {
                 throw GatewayError.unauthorized("The session token is unknown, expired or revoked.")
             }
             resolved = Cached(principal: Principal(kind: .user, userID: user.id, displayName: user.displayName, isAdmin: user.isAdmin, address: ""),
-                              allowedAddresses: [], userID: user.id, expires: now + cacheTTL)
+                              allowedAddresses: [], userID: user.id, expires: ContinuousClock.now + cacheTTL)
         case .apiKey(let secret):
             guard secret.utf8.count <= 256, let (key, owner) = try await store.liveKey(secret: secret) else {
                 throw GatewayError.unauthorized("The API key is unknown, expired or revoked.")
@@ -70,7 +69,7 @@ public final class AccountAuthenticator: Authenticator {
                 principal: Principal(kind: .apiKey(keyID: key.id), userID: owner?.id, displayName: owner?.displayName ?? key.label,
                                      isAdmin: owner == nil, scopes: Set(key.scopes), resources: key.resources.mapValues(Set.init), address: "",
                                      quota: key.rate.flatMap(RateSpec.init(parsing:)).map { Principal.Quota(count: $0.count, seconds: $0.period) }),
-                allowedAddresses: key.allowedAddresses.compactMap(AddressMatcher.init), userID: owner?.id, expires: now + cacheTTL)
+                allowedAddresses: key.allowedAddresses.compactMap(AddressMatcher.init), userID: owner?.id, expires: ContinuousClock.now + cacheTTL)
         }
         cache.withLockedValue { table in
             if table.count >= maxCachedCredentials { table.removeAll(keepingCapacity: true) }
