@@ -142,7 +142,7 @@ struct ConfigurationTests {
         let configuration = try parse("storage: postgres://gw:${DB_PASSWORD}@db/gw\n", environment: ["DB_PASSWORD": "s3cret"])
         #expect(configuration.storage == .postgres(url: "postgres://gw:s3cret@db/gw"))
         let problem = error("storage: postgres://gw:${DB_PASSWORD}@db/gw\n")
-        #expect(problem?.message == "the environment variable DB_PASSWORD is not set")
+        #expect(problem?.message == "the environment variable DB_PASSWORD is not set (nor DB_PASSWORD_FILE)")
         #expect(problem?.line == 1)
     }
 

@@ -16,12 +16,16 @@ public struct GatewayConfiguration: Decodable, Sendable {
         } catch {
             throw ConfigurationFileError(file: file.lastPathComponent, line: nil, column: nil, keyPath: "", message: "cannot be read (\(error.localizedDescription))")
         }
-        return try parse(data, file: file.lastPathComponent, knownPlugins: knownPlugins, environment: environment)
+        return try parse(data, file: file.lastPathComponent, knownPlugins: knownPlugins, environment: environment,
+                         baseDirectory: file.deletingLastPathComponent())
     }
 
-    /// Validates configuration text (see ``load(contentsOf:knownPlugins:environment:)``).
-    public static func parse(_ data: Data, file: String, knownPlugins: [String], environment: [String: String] = ProcessInfo.processInfo.environment) throws(ConfigurationFileError) -> GatewayConfiguration {
-        let configuration = try YAMLConfigurationDecoder(environment: environment).decode(GatewayConfiguration.self, from: data, file: file)
+    /// Validates configuration text (see ``load(contentsOf:knownPlugins:environment:)``); relative
+    /// `${file:PATH}` paths are read from `baseDirectory`.
+    public static func parse(_ data: Data, file: String, knownPlugins: [String], environment: [String: String] = ProcessInfo.processInfo.environment,
+                             baseDirectory: URL = URL(fileURLWithPath: FileManager.default.currentDirectoryPath)) throws(ConfigurationFileError) -> GatewayConfiguration {
+        let configuration = try YAMLConfigurationDecoder(environment: environment, baseDirectory: baseDirectory)
+            .decode(GatewayConfiguration.self, from: data, file: file)
         for (id, settings) in configuration.plugins.sorted(by: { $0.key < $1.key }) where !knownPlugins.contains(id) {
             var error = settings.origin ?? ConfigurationFileError(file: file, line: nil, column: nil, keyPath: "plugins.\(id)", message: "")
             error.keyPath = "plugins.\(id)"

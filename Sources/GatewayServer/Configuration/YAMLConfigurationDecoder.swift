@@ -43,12 +43,12 @@ public struct ConfigurationNode: Decodable, @unchecked Sendable {
     init(empty keyPath: [String], file: String) {
         node = nil
         self.keyPath = keyPath
-        context = YAMLDecodingContext(file: file, environment: [:])
+        context = YAMLDecodingContext(file: file)
     }
 
     /// Decodes the block strictly: unknown keys and wrong types are errors with line and column.
     public func decode<T: Decodable>(_ type: T.Type) throws -> T {
-        let context = YAMLDecodingContext(file: self.context?.file ?? "config", environment: self.context?.environment ?? [:])
+        let context = YAMLDecodingContext(file: self.context?.file ?? "config", substitution: self.context?.substitution ?? ConfigurationSubstitution())
         return try context.decodeStrictly(type, node: node ?? .mapping(.init([])), keyPath: keyPath)
     }
 
@@ -63,7 +63,7 @@ public struct ConfigurationNode: Decodable, @unchecked Sendable {
     public func decode<T: PluginConfiguration>(_ type: T.Type, defaults: T) throws -> T {
         let encoded = try YAMLEncoder().encode(defaults)
         let fallback = try Yams.compose(yaml: encoded) ?? .mapping(.init([]))
-        let context = YAMLDecodingContext(file: self.context?.file ?? "config", environment: self.context?.environment ?? [:])
+        let context = YAMLDecodingContext(file: self.context?.file ?? "config", substitution: self.context?.substitution ?? ConfigurationSubstitution())
         return try context.decodeStrictly(type, node: node ?? .mapping(.init([])), keyPath: keyPath, defaults: fallback)
     }
 
@@ -83,7 +83,7 @@ public struct ConfigurationNode: Decodable, @unchecked Sendable {
             }
         }
         return ConfigurationFileError(file: context?.file ?? "config", line: target?.mark.map { $0.line }, column: target?.mark.map { $0.column },
-                                      keyPath: path.joined(separator: "."), message: message)
+                                      keyPath: path.joined(separator: "."), message: context?.masking(message, about: target) ?? message)
     }
 
     private static func split(_ key: String) -> [String] {
@@ -106,16 +106,21 @@ public struct ConfigurationNode: Decodable, @unchecked Sendable {
 }
 
 /// Decodes configuration files strictly: every key must be known, every value of the right type,
-/// `${NAME}` in a scalar is replaced by the environment variable NAME (an unset one is an error),
-/// and every error carries the file, line, column and key path.
+/// `${NAME}`, `${NAME:-default}` and `${file:PATH}` in a value are replaced (see
+/// ``ConfigurationSubstitution``), and every error carries the file, line, column and key path.
 public struct YAMLConfigurationDecoder {
     /// Documents with more nodes than this are refused: an alias bomb expands past any real configuration.
     public static let maxNodes = 100_000
 
+    /// The variables `${NAME}` reads.
     public var environment: [String: String]
+    /// The folder relative `${file:PATH}` paths are read from: the configuration file's.
+    public var baseDirectory: URL
 
-    public init(environment: [String: String] = ProcessInfo.processInfo.environment) {
+    public init(environment: [String: String] = ProcessInfo.processInfo.environment,
+                baseDirectory: URL = URL(fileURLWithPath: FileManager.default.currentDirectoryPath)) {
         self.environment = environment
+        self.baseDirectory = baseDirectory
     }
 
     /// Decodes `T` from the bytes of `file`.
@@ -132,7 +137,7 @@ public struct YAMLConfigurationDecoder {
         } catch {
             throw ConfigurationFileError(file: file, line: nil, column: nil, keyPath: "", message: "\(error)")
         }
-        let context = YAMLDecodingContext(file: file, environment: environment)
+        let context = YAMLDecodingContext(file: file, substitution: ConfigurationSubstitution(environment: environment, baseDirectory: baseDirectory))
         do {
             return try context.decodeStrictly(type, node: node, keyPath: [])
         } catch let error as ConfigurationFileError {
@@ -201,18 +206,18 @@ public struct YAMLConfigurationDecoder {
 }
 
 /// Shared state of one decoding pass: which mapping keys were read (to find unknown ones), the
-/// node budget, and the environment.
+/// node budget, and what `${...}` reads.
 final class YAMLDecodingContext: @unchecked Sendable {
     // Used by one decoding pass on one thread; never shared across tasks while mutable.
     let file: String
-    let environment: [String: String]
+    let substitution: ConfigurationSubstitution
     private var usedKeys: Set<String> = []
     private var deferred: Set<String> = []
     private var visited = 0
 
-    init(file: String, environment: [String: String]) {
+    init(file: String, substitution: ConfigurationSubstitution = ConfigurationSubstitution()) {
         self.file = file
-        self.environment = environment
+        self.substitution = substitution
     }
 
     func decodeStrictly<T: Decodable>(_ type: T.Type, node: Node, keyPath: [String], defaults: Node? = nil) throws -> T {
@@ -221,7 +226,7 @@ final class YAMLDecodingContext: @unchecked Sendable {
             var decoder = YAMLNodeDecoder(node: node, keyPath: keyPath, context: self)
             // The defaults are the gateway's own text: decoded with a context of their own, so that
             // their keys and places never mix with the file's.
-            decoder.defaults = defaults.map { Indirect(YAMLNodeDecoder(node: $0, keyPath: keyPath, context: YAMLDecodingContext(file: file, environment: [:]))) }
+            decoder.defaults = defaults.map { Indirect(YAMLNodeDecoder(node: $0, keyPath: keyPath, context: YAMLDecodingContext(file: file))) }
             value = try T(from: decoder)
         } catch let error as ConfigurationFileError {
             throw error
@@ -283,7 +288,13 @@ final class YAMLDecodingContext: @unchecked Sendable {
 
     func error(at node: Node?, keyPath: [String], _ message: String) -> ConfigurationFileError {
         ConfigurationFileError(file: file, line: node?.mark?.line, column: node?.mark?.column,
-                               keyPath: keyPath.joined(separator: "."), message: message)
+                               keyPath: keyPath.joined(separator: "."), message: masking(message, about: node))
+    }
+
+    /// `message` without the secrets read for the value of `node` (see ``ConfigurationSubstitution/masking(_:in:)``).
+    func masking(_ message: String, about node: Node?) -> String {
+        guard case .scalar(let scalar)? = node else { return message }
+        return substitution.masking(message, in: scalar.string)
     }
 
     private func fileError(for error: DecodingError, root: Node, rootPath: [String]) -> ConfigurationFileError {
@@ -527,27 +538,11 @@ private struct YAMLScalarContainer: SingleValueDecodingContainer {
         guard case .scalar(let scalar) = decoder.node else {
             throw decoder.fail("expected \(what), found a \(decoder.node.isMapping ? "mapping" : "list")")
         }
-        return (try substitute(scalar.string), scalar.style)
-    }
-
-    /// Replaces `${NAME}` with the environment's value; an unset variable is an error, not an empty string.
-    private func substitute(_ text: String) throws -> String {
-        guard text.contains("${") else { return text }
-        var result = ""
-        var rest = Substring(text)
-        while let start = rest.range(of: "${") {
-            result += rest[..<start.lowerBound]
-            guard let end = rest[start.upperBound...].firstIndex(of: "}") else {
-                throw decoder.fail("unterminated '${' in \"\(text)\"")
-            }
-            let name = String(rest[start.upperBound..<end])
-            guard let value = decoder.context.environment[name] else {
-                throw decoder.fail("the environment variable \(name) is not set")
-            }
-            result += value
-            rest = rest[rest.index(after: end)...]
+        do {
+            return (try decoder.context.substitution.substitute(scalar.string).text, scalar.style)
+        } catch {
+            throw decoder.fail(error.message)
         }
-        return result + rest
     }
 
     func decodeNil() -> Bool {
