@@ -296,7 +296,9 @@ public final class Gateway: Sendable {
             plugins: plugins.map { PluginDescription(id: $0.id, summary: $0.summary, mount: $0.mount, operations: $0.instance.operations,
                                                      schemas: $0.instance.schemas) })
         let openAPIJSON = ByteBuffer(bytes: try OpenAPIDocumentBuilder.json(document))
-        for endpoint in builtinEndpoints(plugins: plugins, metrics: metrics, openAPIJSON: openAPIJSON, database: database) {
+        let metricsReader: (any Authenticator)? = configuration.server.publicMetrics ? nil : (options.authenticator ?? accountAuthenticator)
+        for endpoint in builtinEndpoints(plugins: plugins, metrics: metrics, openAPIJSON: openAPIJSON, database: database,
+                                         metricsReader: metricsReader) {
             try add(.get, endpoint.path, .gateway(endpoint.endpoint))
         }
 

@@ -82,3 +82,30 @@ struct CredentialHardeningTests {
         }
     }
 }
+
+@Suite("/metrics is for administrators")
+struct MetricsAccessTests {
+    @Test("guests 401, users 403, administrators and their keys (also as a bearer token, as Prometheus sends it) 200; publicMetrics opens it")
+    func access() async throws {
+        try await TestGateway.with(notes, yaml: notesYAML) { gateway in
+            let user = try await gateway.register("someone")
+            let root = try await gateway.register("root")
+            try await gateway.gateway.accounts.setAdmin(userID: root.userID, true)
+            // A master key (no owner: `gateway key create`) acts as an administrator; a user's key as its scopes allow.
+            let key = (secret: try await gateway.gateway.accounts.createKey(userID: nil, grant: .init(label: "prometheus", scopes: ["*"])).0, id: "")
+            func status(_ headers: HTTPFields) async throws -> Int { try await gateway.gateway.handle(.get, "/metrics", headers: headers).status }
+            let guest = try await status([:])
+            let member = try await status([.authorization: "Bearer \(user.token)"])
+            let admin = try await status([.authorization: "Bearer \(root.token)"])
+            let adminKey = try await status([CredentialHardeningTests.apiKey: key.secret])
+            let adminKeyAsBearer = try await status([.authorization: "Bearer \(key.secret)"])
+            let badKey = try await status([.authorization: "Bearer gk_nothing"])
+            #expect(guest == 401 && member == 403 && badKey == 401)
+            #expect(admin == 200 && adminKey == 200 && adminKeyAsBearer == 200)
+        }
+        try await TestGateway.with(notes, yaml: notesYAML + "\nserver:\n  publicMetrics: true\n") { gateway in
+            let open = try await gateway.gateway.handle(.get, "/metrics").status
+            #expect(open == 200)
+        }
+    }
+}

@@ -300,7 +300,9 @@ struct PipelineTests {
                 #expect((ready.json?["plugins"] as? [[String: Any]])?.first?["id"] as? String == "notes")
                 _ = try await client.execute(uri: "/v1/notes/echo?name=x", method: .get)
                 _ = try await client.execute(uri: "/v1/notes/echo", method: .get)
-                let metrics = try await client.execute(uri: "/metrics", method: .get).text
+                let admin = try await gateway.register("metrics-reader")
+                try await gateway.gateway.accounts.setAdmin(userID: admin.userID, true)
+                let metrics = try await client.execute(uri: "/metrics", method: .get, headers: [.authorization: "Bearer \(admin.token)"]).text
                 #expect(metrics.contains(#"gateway_requests_total{endpoint="notes.echo",status="200"} 1"#))
                 #expect(metrics.contains(#"gateway_requests_total{endpoint="notes.echo",status="422"} 1"#))
                 #expect(metrics.contains("gateway_request_duration_seconds_bucket"))

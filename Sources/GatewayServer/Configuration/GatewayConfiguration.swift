@@ -93,10 +93,13 @@ public struct ServerSettings: Decodable, Sendable {
     /// `X-Forwarded-For`, `X-Forwarded-Host` and `X-Forwarded-Proto` are believed; from any other
     /// peer they are ignored. Empty (the default): the socket's peer is the client.
     public var trustedProxies: [String] = []
+    /// Whether `/metrics` answers anyone; by default only administrators (a key sent as
+    /// `X-Api-Key` or `Authorization: Bearer gk_...`, as Prometheus can).
+    public var publicMetrics = false
 
     public init() {}
 
-    enum CodingKeys: String, CodingKey { case host, port, maxBodySize, cors, accessLog, publicURL, socketListeners, trustedProxies }
+    enum CodingKeys: String, CodingKey { case host, port, maxBodySize, cors, accessLog, publicURL, socketListeners, trustedProxies, publicMetrics }
 
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
@@ -111,6 +114,7 @@ public struct ServerSettings: Decodable, Sendable {
         publicURL = try container.decodeIfPresent(String.self, forKey: .publicURL)
         socketListeners = try container.decodeIfPresent([SocketListenerSettings].self, forKey: .socketListeners) ?? []
         trustedProxies = try container.decodeIfPresent([String].self, forKey: .trustedProxies) ?? []
+        publicMetrics = try container.decodeIfPresent(Bool.self, forKey: .publicMetrics) ?? false
         if let bad = trustedProxies.first(where: { AddressMatcher($0) == nil }) {
             throw DecodingError.dataCorruptedError(forKey: .trustedProxies, in: container,
                                                    debugDescription: "'\(bad)' is not an address or CIDR (10.0.0.0/8, 192.0.2.7, 2001:db8::1)")

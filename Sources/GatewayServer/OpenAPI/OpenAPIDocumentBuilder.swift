@@ -398,7 +398,7 @@ public enum OpenAPIDocumentBuilder {
             (
                 "/metrics", .get,
                 endpoint(
-                    "metrics", "Prometheus metrics",
+                    "metrics", "Prometheus metrics, for administrators (X-Api-Key, or Authorization: Bearer with a session or a gk_ key) unless server.publicMetrics",
                     OpenAPI.Response(
                         description: "The Prometheus text format", content: .direct([prometheus: OpenAPI.Content(schema: .string)]))
                 )

@@ -8,8 +8,10 @@ import SQLKit
 extension Gateway {
     /// The gateway's own endpoints: liveness, readiness with per-plugin health, Prometheus
     /// metrics, the OpenAPI document and the plugin list.
+    /// `/metrics` answers administrators only, whose credential `metricsReader` resolves (nil:
+    /// anyone, with `server.publicMetrics`).
     static func builtinEndpoints(plugins: [LoadedPlugin], metrics: GatewayMetrics, openAPIJSON: ByteBuffer,
-                                 database: GatewayDatabase) -> [(path: String, endpoint: GatewayEndpoint)] {
+                                 database: GatewayDatabase, metricsReader: (any Authenticator)?) -> [(path: String, endpoint: GatewayEndpoint)] {
         @Sendable func json(_ value: some Encodable & Sendable, status: HTTPResponse.Status = .ok) throws -> Response {
             var headers = HTTPFields()
             headers[.contentType] = "application/json"
@@ -57,7 +59,13 @@ extension Gateway {
                                           database: databaseOK ? "ok" : "failing", plugins: plugins),
                                 status: failing ? .serviceUnavailable : .ok)
             }),
-            ("/metrics", GatewayEndpoint(name: "gateway.metrics", summary: "Prometheus metrics", metrics: metrics) { _, _ in
+            ("/metrics", GatewayEndpoint(name: "gateway.metrics", summary: "Prometheus metrics (administrators)", metrics: metrics) { request, context in
+                if let metricsReader {
+                    if let refusal = NativeCredentials.refusal(in: request.headers) { throw refusal }
+                    let principal = try await metricsReader.principal(for: NativeCredentials.extract(from: request.headers), address: context.remoteAddress)
+                    guard !principal.isAnonymous else { throw GatewayError.unauthorized("Metrics are for administrators: send an administrator's key or session.") }
+                    guard principal.isAdmin else { throw GatewayError.forbidden("Metrics are for administrators.") }
+                }
                 var headers = HTTPFields()
                 headers[.contentType] = "text/plain; version=0.0.4; charset=utf-8"
                 return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: metrics.render())))

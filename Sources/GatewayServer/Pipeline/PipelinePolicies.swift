@@ -45,7 +45,11 @@ public enum NativeCredentials {
     public static func extract(from headers: HTTPFields) -> Credential? {
         if let authorization = headers.value(.authorization) {
             let parts = authorization.split(separator: " ", maxSplits: 1)
-            if parts.count == 2, parts[0].lowercased() == "bearer" { return .sessionToken(String(parts[1]).trimmingCharacters(in: .whitespaces)) }
+            if parts.count == 2, parts[0].lowercased() == "bearer" {
+                let token = String(parts[1]).trimmingCharacters(in: .whitespaces)
+                // An API key as a bearer token, for clients that can send only that (Prometheus).
+                return token.hasPrefix("gk_") ? .apiKey(token) : .sessionToken(token)
+            }
         }
         if let key = headers.value(apiKeyField) { return .apiKey(key) }
         return nil
