@@ -233,16 +233,24 @@ public struct AccountStore: Sendable {
         let candidate = secret.prehash(for: row?.username ?? username.trimmingCharacters(in: .whitespacesAndNewlines))
         let hash: String
         if let stored = row?.password_hash { hash = stored } else { hash = try await Self.decoyHash(cost: bcryptCost) }
-        let matches = try await NIOThreadPool.singleton.runIfActive { Bcrypt.verify(candidate, hash: hash) }
+        let matches = try await Self.hashing.runIfActive { Bcrypt.verify(candidate, hash: hash) }
         guard let row, matches, row.disabled == 0 else { return nil }
         return row.user
     }
 
-    /// bcrypt of `text` on NIO's blocking thread pool: hashing takes a quarter of a second at cost
-    /// 12 and must never hold a thread of the cooperative pool, where every other request runs.
+    /// bcrypt of `text` on threads of its own: hashing takes a quarter of a second at cost 12 and
+    /// must neither hold a thread of the cooperative pool, where every other request runs, nor
+    /// queue ahead of the database's blocking work on NIO's shared pool (SQLite runs there).
     static func hash(_ text: String, cost: Int) async throws -> String {
-        try await NIOThreadPool.singleton.runIfActive { Bcrypt.hash(text, cost: UInt8(cost)) }
+        try await hashing.runIfActive { Bcrypt.hash(text, cost: UInt8(cost)) }
     }
+
+    /// The threads that hash: one per core, started once for the process.
+    static let hashing: NIOThreadPool = {
+        let pool = NIOThreadPool(numberOfThreads: max(1, System.coreCount))
+        pool.start()
+        return pool
+    }()
 
     /// A hash of the configured cost to verify against when the user does not exist, so that an
     /// unknown name costs the same time as a wrong password. Made once per cost.
