@@ -200,6 +200,7 @@ let package = Package(
             name: "SuggestPluginTests",
             dependencies: ["SuggestPlugin", "GatewayTesting", "GatewayServer",
                            .product(name: "HummingbirdTesting", package: "hummingbird"),
+                           .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                            .product(name: "AsyncHTTPClient", package: "async-http-client"),
                            .product(name: "NIOFoundationCompat", package: "swift-nio")],
             swiftSettings: strictSettings

@@ -1,5 +1,7 @@
 import Foundation
 import GatewayCore
+import Logging
+import ServiceLifecycle
 
 /// Search-as-you-type suggestions (seed 002): every keystroke asks for suggestions, each a
 /// `keyword` to search for and a `text` to show, in Chinese as well as Latin scripts. Serves the
@@ -62,11 +64,14 @@ public struct SuggestPlugin: ServicePlugin {
         upstream = try configuration.upstreamSettings().map { UpstreamSuggestions(settings: $0, http: context.http, clock: context.clock) }
         self.configuration = configuration
         self.context = context
-        store = TermStore(database: context.database)
+        store = TermStore(database: context.database, events: context.events)
         try await store.reload()
     }
 
     public var importers: [any Importer] { [TermImporter(store: store)] }
+
+    /// Applies term changes made through other instances on the same database.
+    public var services: [any Service] { [TermChangeListener(store: store, events: context.events, logger: context.logger)] }
 
     public func loadDemoData() async throws {
         for path in configuration.dictionaries {
@@ -451,4 +456,25 @@ public struct SuggestPlugin: ServicePlugin {
 /// A progress sink that ignores updates (demo data loads quietly).
 struct NoProgress: ImportProgress {
     func update(done: Int, total: Int?) {}
+}
+
+/// Keeps this instance's index up to date with the term changes and imports of the others
+/// (delivered over the event bus, which crosses instances on PostgreSQL).
+struct TermChangeListener: Service {
+    let store: TermStore
+    let events: any EventBus
+    let logger: Logger
+
+    func run() async throws {
+        let changes = events.subscribe(to: TermStore.changesTopic)
+        try? await cancelWhenGracefulShutdown {
+            for await change in changes {
+                do {
+                    try await store.applyRemote(change)
+                } catch {
+                    logger.warning("a term change of another instance could not be applied", metadata: ["error": "\(error)"])
+                }
+            }
+        }
+    }
 }

@@ -13,9 +13,38 @@ import SQLKit
 final class TermStore: Sendable {
     let database: any SQLDatabase
     let index = LayeredIndex(terms: [])
+    /// Tells the other instances on the database (``TermChange``); the event bus carries it.
+    let events: (any EventBus)?
+    /// This instance, so that it skips its own announcements.
+    let instance = UUID().uuidString
 
-    init(database: any SQLDatabase) {
+    init(database: any SQLDatabase, events: (any EventBus)? = nil) {
         self.database = database
+        self.events = events
+    }
+
+    /// A change of the table another instance must apply to its index: one term (read back from
+    /// the table), or a whole dictionary (a rebuild).
+    struct TermChange: Codable, Sendable {
+        var origin: String
+        var dictionary: String
+        var keyword: String?
+    }
+
+    static let changesTopic = "suggest/terms"
+
+    private func announce(dictionary: String, keyword: String?) async {
+        guard let events, let payload = try? JSONEncoder().encode(TermChange(origin: instance, dictionary: dictionary, keyword: keyword)) else { return }
+        await events.publish(GatewayEvent(topic: Self.changesTopic, payload: ByteBuffer(bytes: payload)))
+    }
+
+    /// Applies another instance's change: the term as the table now holds it, or the dictionary rebuilt.
+    func applyRemote(_ event: GatewayEvent) async throws {
+        guard let change = try? JSONDecoder().decode(TermChange.self, from: Data(event.payload.readableBytesView)), change.origin != instance else { return }
+        guard let keyword = change.keyword else { return try await reload() }
+        let row = try await database.select().columns("dictionary", "keyword", "text", "weight").from("suggest_terms")
+            .where("dictionary", .equal, change.dictionary).where("keyword", .equal, keyword).first(decoding: Row.self)
+        apply(.init(dictionary: change.dictionary, keyword: keyword), term: row.map { Term(dictionary: $0.dictionary, keyword: $0.keyword, text: $0.text, weight: $0.weight) })
     }
 
     static let migrations: [Migration] = [
@@ -82,6 +111,7 @@ final class TermStore: Sendable {
             .onConflict(with: ["dictionary", "keyword"]) { $0.set(excludedValueOf: "text").set(excludedValueOf: "weight") }
             .run()
         apply(.init(dictionary: term.dictionary, keyword: term.keyword), term: term)
+        await announce(dictionary: term.dictionary, keyword: term.keyword)
     }
 
     /// Removes one term; false when there was none.
@@ -91,6 +121,7 @@ final class TermStore: Sendable {
             .where("keyword", .equal, keyword).first(decoding: Found.self) != nil else { return false }
         try await database.delete(from: "suggest_terms").where("dictionary", .equal, dictionary).where("keyword", .equal, keyword).run()
         apply(.init(dictionary: dictionary, keyword: keyword), term: nil)
+        await announce(dictionary: dictionary, keyword: keyword)
         return true
     }
 
@@ -119,6 +150,7 @@ final class TermStore: Sendable {
             }
         }
         try await reload()
+        await announce(dictionary: dictionary, keyword: nil)
     }
 
     /// The dictionaries and how many terms each holds.

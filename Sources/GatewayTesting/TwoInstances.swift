@@ -44,3 +44,14 @@ extension TestGateway {
         }
     }
 }
+
+/// Whether `condition` holds within `limit`, asked every 20 ms (for what another instance learns
+/// a moment later).
+public func eventually(within limit: Duration, _ condition: () async throws -> Bool) async throws -> Bool {
+    let until = ContinuousClock.now + limit
+    while ContinuousClock.now < until {
+        if try await condition() { return true }
+        try await Task.sleep(for: .milliseconds(20))
+    }
+    return false
+}

@@ -20,7 +20,7 @@ struct ClusterCacheTests {
             let created = try await first.handle(.post, "/v1/notes/notes", headers: [.contentType: "application/json"],
                                                  body: ByteBuffer(string: #"{"title": "from the first", "body": "b"}"#))
             #expect(created.status == 201)
-            let purged = try await Self.within(.seconds(5)) {
+            let purged = try await eventually(within: .seconds(5)) {
                 let response = try await second.handle(.get, "/v1/notes/notes")
                 return response.headers[xCache] == "MISS" && String(buffer: response.body).contains("from the first")
             }
@@ -41,26 +41,16 @@ struct ClusterCacheTests {
             #expect(try await second.handle(.get, "/v1/me", headers: bearer).status == 200)
 
             #expect(try await first.handle(.delete, "/v1/me/keys/\(key.id)", headers: bearer).status == 204)
-            let keyRefused = try await Self.within(.seconds(1)) {
+            let keyRefused = try await eventually(within: .seconds(1)) {
                 try await second.handle(.get, "/v1/notes/echo?name=x", headers: [apiKey: key.secret]).status == 401
             }
             #expect(keyRefused, "the revoked key still worked on the other instance after a second")
 
             #expect(try await first.handle(.post, "/v1/auth/logout", headers: bearer).status == 204)
-            let sessionRefused = try await Self.within(.seconds(1)) {
+            let sessionRefused = try await eventually(within: .seconds(1)) {
                 try await second.handle(.get, "/v1/me", headers: bearer).status == 401
             }
             #expect(sessionRefused, "the ended session still worked on the other instance after a second")
         }
-    }
-
-    /// Whether `condition` holds within `limit`, asked every 20 ms.
-    static func within(_ limit: Duration, _ condition: () async throws -> Bool) async throws -> Bool {
-        let until = ContinuousClock.now + limit
-        while ContinuousClock.now < until {
-            if try await condition() { return true }
-            try await Task.sleep(for: .milliseconds(20))
-        }
-        return false
     }
 }
