@@ -80,36 +80,30 @@ def statement(day_slots, minimal):
                           AND d.day BETWEEN c.first_day AND c.last_day AND (c.weekdays >> d.weekday) & 1))"""
     columns = """st.trip_id, t.route_id, r.short_name, COALESCE(st.headsign, t.headsign) AS headsign, t.direction, st.stop_sequence,
                d.day, d.base + st.arrival AS arrival, d.base + st.departure AS departure"""
-    if minimal:
-        return """
-        WITH d AS (%s)
-        SELECT %s
+    # (CROSS JOIN fixes the order: the feed by its key, then each day's range of the stop's index.)
+    joins = """
         FROM transit_feeds f
         CROSS JOIN d
         CROSS JOIN transit_stop_times st INDEXED BY bench_stop_times_stop ON st.version = f.version AND st.stop_id = :stop
              AND st.departure BETWEEN :from - d.base AND :to - d.base
         JOIN transit_trips t ON t.version = f.version AND t.trip_id = st.trip_id
         JOIN transit_routes r ON r.version = f.version AND r.route_id = t.route_id
-        WHERE f.id = :feed %s
-        ORDER BY d.base + st.departure, st.trip_id""" % (days, columns, runs)
-    # (CROSS JOIN fixes the order: the feed by its key, then each day's range of the stop's index.)
+"""
+    if minimal:
+        return """
+        WITH d AS (%s)
+        SELECT %s%s        WHERE f.id = :feed %s
+        ORDER BY d.base + st.departure, st.trip_id""" % (days, columns, joins, runs)
     # The trip's stops counted in one grouped join: all of them, those before this one, and
     # those the trip has left at the instant (times only grow along a trip).
     return """
         WITH d AS (%s)
         SELECT %s,
                COUNT(*) AS total_stops,
-               SUM(s2.stop_sequence < st.stop_sequence) - SUM(COALESCE(s2.departure, s2.arrival) < :time - d.base) AS stops_away
-        FROM transit_feeds f
-        CROSS JOIN d
-        CROSS JOIN transit_stop_times st INDEXED BY bench_stop_times_stop ON st.version = f.version AND st.stop_id = :stop
-             AND st.departure BETWEEN :from - d.base AND :to - d.base
-        JOIN transit_trips t ON t.version = f.version AND t.trip_id = st.trip_id
-        JOIN transit_routes r ON r.version = f.version AND r.route_id = t.route_id
-        JOIN transit_stop_times s2 ON s2.version = f.version AND s2.trip_id = st.trip_id
+               SUM(s2.stop_sequence < st.stop_sequence) - SUM(COALESCE(s2.departure, s2.arrival) < :time - d.base) AS stops_away%s        JOIN transit_stop_times s2 ON s2.version = f.version AND s2.trip_id = st.trip_id
         WHERE f.id = :feed %s
         GROUP BY d.day, st.rowid
-        ORDER BY d.base + st.departure, st.trip_id""" % (days, columns, runs)
+        ORDER BY d.base + st.departure, st.trip_id""" % (days, columns, joins, runs)
 
 
 def main():

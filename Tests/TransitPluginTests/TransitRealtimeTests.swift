@@ -148,15 +148,8 @@ struct TransitRealtimeTests {
             return Response(status: .ok, headers: [.contentType: "application/x-protobuf"], body: .init(byteBuffer: ByteBuffer(data: data)))
         }
         try await withLoopbackServer(router) { port in
-            let yaml = """
-                plugins:
-                  transit:
-                    config:
-                      feeds:
-                        - id: sample
-                          source: \(sampleFeed.path)
-                          realtime: { tripUpdates: "http://127.0.0.1:\(port)/trip-updates", interval: 1s, timeout: 2s, staleAfter: 1h }
-                """
+            let yaml = feedsYAML(#"{ id: sample, source: "\#(sampleFeed.path)", "#
+                                 + #"realtime: { tripUpdates: "http://127.0.0.1:\#(port)/trip-updates", interval: 1s, timeout: 2s, staleAfter: 1h } }"#)
             try await withTransit(yaml: yaml) { gateway in
                 let plugin = try gateway.transitPlugin
                 #expect(await plugin.health().status == .degraded, "no message yet")
@@ -205,14 +198,7 @@ struct TransitFeedSourceTests {
         files["stops.txt"] = FeedFiles.stops.replacingOccurrences(of: "First Street", with: "Local Street")
         let local = try FeedFiles.zip(files)
         try await withLoopbackServer(router) { port in
-            let yaml = """
-                plugins:
-                  transit:
-                    config:
-                      feeds:
-                        - { id: local, source: "\(local.path)" }
-                        - { id: remote, source: "http://127.0.0.1:\(port)/feed.zip", refresh: 1m }
-                """
+            let yaml = feedsYAML(#"{ id: local, source: "\#(local.path)" }"#, #"{ id: remote, source: "http://127.0.0.1:\#(port)/feed.zip", refresh: 1m }"#)
             try await withTransit(yaml: yaml, feed: nil) { gateway in
                 let plugin = try gateway.transitPlugin
                 let health = await plugin.health()

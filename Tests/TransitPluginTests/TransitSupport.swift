@@ -18,6 +18,11 @@ let transitYAML = """
       transit: {}
     """
 
+/// plugins.yaml text with the transit plugin keeping `feeds` (each a YAML flow mapping) imported.
+func feedsYAML(_ feeds: String...) -> String {
+    "plugins:\n  transit:\n    config:\n      feeds:\n" + feeds.map { "        - \($0)\n" }.joined()
+}
+
 /// The project's root folder.
 let projectRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 
