@@ -172,6 +172,7 @@ let package = Package(
         .testTarget(
             name: "EventsPluginTests",
             dependencies: ["EventsPlugin", "GatewayTesting", "GatewayServer",
+                           .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                            .product(name: "NIOFoundationCompat", package: "swift-nio")],
             exclude: ["Fixtures"],
             swiftSettings: strictSettings

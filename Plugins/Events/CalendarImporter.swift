@@ -90,8 +90,9 @@ struct CalendarImporter: Importer {
         // (`ICalendarLimits.maxCalendarRecurrenceIterations`): a file of rules that never match
         // costs bounded time, whatever their number.
         let expansions = calendar.expandAll(from: now.addingTimeInterval(-Self.lookBack), to: horizon, defaultTimeZone: zone, limitPerEvent: 10_000)
-        let (imported, skipped) = try await store.database.transaction { db -> (Int, [ImportReport.Rejection]) in
+        let (imported, skipped, touched) = try await store.database.transaction { db -> (Int, [ImportReport.Rejection], [Int64]) in
             var imported = 0
+            var touched: [Int64] = []
             var rejected: [ImportReport.Rejection] = []
             var known: [String: EventStore.EventRow] = [:]
             var venues: [String: (id: Int64, name: String)] = [:]
@@ -148,18 +149,20 @@ struct CalendarImporter: Importer {
                 let uid = String(event.uid.prefix(500))
                 if let existing = known[uid] {
                     try await store.updateEvent(existing, with: input, on: db)
+                    touched.append(existing.id)
                     try await replaceShowings(of: existing.id, with: showings, city: city, published: status == .published, on: db)
                 } else {
                     var withShowings = input
                     withShowings.showings = showings
                     // The parser keeps one event per UID, so a new one is not met again in this file.
-                    _ = try await store.insertEvent(withShowings, title: input.title ?? title, owner: nil, uid: uid, status: status, on: db,
-                                                    venueNames: venue.map { [$0.id: $0.name] } ?? [:])
+                    touched.append(try await store.insertEvent(withShowings, title: input.title ?? title, owner: nil, uid: uid, status: status, on: db,
+                                                    venueNames: venue.map { [$0.id: $0.name] } ?? [:]))
                 }
                 imported += 1
             }
-            return (imported, rejected)
+            return (imported, rejected, touched)
         }
+        await store.changed(events: touched)
         let rejected = calendar.problems.map { ImportReport.Rejection(line: $0.line, reason: $0.reason) } + skipped
         progress.update(done: calendar.events.count, total: calendar.events.count)
         await service.context.cache.invalidate(tags: ["events"])

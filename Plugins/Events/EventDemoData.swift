@@ -82,5 +82,6 @@ enum EventDemoData {
                 _ = try await service.store.insertEvent(input, title: sample.title, owner: nil, uid: nil, status: .published, on: db)
             }
         }
+        await service.store.changed(all: true)
     }
 }

@@ -95,6 +95,7 @@ struct EventService: Sendable {
         let id = try await store.database.transaction { db in
             try await store.insertEvent(input, title: title, owner: context.principal.userID, uid: nil, status: status, on: db)
         }
+        await store.changed(events: [id])
         return try await detail(id)
     }
 
@@ -110,6 +111,7 @@ struct EventService: Sendable {
             guard input.status == .cancelled, event.status != .cancelled else { return [] }
             return try await store.cancelReservations(ofEvent: id, reason: "The event was cancelled.", on: db)
         }
+        await store.changed(events: [id])
         for reservation in cancelled {
             await notify(reservation.user, title: "Cancelled: \(input.title ?? event.title)",
                          body: "The event was cancelled, and your reservation of \(seatsText(reservation.seats)) with it.", reservation: reservation.id)
@@ -127,6 +129,7 @@ struct EventService: Sendable {
             }
             try await store.deleteEvent(id, on: db)
         }
+        await store.changed(events: [id])
     }
 
     func detail(_ id: Int64) async throws -> EventDetail {
@@ -145,6 +148,7 @@ struct EventService: Sendable {
             try await store.relist(event.id, on: db)
             return id
         }
+        await store.changed(events: [event.id])
         guard let showing = try await store.showing(id) else { throw GatewayError.notFound("No such showing.") }
         return showing
     }
@@ -160,6 +164,7 @@ struct EventService: Sendable {
         let (showing, _) = try await ownedShowing(id, context: context)
         if let venue = patch.venue, try await store.venue(venue) == nil { throw GatewayError.invalid(field: "/venue", "is not a known venue") }
         try await store.database.transaction { db in try await store.updateShowing(showing, with: patch, on: db) }
+        await store.changed(events: [showing.event])
         guard let updated = try await store.showing(id) else { throw GatewayError.notFound("No such showing.") }
         return updated
     }
@@ -167,6 +172,7 @@ struct EventService: Sendable {
     func deleteShowing(_ id: Int64, context: OperationContext) async throws {
         let (showing, _) = try await ownedShowing(id, context: context)
         try await store.database.transaction { db in try await store.deleteShowing(showing, on: db) }
+        await store.changed(events: [showing.event])
     }
 
     // MARK: Venues

@@ -1,11 +1,62 @@
 import Foundation
 import GatewayCore
+import Logging
 import SQLKit
 
-/// The events plugin's tables: the same SQL on SQLite and PostgreSQL.
+/// The events plugin's tables: the same SQL on SQLite and PostgreSQL; lists read the published
+/// events from the ``EventCatalog`` in memory, which every write refreshes.
 struct EventStore: Sendable {
     let database: any SQLDatabase
     let clock: any WallClock
+    let catalog: EventCatalog
+    /// Tells the other instances on the database what changed (``CatalogChange``).
+    let bus: (any EventBus)?
+    let logger: Logger
+    /// This instance, so that it skips its own announcements.
+    let instance = UUID().uuidString
+    private let refreshes = SerialRefreshes()
+
+    init(database: any SQLDatabase, clock: any WallClock, bus: (any EventBus)? = nil, logger: Logger = Logger(label: "events")) {
+        self.database = database
+        self.clock = clock
+        self.bus = bus
+        self.logger = logger
+        catalog = EventCatalog(database: database)
+    }
+
+    // MARK: The catalog
+
+    /// Refreshes the catalog after a write has ended (committed or not: the tables are read
+    /// again), and tells the other instances. Refreshes run one at a time, in the order the writes
+    /// ended, so the last one reads what the last write left.
+    func changed(events: [Int64] = [], venues: [Int64] = [], all: Bool = false) async {
+        await apply(CatalogChange(origin: instance, events: events, venues: venues, all: all))
+        guard let bus, let payload = try? JSONEncoder().encode(CatalogChange(origin: instance, events: events, venues: venues, all: all)) else { return }
+        await bus.publish(GatewayEvent(topic: CatalogChange.topic, payload: ByteBuffer(bytes: payload)))
+    }
+
+    /// Applies another instance's change (``CatalogChange``) to this instance's catalog.
+    func applyRemote(_ event: GatewayEvent) async {
+        guard let change = try? JSONDecoder().decode(CatalogChange.self, from: Data(event.payload.readableBytesView)), change.origin != instance else { return }
+        await apply(change)
+    }
+
+    private func apply(_ change: CatalogChange) async {
+        let catalog = self.catalog
+        let logger = self.logger
+        await refreshes.run {
+            do {
+                if change.all {
+                    try await catalog.reload()
+                } else {
+                    try await catalog.refresh(events: change.events, venues: change.venues)
+                }
+            } catch {
+                logger.error("the events catalog could not be refreshed; lists may miss a change until the next one",
+                             metadata: ["events": "\(change.events)", "error": "\(error)"])
+            }
+        }
+    }
 
     func now() -> Int64 { Int64(clock.now().timeIntervalSince1970.rounded(.down)) }
 
@@ -434,19 +485,10 @@ struct EventStore: Sendable {
 
     /// Published events with a showing in `window`, by their first showing there, a page at a time.
     func list(city: Int?, category: Int?, window: (start: Date, end: Date), limit: Int, cursor: Cursor?) async throws -> Page<EventSummary> {
-        let start = Int64(window.start.timeIntervalSince1970)
-        let end = Int64(window.end.timeIntervalSince1970)
-        var sql: SQLQueryString = "SELECT w.event_id AS event_id, MIN(w.starts_at) AS first_start FROM ("
-            + Self.windowShowings(city: city, category: category, start: start, end: end) + ") w"
-        sql += " GROUP BY w.event_id"
-        if let cursor {
-            sql += " HAVING MIN(w.starts_at) > \(bind: cursor.first) OR (MIN(w.starts_at) = \(bind: cursor.first) AND w.event_id > \(bind: cursor.id))"
-        }
-        sql += " ORDER BY first_start, event_id LIMIT \(bind: limit + 1)"
-        let rows = try await database.raw(sql).all()
-        let found = try rows.map { (id: try $0.decode(column: "event_id", as: Int64.self), first: try $0.decode(column: "first_start", as: Int64.self)) }
+        let span = (start: Int64(window.start.timeIntervalSince1970), end: Int64(window.end.timeIntervalSince1970))
+        let found = catalog.list(city: city, category: category, window: span, limit: limit, after: cursor)
         let page = Array(found.prefix(limit))
-        let items = try await summaries(page.map(\.id), window: (start, end))
+        let items = try await summaries(page.map(\.id), window: span)
         let next = found.count > limit ? page.last.map { Cursor(first: $0.first, id: $0.id).text } : nil
         return Page(items: items, nextCursor: next)
     }
@@ -454,44 +496,11 @@ struct EventStore: Sendable {
     /// Published events at venues within `radius` metres of a point with a showing in `window`,
     /// nearest first.
     func near(lat: Double, lon: Double, radius: Double, category: Int?, window: (start: Date, end: Date), limit: Int) async throws -> Page<EventSummary> {
-        let latSpan = radius / 111_320
-        let lonSpan = radius / max(1, 111_320 * cos(lat * .pi / 180))
-        let rows = try await database.raw("""
-            SELECT id, lat, lon FROM events_venues WHERE lat BETWEEN \(bind: lat - latSpan) AND \(bind: lat + latSpan)
-              AND lon BETWEEN \(bind: lon - lonSpan) AND \(bind: lon + lonSpan)
-            """).all()
-        var distances: [Int64: Double] = [:]
-        for row in rows {
-            guard let vlat = try row.decode(column: "lat", as: Double?.self), let vlon = try row.decode(column: "lon", as: Double?.self) else { continue }
-            let distance = Geo.distance(lat, lon, vlat, vlon)
-            if distance <= radius { distances[try row.decode(column: "id", as: Int64.self)] = distance }
-        }
-        guard !distances.isEmpty else { return Page(items: [], nextCursor: nil) }
-        let start = Int64(window.start.timeIntervalSince1970)
-        let end = Int64(window.end.timeIntervalSince1970)
-        // The nearest venues first, at most a few thousand: a radius over a dense city stays bounded.
-        let venues = distances.sorted { $0.value < $1.value }.prefix(4000).map(\.key)
-        let atVenues: SQLQueryString = "venue_id IN (\(binds: venues)) AND published = 1 AND "
-        var sql: SQLQueryString = "SELECT w.event_id AS event_id, w.venue_id AS venue_id, MIN(w.starts_at) AS first_start FROM ("
-            + "SELECT event_id, venue_id, starts_at FROM events_showings WHERE " + atVenues
-            + "starts_at >= \(bind: start - 86_400) AND starts_at < \(bind: end) AND (ends_at > \(bind: start) OR starts_at >= \(bind: start)) AND span <= 86400"
-            + " UNION ALL SELECT event_id, venue_id, starts_at FROM events_showings WHERE " + atVenues
-            + "span > 86400 AND ends_at > \(bind: start) AND starts_at < \(bind: end)) w"
-        if let category {
-            sql += " JOIN events_event_categories c ON c.event_id = w.event_id AND c.category_id = \(bind: category)"
-        }
-        sql += " GROUP BY w.event_id, w.venue_id"
-        var best: [Int64: (distance: Double, first: Int64)] = [:]
-        for row in try await database.raw(sql).all() {
-            let event = try row.decode(column: "event_id", as: Int64.self)
-            let distance = distances[try row.decode(column: "venue_id", as: Int64.self)] ?? radius
-            let first = try row.decode(column: "first_start", as: Int64.self)
-            if let known = best[event], (known.distance, known.first) <= (distance, first) { continue }
-            best[event] = (distance, first)
-        }
-        let ordered = best.sorted { ($0.value.distance, $0.value.first, $0.key) < ($1.value.distance, $1.value.first, $1.key) }.prefix(limit)
-        var items = try await summaries(ordered.map(\.key), window: (start, end))
-        for index in items.indices { items[index].distance = (best[items[index].id]?.distance).map { ($0 * 10).rounded() / 10 } }
+        let span = (start: Int64(window.start.timeIntervalSince1970), end: Int64(window.end.timeIntervalSince1970))
+        let found = catalog.near(lat: lat, lon: lon, radius: radius, category: category, window: span, limit: limit)
+        let distances = Dictionary(found.map { ($0.id, $0.distance) }, uniquingKeysWith: { first, _ in first })
+        var items = try await summaries(found.map(\.id), window: span)
+        for index in items.indices { items[index].distance = (distances[items[index].id]).map { ($0 * 10).rounded() / 10 } }
         return Page(items: items, nextCursor: nil)
     }
 
@@ -514,41 +523,25 @@ struct EventStore: Sendable {
         return Page(items: items, nextCursor: ids.count > limit ? page.last.map(String.init) : nil)
     }
 
-    /// Summaries of `ids`, in that order, each with at most 20 of its showings inside `window`: one
-    /// statement (the events, their categories and their showings with venues), as a list is read
-    /// on every keystroke of a search box and every scroll of the old app's table.
+    /// Summaries of `ids`, in that order, each with at most 20 of its showings inside `window`,
+    /// from the catalog; the seats remaining of those with a capacity read from the table (one
+    /// statement), as every reservation changes them.
     func summaries(_ ids: [Int64], window: (start: Int64, end: Int64)) async throws -> [EventSummary] {
-        guard !ids.isEmpty else { return [] }
-        let categories = database.isSQLite
-            ? "(SELECT group_concat(category_id) FROM events_event_categories c WHERE c.event_id = e.id)"
-            : "(SELECT string_agg(CAST(category_id AS TEXT), ',') FROM events_event_categories c WHERE c.event_id = e.id)"
-        let sql: SQLQueryString = """
-            SELECT e.id AS e_id, e.title AS e_title, e.image_url AS e_image_url, e.city_id AS e_city_id, e.status AS e_status,
-              \(unsafeRaw: categories) AS e_categories,
-              s.id AS id, s.event_id AS event_id, s.starts_at AS starts_at, s.ends_at AS ends_at, s.all_day AS all_day,
-              s.price_text AS price_text, s.is_free AS is_free, s.capacity AS capacity, s.seats_taken AS seats_taken, s.venue_id AS venue_id,
-              v.id AS v_id, v.name AS v_name, v.address AS v_address, v.city_id AS v_city_id, v.lat AS v_lat, v.lon AS v_lon, v.owner_id AS v_owner_id
-            FROM events_events e
-            LEFT JOIN events_showings s ON s.event_id = e.id AND s.starts_at < \(bind: window.end)
-              AND (s.ends_at > \(bind: window.start) OR s.starts_at >= \(bind: window.start))
-            LEFT JOIN events_venues v ON v.id = s.venue_id
-            WHERE e.id IN (\(binds: ids)) ORDER BY e.id, s.starts_at, s.id
-            """
-        var summaries: [Int64: EventSummary] = [:]
-        for row in try await database.raw(sql).all() {
-            let id = try row.decode(column: "e_id", as: Int64.self)
-            if summaries[id] == nil {
-                let listed = try row.decode(column: "e_categories", as: String?.self) ?? ""
-                summaries[id] = EventSummary(
-                    id: id, title: try row.decode(column: "e_title", as: String.self), imageURL: try row.decode(column: "e_image_url", as: String?.self),
-                    city: try row.decode(column: "e_city_id", as: Int?.self), categories: listed.split(separator: ",").compactMap { Int($0) }.sorted(),
-                    status: EventStatus(rawValue: try row.decode(column: "e_status", as: String.self)) ?? .draft, distance: nil, showings: [])
-            }
-            if summaries[id]!.showings.count < 20, try row.decode(column: "id", as: Int64?.self) != nil {
-                summaries[id]!.showings.append(try Self.decodeShowing(row))
+        var items = catalog.summaries(ids, window: window)
+        let limited = items.flatMap { $0.showings.filter { $0.capacity != nil }.map(\.id) }
+        guard !limited.isEmpty else { return items }
+        var seats: [Int64: (capacity: Int?, taken: Int)] = [:]
+        for row in try await database.raw("SELECT id, capacity, seats_taken FROM events_showings WHERE id IN (\(binds: limited))").all() {
+            seats[try row.decode(column: "id", as: Int64.self)] = (try row.decode(column: "capacity", as: Int?.self), try row.decode(column: "seats_taken", as: Int.self))
+        }
+        for item in items.indices {
+            for showing in items[item].showings.indices where items[item].showings[showing].capacity != nil {
+                guard let known = seats[items[item].showings[showing].id] else { continue }
+                items[item].showings[showing].capacity = known.capacity
+                items[item].showings[showing].seatsRemaining = known.capacity.map { max(0, $0 - known.taken) }
             }
         }
-        return ids.compactMap { summaries[$0] }
+        return items
     }
 
     /// The events (with every showing inside `window`) of a subscribable calendar.
@@ -595,5 +588,20 @@ enum Geo {
         let dLon = (lon2 - lon1) * radians
         let a = sin(dLat / 2) * sin(dLat / 2) + cos(lat1 * radians) * cos(lat2 * radians) * sin(dLon / 2) * sin(dLon / 2)
         return 6_371_008.8 * 2 * atan2(a.squareRoot(), (1 - a).squareRoot())
+    }
+}
+
+/// Runs jobs one at a time, in the order they were handed in.
+actor SerialRefreshes {
+    private var last: Task<Void, Never>?
+
+    func run(_ job: @escaping @Sendable () async -> Void) async {
+        let previous = last
+        let task = Task {
+            await previous?.value
+            await job()
+        }
+        last = task
+        await task.value
     }
 }

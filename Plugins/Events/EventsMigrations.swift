@@ -66,5 +66,38 @@ enum EventsMigrations {
             try await db.raw("CREATE INDEX events_reservations_showing ON events_reservations (showing_id, user_id)").run()
             try await db.raw("CREATE INDEX events_reservations_event ON events_reservations (event_id, id)").run()
         },
+        // A reservation holds its seats in the statement that records it: the insert's trigger adds
+        // them to the showing and refuses (undoing the insert) what would exceed its capacity. One
+        // statement, so that on SQLite reservations share the group commit of other writes.
+        Migration(2, "a reservation's insert holds its seats") { db in
+            if db.isSQLite {
+                try await db.raw("""
+                    CREATE TRIGGER events_reservations_hold AFTER INSERT ON events_reservations
+                    WHEN NEW.status IN ('requested', 'confirmed')
+                    BEGIN
+                      UPDATE events_showings SET seats_taken = seats_taken + NEW.seats WHERE id = NEW.showing_id;
+                      SELECT RAISE(ABORT, 'events: too few seats remain') FROM events_showings
+                        WHERE id = NEW.showing_id AND capacity IS NOT NULL AND seats_taken > capacity;
+                    END
+                    """).run()
+            } else {
+                try await db.raw("""
+                    CREATE FUNCTION events_reservations_hold() RETURNS trigger LANGUAGE plpgsql AS $$
+                    BEGIN
+                      IF NEW.status IN ('requested', 'confirmed') THEN
+                        UPDATE events_showings SET seats_taken = seats_taken + NEW.seats WHERE id = NEW.showing_id;
+                        IF EXISTS (SELECT 1 FROM events_showings WHERE id = NEW.showing_id AND capacity IS NOT NULL AND seats_taken > capacity) THEN
+                          RAISE EXCEPTION 'events: too few seats remain';
+                        END IF;
+                      END IF;
+                      RETURN NEW;
+                    END $$
+                    """).run()
+                try await db.raw("""
+                    CREATE TRIGGER events_reservations_hold AFTER INSERT ON events_reservations
+                    FOR EACH ROW EXECUTE FUNCTION events_reservations_hold()
+                    """).run()
+            }
+        },
     ]
 }

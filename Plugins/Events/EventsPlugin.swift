@@ -1,5 +1,6 @@
 import Foundation
 import GatewayCore
+import ServiceLifecycle
 import SQLKit
 
 /// Arts and culture events by city, category and dates, with showings at venues, reservations,
@@ -64,9 +65,10 @@ public struct EventsPlugin: ServicePlugin {
     public init(configuration: Configuration, context: PluginContext) async throws {
         self.configuration = configuration
         self.context = context
-        store = EventStore(database: context.database, clock: context.clock)
+        store = EventStore(database: context.database, clock: context.clock, bus: context.events, logger: context.logger)
         service = EventService(store: store, settings: configuration, context: context)
         try await store.sync(categories: configuration.categories, cities: configuration.cities)
+        try await store.catalog.reload()
     }
 
     public func loadDemoData() async throws {
@@ -80,6 +82,9 @@ public struct EventsPlugin: ServicePlugin {
     var calendarImporter: CalendarImporter { CalendarImporter(service: service) }
 
     public var importers: [any Importer] { [calendarImporter] }
+
+    /// Applies the other instances' changes to this instance's catalog of published events.
+    public var services: [any Service] { [EventBusListener(context.events, topic: CatalogChange.topic, logger: context.logger) { [store] in await store.applyRemote($0) }] }
 
     public var dialects: [Dialect] { [TwShowDialect.make(service: service)] }
 
@@ -252,6 +257,7 @@ public struct EventsPlugin: ServicePlugin {
                     guard let name = input.body.name else { throw GatewayError.invalid(field: "/name", "is required") }
                     try service.checkCity(input.body.city, pointer: "/city")
                     let venue = try await store.createVenue(input.body, name: name, owner: context.principal.userID)
+                    await store.changed(venues: [venue.id])
                     return Reply(venue, status: .created, headers: [.location: "/v1/events/venues/\(venue.id)"])
                 },
             ServiceOperation.define("events.venues.update", .patch, "/venues/{id}", summary: "Change a venue (its owner or an administrator)")
@@ -262,7 +268,9 @@ public struct EventsPlugin: ServicePlugin {
                 .returns(Venue.self) { input, context in
                     let venue = try await service.ownedVenue(input.path.id, context: context)
                     try service.checkCity(input.body.city, pointer: "/city")
-                    return try await store.updateVenue(venue, with: input.body)
+                    let updated = try await store.updateVenue(venue, with: input.body)
+                    await store.changed(venues: [venue.id])
+                    return updated
                 },
             ServiceOperation.define("events.venues.delete", .delete, "/venues/{id}", summary: "Delete a venue no showing uses")
                 .access(.scope("events:write"))
@@ -271,6 +279,7 @@ public struct EventsPlugin: ServicePlugin {
                 .returns(NoContent.self) { input, context in
                     _ = try await service.ownedVenue(input.path.id, context: context)
                     try await store.deleteVenue(input.path.id)
+                    await store.changed(venues: [input.path.id])
                     return NoContent()
                 },
 

@@ -4,11 +4,12 @@ import SQLKit
 
 /// Reservations: seats held on a showing's counter and a row per request.
 ///
-/// Seats are taken by one conditional `UPDATE ... SET seats_taken = seats_taken + n WHERE
-/// seats_taken + n <= capacity`: on PostgreSQL the row lock it takes orders concurrent requests
-/// for a showing, on SQLite every write transaction is serialized, so a showing can never be
-/// oversold on either. The reservation row is written in the same transaction, so a refused or
-/// failed request leaves no trace and a crash cannot lose seats.
+/// A reservation's row and the seats it holds are written by one statement: the insert, whose
+/// trigger adds the seats to the showing's counter and refuses the insert when that would exceed
+/// the capacity. On SQLite every write statement runs in turn; on PostgreSQL the insert's
+/// transaction locks the showing's row first, which orders concurrent requests for a showing. So a
+/// showing can never be oversold on either, a refused or failed request leaves no trace, and a
+/// crash cannot lose seats. Cancelling or rejecting frees them in the transaction that records it.
 extension EventStore {
     static let reservationColumns = "id, showing_id, event_id, user_id, seats, status, requested_at, decided_at, decided_by, reason, cancelled_at"
 
@@ -62,41 +63,57 @@ extension EventStore {
 
     /// Holds `seats` of `showing` for `user`: 409 saying how many remain when too few do, or when
     /// the user already holds `maxActive` reservations of it (0: no limit).
+    ///
+    /// One statement: the reservation's insert, made only while the user holds fewer than
+    /// `maxActive`, whose trigger (``EventsMigrations``) holds the seats or refuses the insert. On
+    /// SQLite every write statement runs in turn on the one writer, so the count and the insert
+    /// are one step. On PostgreSQL the insert runs in a transaction that first locks the
+    /// showing's row, so that two requests of one user are counted one after the other.
     func reserve(showing: Int64, event: Int64, user: String, seats: Int, status: ReservationStatus, maxActive: Int) async throws -> Reservation {
         let now = now()
-        return try await database.transaction { db in
-            let taken = try await db.raw("""
-                UPDATE events_showings SET seats_taken = seats_taken + \(bind: seats)
-                WHERE id = \(bind: showing) AND (capacity IS NULL OR seats_taken + \(bind: seats) <= capacity) RETURNING id
-                """).first()
-            if taken == nil {
-                let row = try await db.raw("SELECT capacity, seats_taken FROM events_showings WHERE id = \(bind: showing)").first()
-                guard let row else { throw GatewayError.notFound("No such showing.") }
-                let remaining = max(0, (try row.decode(column: "capacity", as: Int?.self) ?? 0) - (try row.decode(column: "seats_taken", as: Int.self)))
-                throw GatewayError.conflict(remaining == 0 ? "No seats remain for this showing."
-                                                           : "Only \(remaining) seat\(remaining == 1 ? "" : "s") remain\(remaining == 1 ? "s" : "") for this showing.")
-            }
-            if maxActive > 0 {
-                let held = try await db.raw("""
-                    SELECT COUNT(*) AS n FROM events_reservations
-                    WHERE showing_id = \(bind: showing) AND user_id = \(bind: user) AND status IN ('requested', 'confirmed')
-                    """).first()?.decode(column: "n", as: Int.self) ?? 0
-                if held >= maxActive {
-                    throw GatewayError.conflict(maxActive == 1 ? "You already hold a reservation for this showing."
-                                                               : "You already hold \(held) reservations for this showing, the most allowed.")
+        let decided: Int64? = status == .confirmed ? now : nil
+        let insert: SQLQueryString = """
+            INSERT INTO events_reservations (showing_id, event_id, user_id, seats, status, requested_at, decided_at)
+            SELECT \(bind: showing), \(bind: event), \(bind: user), \(bind: seats), \(bind: status.rawValue), \(bind: now), \(bind: decided)
+            WHERE \(bind: maxActive) = 0 OR (SELECT COUNT(*) FROM events_reservations
+              WHERE showing_id = \(bind: showing) AND user_id = \(bind: user) AND status IN ('requested', 'confirmed')) < \(bind: maxActive)
+            RETURNING id
+            """
+        let row: (any SQLRow)?
+        do {
+            if database.isSQLite {
+                row = try await database.raw(insert).first()
+            } else {
+                row = try await database.transaction { db in
+                    guard try await db.raw("SELECT id FROM events_showings WHERE id = \(bind: showing) FOR UPDATE").first() != nil else {
+                        throw GatewayError.notFound("No such showing.")
+                    }
+                    return try await db.raw(insert).first()
                 }
             }
-            let decided: Int64? = status == .confirmed ? now : nil
-            let row = try await db.raw("""
-                INSERT INTO events_reservations (showing_id, event_id, user_id, seats, status, requested_at, decided_at)
-                VALUES (\(bind: showing), \(bind: event), \(bind: user), \(bind: seats), \(bind: status.rawValue), \(bind: now), \(bind: decided))
-                RETURNING id
-                """).first()
-            guard let id = try row?.decode(column: "id", as: Int64.self) else { throw GatewayError.internalError("The reservation was not recorded.") }
-            return Reservation(id: id, showing: showing, event: event, user: user, seats: seats, status: status,
-                               requestedAt: Date(timeIntervalSince1970: Double(now)), decidedAt: decided.map { Date(timeIntervalSince1970: Double($0)) },
-                               decidedBy: nil, reason: nil, cancelledAt: nil)
+        } catch let error as GatewayError {
+            throw error
+        } catch {
+            // The trigger refused: say how many seats remain (any other failure stays what it is).
+            let refused = String(reflecting: error).contains("too few seats remain")
+            guard let seatsLeft = try await remainingSeats(showing), refused || seatsLeft < seats else { throw error }
+            throw GatewayError.conflict(seatsLeft == 0 ? "No seats remain for this showing."
+                                                       : "Only \(seatsLeft) seat\(seatsLeft == 1 ? "" : "s") remain\(seatsLeft == 1 ? "s" : "") for this showing.")
         }
+        guard let id = try row?.decode(column: "id", as: Int64.self) else {
+            throw GatewayError.conflict(maxActive == 1 ? "You already hold a reservation for this showing."
+                                                       : "You already hold \(maxActive) reservations for this showing, the most allowed.")
+        }
+        return Reservation(id: id, showing: showing, event: event, user: user, seats: seats, status: status,
+                           requestedAt: Date(timeIntervalSince1970: Double(now)), decidedAt: decided.map { Date(timeIntervalSince1970: Double($0)) },
+                           decidedBy: nil, reason: nil, cancelledAt: nil)
+    }
+
+    /// The seats a showing has left (nil: unlimited, or no such showing).
+    private func remainingSeats(_ showing: Int64) async throws -> Int? {
+        guard let row = try await database.raw("SELECT capacity, seats_taken FROM events_showings WHERE id = \(bind: showing)").first(),
+              let capacity = try row.decode(column: "capacity", as: Int?.self) else { return nil }
+        return max(0, capacity - (try row.decode(column: "seats_taken", as: Int.self)))
     }
 
     /// Moves a reservation from one of `from` to `to`, freeing its seats when `to` holds none.

@@ -71,7 +71,7 @@ public struct SuggestPlugin: ServicePlugin {
     public var importers: [any Importer] { [TermImporter(store: store)] }
 
     /// Applies term changes made through other instances on the same database.
-    public var services: [any Service] { [TermChangeListener(store: store, events: context.events, logger: context.logger)] }
+    public var services: [any Service] { [EventBusListener(context.events, topic: TermStore.changesTopic, logger: context.logger) { [store] in try await store.applyRemote($0) }] }
 
     public func loadDemoData() async throws {
         for path in configuration.dictionaries {
@@ -456,25 +456,4 @@ public struct SuggestPlugin: ServicePlugin {
 /// A progress sink that ignores updates (demo data loads quietly).
 struct NoProgress: ImportProgress {
     func update(done: Int, total: Int?) {}
-}
-
-/// Keeps this instance's index up to date with the term changes and imports of the others
-/// (delivered over the event bus, which crosses instances on PostgreSQL).
-struct TermChangeListener: Service {
-    let store: TermStore
-    let events: any EventBus
-    let logger: Logger
-
-    func run() async throws {
-        let changes = events.subscribe(to: TermStore.changesTopic)
-        try? await cancelWhenGracefulShutdown {
-            for await change in changes {
-                do {
-                    try await store.applyRemote(change)
-                } catch {
-                    logger.warning("a term change of another instance could not be applied", metadata: ["error": "\(error)"])
-                }
-            }
-        }
-    }
 }
