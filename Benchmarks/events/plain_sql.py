@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""The events list as plain SQL against the same SQLite file: the two statements the plugin's store
-runs for `GET /v1/events?city=&category=&from=&to=&limit=50` (the page of events by their first
-showing in the window, from the listing; then those events with their categories, their showings
-in the window and their venues), timed in-process for the same requests the HTTP run sends.
+"""The events list as plain SQL against the same SQLite file: the two statements that answer
+`GET /v1/events?city=&category=&from=&to=&limit=50` from the tables (the page of events by their
+first showing in the window, from the listing's index; then those events with their categories,
+their showings in the window and their venues) — what the plugin ran before it read lists from
+memory — timed in-process for the same requests the HTTP run sends.
 Prints one JSON line: p50 and p99 in ms.
 
     plain_sql.py DATABASE PATHS.json SECONDS

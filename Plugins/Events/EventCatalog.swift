@@ -79,6 +79,8 @@ final class EventCatalog: Sendable {
     struct State: Sendable {
         var events: [Int64: Entry] = [:]
         var venues: [Int64: Venue] = [:]
+        /// The venues with a point, by latitude: "near" reads the band of its radius.
+        var byLatitude: [(lat: Double, lon: Double, id: Int64)] = []
         var short: [DayKey: [Ref]] = [:]
         var long: [Int: [Ref]] = [:]
         var atVenue: [Int64: [Ref]] = [:]
@@ -86,6 +88,18 @@ final class EventCatalog: Sendable {
 
         static func cityKey(_ city: Int?) -> Int { city ?? Int.min }
         static func day(_ seconds: Int64) -> Int64 { seconds >= 0 ? seconds / 86_400 : (seconds - 86_399) / 86_400 }
+
+        /// Sets (or with nil removes) a venue.
+        mutating func setVenue(_ id: Int64, _ venue: Venue?) {
+            if let old = venues[id], let lat = old.lat {
+                let index = byLatitude.partitioningIndex { $0.lat >= lat }
+                if let offset = byLatitude[index...].firstIndex(where: { $0.id == id }) { byLatitude.remove(at: offset) }
+            }
+            venues[id] = venue
+            if let venue, let lat = venue.lat, let lon = venue.lon {
+                byLatitude.insert((lat, lon, id), at: byLatitude.partitioningIndex { $0.lat > lat })
+            }
+        }
 
         mutating func insert(_ id: Int64, _ entry: Entry) {
             remove(id)
@@ -146,7 +160,9 @@ final class EventCatalog: Sendable {
         for row in try await database.raw("SELECT \(unsafeRaw: EventStore.venueColumns) FROM events_venues").all() {
             let venue = try EventStore.decodeVenue(row)
             fresh.venues[venue.id] = venue
+            if let lat = venue.lat, let lon = venue.lon { fresh.byLatitude.append((lat, lon, venue.id)) }
         }
+        fresh.byLatitude.sort { ($0.lat, $0.id) < ($1.lat, $1.id) }
         // A few thousand events at a time, by id: the rows of a million showings are never all held at once.
         var after: Int64 = 0
         while true {
@@ -182,7 +198,7 @@ final class EventCatalog: Sendable {
             }
         }
         state.withLock { state in
-            for id in wanted { state.venues[id] = readVenues[id] }
+            for id in wanted { state.setVenue(id, readVenues[id]) }
             for id in events {
                 if let entry = found[id] { state.insert(id, entry) } else { state.remove(id) }
             }
@@ -286,9 +302,12 @@ final class EventCatalog: Sendable {
         let lonSpan = radius / max(1, 111_320 * cos(lat * .pi / 180))
         return state.withLock { state in
             var distances: [(venue: Int64, distance: Double)] = []
-            for venue in state.venues.values where state.atVenue[venue.id] != nil {
-                guard let vlat = venue.lat, let vlon = venue.lon, abs(vlat - lat) <= latSpan, abs(vlon - lon) <= lonSpan else { continue }
-                let distance = Geo.distance(lat, lon, vlat, vlon)
+            var index = state.byLatitude.partitioningIndex { $0.lat >= lat - latSpan }
+            while index < state.byLatitude.count, state.byLatitude[index].lat <= lat + latSpan {
+                let venue = state.byLatitude[index]
+                index += 1
+                guard abs(venue.lon - lon) <= lonSpan, state.atVenue[venue.id] != nil else { continue }
+                let distance = Geo.distance(lat, lon, venue.lat, venue.lon)
                 if distance <= radius { distances.append((venue.id, distance)) }
             }
             // The nearest venues first, at most a few thousand: a radius over a dense city stays bounded.

@@ -211,9 +211,11 @@ public enum Timestamp {
 
     /// Formats as `2024-05-01T10:00:00Z`, or with milliseconds when the date has a fraction.
     public static func format(_ date: Date) -> String {
-        let whole = date.timeIntervalSince1970.rounded(.down) == date.timeIntervalSince1970
-        return whole
-            ? date.formatted(Date.ISO8601FormatStyle())
-            : date.formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true))
+        let seconds = date.timeIntervalSince1970
+        guard seconds.rounded(.down) == seconds else { return date.formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true)) }
+        // Whole seconds from 1583 (where Foundation's calendar is Gregorian, not Julian) to 9999:
+        // integer arithmetic, no calendar.
+        guard (-12_212_553_600 ... 253_402_300_799).contains(seconds) else { return date.formatted(Date.ISO8601FormatStyle()) }
+        return UTCTimestamp.format(micros: Int64(seconds) * 1_000_000, fractionDigits: 0)
     }
 }

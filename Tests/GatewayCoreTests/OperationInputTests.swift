@@ -149,6 +149,14 @@ struct OperationInputTests {
         #expect(Timestamp.format(Date(timeIntervalSince1970: 0.5)) == "1970-01-01T00:00:00.500Z")
         #expect(Timestamp.parse("2024-05-01T12:00:00+02:00") == Date(timeIntervalSince1970: 1_714_557_600))
         #expect(Timestamp.parse("2024-05-01") == nil)
+        // Whole seconds are written without a calendar: the same text Foundation writes, in any year.
+        var generator = SystemRandomNumberGenerator()
+        let samples = [-62_135_596_800, -1, 0, 951_782_400, 4_107_542_399, 253_402_300_799]
+            + (0 ..< 2_000).map { _ in Int64.random(in: -62_135_596_800 ... 253_402_300_799, using: &generator) }
+        for seconds in samples {
+            let date = Date(timeIntervalSince1970: Double(seconds))
+            #expect(Timestamp.format(date) == date.formatted(Date.ISO8601FormatStyle()), "\(seconds)")
+        }
     }
 
     /// A validated query of reference type, and outputs that write themselves (a struct and a class).
