@@ -80,6 +80,26 @@ final class BucketRegistry: Sendable {
         return bucket
     }
 
+    /// Changes a created bucket's settings (a bucket of plugins.yaml is changed there: 409).
+    func update(name: String, settings: BucketSettings) async throws -> Bucket {
+        if configured[name] != nil { throw GatewayError.conflict("The bucket '\(name)' is declared in plugins.yaml; change it there.") }
+        let old = try await self.bucket(name)
+        let bucket: Bucket
+        do {
+            bucket = try Bucket(name: name, settings: settings, configured: false)
+        } catch {
+            throw GatewayError.invalid(field: "/", error.message)
+        }
+        let text = String(decoding: try JSONEncoder().encode(bucket.settings), as: UTF8.self)
+        try await database.update("todo_buckets").set("settings", to: text).where("name", .equal, name).run()
+        if old.indexSpecs != bucket.indexSpecs {
+            try await store.dropIndexes(of: old)
+            try await store.ensureIndexes(of: bucket)
+        }
+        created.withLock { $0[name] = bucket }
+        return bucket
+    }
+
     /// Deletes a created bucket with all its objects; returns how many objects went.
     func delete(name: String) async throws -> Int {
         if configured[name] != nil { throw GatewayError.conflict("The bucket '\(name)' is declared in plugins.yaml; remove it there.") }

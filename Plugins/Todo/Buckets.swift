@@ -19,6 +19,15 @@ struct BucketSettings: Codable, Sendable {
     var schema: ObjectSchema?
     /// Fields to index: `done`, `updatedAt`, or a compound `done,updatedAt`.
     var index: [String]?
+    /// What the bucket is for.
+    var description: String?
+    /// The ACL of an object created without one: who besides its owner reads it, and writes it
+    /// (default: nobody for a user's object, everyone for a guest's).
+    var readers: [String]?
+    var writers: [String]?
+    /// The bucket's own ACL as the NEC BaaS dialect shows it (`{owner, r, w, u, d, admin}`); kept for
+    /// its clients, managed with the master key.
+    var acl: JSONValue?
 }
 
 /// A bucket: a named set of objects with its rules.
@@ -32,6 +41,10 @@ struct Bucket: Sendable {
     var indexSpecs: [String]
     /// Declared in plugins.yaml (and so not changeable through the API).
     var configured: Bool
+    var description: String?
+    /// The ACL of objects created without one (nil: the store's default).
+    var defaultACL: ObjectACL?
+    var acl: JSONValue?
 
     static let maximumIndexes = 8
 
@@ -51,6 +64,14 @@ struct Bucket: Sendable {
         schema = settings.schema
         self.configured = configured
         indexSpecs = settings.index ?? []
+        description = settings.description
+        acl = settings.acl
+        if settings.readers != nil || settings.writers != nil {
+            for entry in (settings.readers ?? []) + (settings.writers ?? []) {
+                if let problem = ObjectACL.entryProblem(entry) { throw QueryProblem("'\(entry)' \(problem)") }
+            }
+            defaultACL = ObjectACL(readers: settings.readers ?? [], writers: settings.writers ?? [])
+        }
         guard indexSpecs.count <= Self.maximumIndexes else { throw QueryProblem("index: at most \(Self.maximumIndexes) indexes per bucket") }
         var indexes: [[QueryField]] = []
         for spec in indexSpecs {
@@ -68,7 +89,10 @@ struct Bucket: Sendable {
         }.map(\.element)
     }
 
-    var settings: BucketSettings { BucketSettings(create: create, schema: schema, index: indexSpecs) }
+    var settings: BucketSettings {
+        BucketSettings(create: create, schema: schema, index: indexSpecs, description: description, readers: defaultACL?.readers,
+                       writers: defaultACL?.writers, acl: acl)
+    }
 
     /// The database index name for `fields`: stable, at most 63 characters.
     func indexName(_ fields: [QueryField]) -> String {

@@ -16,21 +16,26 @@ struct NebulaDialect: Sendable {
 
     var dialect: Dialect {
         let routes: [DialectRoute] = [
-            route(.get, "/1/{tenant}/objects/{bucket}", "Query objects (where, order, skip, limit, count, projection)") { request, actor, _ in
-                try await query(request, actor: actor)
+            route(.get, "/1/{tenant}/objects/{bucket}", "Query objects (where, order, skip, limit, count, projection, deleteMark)") { request, actor, _ in
+                try await query(QueryParameters(query: request), bucket: request.pathParameters["bucket"] ?? "", actor: actor)
+            },
+            route(.post, "/1/{tenant}/objects/{bucket}/_query", "Query objects with the parameters in a JSON body (a long query)") { request, actor, _ in
+                try await query(QueryParameters(body: try Self.body(request)), bucket: request.pathParameters["bucket"] ?? "", actor: actor)
             },
             route(.post, "/1/{tenant}/objects/{bucket}", "Create an object") { request, actor, _ in
                 let object = try await service.create(bucketName: request.pathParameters["bucket"] ?? "", body: try Self.body(request), actor: actor,
                                                       parseACL: Self.parseACL)
                 return try Self.json(Self.render(object), status: 201)
             },
-            route(.delete, "/1/{tenant}/objects/{bucket}", "Delete the objects a where matches") { request, actor, _ in
-                let condition = try Self.condition(request.query("where"))
-                let count = try await service.deleteAll(bucketName: request.pathParameters["bucket"] ?? "", matching: condition, actor: actor)
-                return try Self.json(.object(["deletedObjects": .number(Double(count))]))
+            route(.delete, "/1/{tenant}/objects/{bucket}", "Delete the objects a where matches (deleteMark=1: mark them deleted)") { request, actor, _ in
+                let condition = try Self.condition(request.query("where").map(JSONValue.string))
+                let count = try await service.deleteAll(bucketName: request.pathParameters["bucket"] ?? "", matching: condition, actor: actor,
+                                                        markOnly: try Self.flag(request.query("deleteMark"), "deleteMark"))
+                return try Self.json(.object(["result": .string("ok"), "deletedObjects": .number(Double(count))]))
             },
-            route(.get, "/1/{tenant}/objects/{bucket}/{id}", "Read an object") { request, actor, _ in
-                let object = try await service.get(bucketName: request.pathParameters["bucket"] ?? "", id: request.pathParameters["id"] ?? "", actor: actor)
+            route(.get, "/1/{tenant}/objects/{bucket}/{id}", "Read an object (deleteMark=1: also one marked deleted)") { request, actor, _ in
+                let object = try await service.get(bucketName: request.pathParameters["bucket"] ?? "", id: request.pathParameters["id"] ?? "", actor: actor,
+                                                   includeDeleted: try Self.flag(request.query("deleteMark"), "deleteMark"))
                 return try Self.json(Self.render(object))
             },
             route(.put, "/1/{tenant}/objects/{bucket}/{id}", "Update an object: fields, $set/$inc/$unset, or $full_update (?etag= for a conditional update)") { request, actor, _ in
@@ -38,9 +43,12 @@ struct NebulaDialect: Sendable {
                                               etag: request.query("etag"), actor: actor)
                 return try Self.json(Self.render(object))
             },
-            route(.delete, "/1/{tenant}/objects/{bucket}/{id}", "Delete an object (?etag= for a conditional delete)") { request, actor, _ in
-                try await service.delete(bucketName: request.pathParameters["bucket"] ?? "", id: request.pathParameters["id"] ?? "", actor: actor,
-                                         ifMatch: request.query("etag"))
+            route(.delete, "/1/{tenant}/objects/{bucket}/{id}", "Delete an object (?etag= for a conditional delete; deleteMark=1: mark it deleted)") { request, actor, _ in
+                let bucket = request.pathParameters["bucket"] ?? "", id = request.pathParameters["id"] ?? ""
+                if try Self.flag(request.query("deleteMark"), "deleteMark") {
+                    return try Self.json(Self.render(try await service.markDeleted(bucketName: bucket, id: id, actor: actor, ifMatch: request.query("etag"))))
+                }
+                try await service.delete(bucketName: bucket, id: id, actor: actor, ifMatch: request.query("etag"))
                 return try Self.json(.object([:]))
             },
             route(.post, "/1/{tenant}/objects/{bucket}/_batch", "Run insert, update and delete requests in order") { request, actor, _ in
@@ -52,8 +60,11 @@ struct NebulaDialect: Sendable {
                 let email = body[path: ["email"]]?.stringValue
                 guard let password = body[path: ["password"]]?.stringValue else { throw GatewayError.invalid(field: "/password", "is required") }
                 guard let name = username ?? email else { throw GatewayError.invalid(field: "/username", "is required") }
-                let account = try await accounts.register(username: name, email: email, password: password)
-                return try Self.json(Self.render(account), status: 201)
+                var account = try await accounts.register(username: name, email: email, password: password)
+                if let options = body[path: ["options"]], options != .null {
+                    account = try await accounts.updateAccount(id: account.id, AccountChange(options: options))
+                }
+                return try Self.json(Self.render(account, groups: nil), status: 201)
             },
             route(.post, "/1/{tenant}/login", "Sign in with username or email and password") { request, _, context in
                 let body = try Self.body(request)
@@ -62,7 +73,7 @@ struct NebulaDialect: Sendable {
                     throw GatewayError.invalid(field: "/username", "username (or email) and password are required")
                 }
                 let session = try await accounts.signIn(identifier: identifier, password: password, address: context.principal.address)
-                guard case .object(var user) = Self.render(session.account) else { throw GatewayError.internalError() }
+                guard case .object(var user) = Self.render(session.account, groups: groups(of: session.account.id)) else { throw GatewayError.internalError() }
                 user["sessionToken"] = .string(session.token)
                 user["expire"] = .number(session.expiresAt.timeIntervalSince1970.rounded(.down))
                 return try Self.json(.object(user))
@@ -78,9 +89,9 @@ struct NebulaDialect: Sendable {
                 guard let userID = context.principal.userID, let account = try await accounts.account(id: userID) else {
                     throw GatewayError.unauthorized("Send X-Session-Token of a live session.")
                 }
-                return try Self.json(Self.render(account))
+                return try Self.json(Self.render(account, groups: groups(of: account.id)))
             },
-        ]
+        ] + userRoutes + groupRoutes + bucketRoutes + unservedRoutes
         return Dialect(
             name: "nebula", routes: routes,
             credentials: .sessionHeader("X-Session-Token"),
@@ -111,13 +122,13 @@ struct NebulaDialect: Sendable {
 
     /// A route of the dialect: the handler gets the actor (the caller, and whether the
     /// application's master key lets it bypass ACLs).
-    private func route(_ method: HTTPRequest.Method, _ path: String, _ summary: String,
+    func route(_ method: HTTPRequest.Method, _ path: String, _ summary: String,
                        _ handler: @escaping @Sendable (DialectRequest, Actor, OperationContext) async throws -> DialectResponse) -> DialectRoute {
         let tenants = self.tenants
         let service = self.service
         return DialectRoute(method, path, summary: summary) { request, context in
             let isMaster = try Self.presentsMasterKey(tenants, tenant: request.pathParameters["tenant"], headers: request.headers)
-            let actor = Actor(userID: context.principal.userID, bypassesACL: isMaster || context.principal.isAdmin)
+            let actor = service.actor(context.principal, bypassesACL: isMaster)
             let response = try await handler(request, actor, context)
             // Writes purge the native API's cached replies of the bucket.
             if method != .get, let bucket = request.pathParameters["bucket"] { await service.invalidate(bucket) }
@@ -148,8 +159,14 @@ struct NebulaDialect: Sendable {
         DialectResponse(status: status, headers: [.contentType: "application/json"], body: value.serialized())
     }
 
+    /// An ACL entry as the old service wrote it: `g:anonymous`, `g:authenticated`, `g:{group}` or a user id.
     static func aclEntry(_ name: String) -> JSONValue {
         .string(name == "anonymous" || name == "authenticated" ? "g:\(name)" : name)
+    }
+
+    /// An ACL entry as stored: `anonymous` and `authenticated` without their `g:`.
+    static func storedEntry(_ name: String) -> String {
+        name == "g:anonymous" || name == "g:authenticated" ? String(name.dropFirst(2)) : name
     }
 
     /// An object as the old service wrote it: fields, `_id`, `createdAt`, `updatedAt`, `etag`, `ACL`.
@@ -160,6 +177,7 @@ struct NebulaDialect: Sendable {
         members["createdAt"] = .string(Timestamps.format(micros: object.createdAt))
         members["updatedAt"] = .string(Timestamps.format(micros: object.updatedAt))
         members["etag"] = .string(object.etag)
+        if object.deleted { members["_deleted"] = .bool(true) }
         let writers = JSONValue.array(object.acl.writers.map(aclEntry))
         var acl: [String: JSONValue] = ["r": .array(object.acl.readers.map(aclEntry)), "w": writers, "c": .array([]), "u": .array([]),
                                         "d": .array([]), "admin": .array([])]
@@ -171,17 +189,8 @@ struct NebulaDialect: Sendable {
     /// The system fields of the old shape, in key order.
     static func systemFields(_ object: StoredObject) -> [(String, JSONValue)] {
         guard case .object(let members) = render(StoredObject(id: object.id, dataText: "{}", owner: object.owner, acl: object.acl, etag: object.etag,
-                                                              createdAt: object.createdAt, updatedAt: object.updatedAt)) else { return [] }
+                                                              createdAt: object.createdAt, updatedAt: object.updatedAt, deleted: object.deleted)) else { return [] }
         return members.sorted { $0.key < $1.key }
-    }
-
-    static func render(_ account: AccountRecord) -> JSONValue {
-        .object([
-            "_id": .string(account.id), "username": .string(account.username), "email": account.email.map(JSONValue.string) ?? .null,
-            "groups": .array([]), "options": .object([:]),
-            "createdAt": .string(Timestamps.format(micros: Timestamps.micros(account.createdAt))),
-            "updatedAt": .string(Timestamps.format(micros: Timestamps.micros(account.updatedAt))),
-        ])
     }
 
     /// The old ACL `{owner, r, w, c, u, d, admin}`: `r` are readers; `w`, `u`, `d` and `admin` writers.
@@ -196,9 +205,11 @@ struct NebulaDialect: Sendable {
                 throw GatewayError.invalid(field: "/ACL/\(key)", "must be an array of user ids or g:anonymous / g:authenticated")
             }
             for (index, element) in elements.enumerated() {
-                guard case .string(var name) = element else { throw GatewayError.invalid(field: "/ACL/\(key)/\(index)", "must be a string") }
-                if name.hasPrefix("g:") { name.removeFirst(2) }
-                guard ObjectACL.entryProblem(name) == nil else { throw GatewayError.invalid(field: "/ACL/\(key)/\(index)", "must be a user id or g:anonymous / g:authenticated") }
+                guard case .string(let entry) = element else { throw GatewayError.invalid(field: "/ACL/\(key)/\(index)", "must be a string") }
+                let name = storedEntry(entry)
+                guard ObjectACL.entryProblem(name) == nil else {
+                    throw GatewayError.invalid(field: "/ACL/\(key)/\(index)", "must be a user id, g:anonymous, g:authenticated or g:{group}")
+                }
                 if key == "r" { readers.append(name) } else if key != "c" { writers.append(name) }
             }
         }
@@ -210,8 +221,8 @@ struct NebulaDialect: Sendable {
         var include: Set<String>?
         var exclude: Set<String> = []
 
-        init(_ text: String) throws {
-            guard case .object(let members) = try JSONValue.parse(text, maximumDepth: 2) else {
+        init(_ value: JSONValue) throws {
+            guard case .object(let members) = value else {
                 throw GatewayError.badRequest("projection must be a JSON object such as {\"description\":1}.")
             }
             var include = Set<String>()
@@ -232,14 +243,9 @@ struct NebulaDialect: Sendable {
         }
     }
 
-    static func condition(_ text: String?) throws -> Condition? {
-        guard let text, !text.isEmpty else { return nil }
-        let value: JSONValue
-        do {
-            value = try JSONValue.parse(text, maximumDepth: 16)
-        } catch {
-            throw GatewayError.badRequest("where is not valid JSON: \((error as? GatewayError)?.detail ?? "")")
-        }
+    /// A `where`: JSON text (a query string, or a body that sends it as a string) or a JSON object.
+    static func condition(_ value: JSONValue?) throws -> Condition? {
+        guard let value = try json(value, "where"), value != .null else { return nil }
         do {
             return try Condition.parse(value)
         } catch {
@@ -247,33 +253,93 @@ struct NebulaDialect: Sendable {
         }
     }
 
+    /// A JSON parameter given as text (parsed) or as JSON; nil when absent or empty.
+    static func json(_ value: JSONValue?, _ name: String) throws -> JSONValue? {
+        guard let value else { return nil }
+        guard case .string(let text) = value else { return value }
+        guard !text.isEmpty else { return nil }
+        do {
+            return try JSONValue.parse(text, maximumDepth: 16)
+        } catch {
+            throw GatewayError.badRequest("\(name) is not valid JSON: \((error as? GatewayError)?.detail ?? "")")
+        }
+    }
+
+    /// `1`/`true` or `0`/`false`, as text or JSON (`count`, `deleteMark`).
+    static func flag(_ value: JSONValue?, _ name: String) throws -> Bool {
+        switch value {
+        case nil, .null: return false
+        case .bool(let flag): return flag
+        case .number(1), .string("1"), .string("true"): return true
+        case .number(0), .string("0"), .string("false"), .string(""): return false
+        default: throw GatewayError.badRequest("\(name) must be 1 or 0.")
+        }
+    }
+
+    static func flag(_ text: String?, _ name: String) throws -> Bool { try flag(text.map(JSONValue.string), name) }
+
+    /// An integer parameter, as text or a JSON number; nil when absent.
+    static func integer(_ value: JSONValue?, _ name: String) throws -> Int? {
+        switch value {
+        case nil, .null: return nil
+        case .number(let number) where number.rounded() == number && abs(number) < 1e12: return Int(number)
+        case .string(let text) where Int(text) != nil: return Int(text)
+        default: throw GatewayError.badRequest("\(name) must be a whole number.")
+        }
+    }
+
+    /// The parameters of a query: a GET's query string, or the JSON body of `_query` (where
+    /// `where` and `projection` come as objects or as JSON text, numbers as numbers or text).
+    struct QueryParameters {
+        var values: [String: JSONValue]
+
+        init(query request: DialectRequest) {
+            values = [:]
+            for name in ["where", "order", "skip", "limit", "count", "projection", "deleteMark"] {
+                if let text = request.query(name) { values[name] = .string(text) }
+            }
+        }
+
+        init(body: JSONValue) throws {
+            guard case .object(let members) = body else { throw GatewayError.badRequest("The body of a long query is a JSON object.") }
+            values = members
+        }
+
+        subscript(_ name: String) -> JSONValue? { values[name] }
+    }
+
     // MARK: Handlers
 
-    private func query(_ request: DialectRequest, actor: Actor) async throws -> DialectResponse {
+    private func query(_ parameters: QueryParameters, bucket: String, actor: Actor) async throws -> DialectResponse {
         var query = ObjectQuery()
-        query.condition = try Self.condition(request.query("where"))
-        do {
-            query.order = try SortKey.parse(request.query("order") ?? "")
-        } catch {
-            throw GatewayError.badRequest("order is not supported: \(error.message).")
+        query.condition = try Self.condition(parameters["where"])
+        if let order = parameters["order"] {
+            guard case .string(let text) = order else { throw GatewayError.badRequest("order is a text of field names such as \"updatedAt,-name\".") }
+            do {
+                query.order = try SortKey.parse(text)
+            } catch {
+                throw GatewayError.badRequest("order is not supported: \(error.message).")
+            }
         }
-        if let text = request.query("limit") {
-            guard let limit = Int(text), limit == -1 || limit >= 0 else { throw GatewayError.badRequest("limit must be a number of objects, or -1 for all.") }
+        if let limit = try? Self.integer(parameters["limit"], "limit") {
+            guard limit == -1 || limit >= 0 else { throw GatewayError.badRequest("limit must be a number of objects, or -1 for all.") }
             query.limit = limit == -1 ? maxLimit : min(limit, maxLimit)
-            if limit == 0 { query.limit = 0 }
+        } else if parameters["limit"] != nil {
+            throw GatewayError.badRequest("limit must be a number of objects, or -1 for all.")
         }
-        if let text = request.query("skip") {
-            guard let skip = Int(text), (0...1_000_000).contains(skip) else { throw GatewayError.badRequest("skip must be a number from 0.") }
+        if let skip = try Self.integer(parameters["skip"], "skip") {
+            guard (0...1_000_000).contains(skip) else { throw GatewayError.badRequest("skip must be a number from 0.") }
             query.skip = skip
         }
-        query.count = request.query("count") == "1" || request.query("count") == "true"
-        let projection = try request.query("projection").map(Projection.init)
+        query.count = try Self.flag(parameters["count"], "count")
+        query.includeDeleted = try Self.flag(parameters["deleteMark"], "deleteMark")
+        let projection = try Self.json(parameters["projection"], "projection").map(Projection.init)
         var result: (objects: [StoredObject], count: Int?, next: QueryCursor?) = ([], nil, nil)
         if query.limit > 0 {
-            result = try await service.query(bucketName: request.pathParameters["bucket"] ?? "", query, actor: actor)
+            result = try await service.query(bucketName: bucket, query, actor: actor)
         } else {
             query.limit = 1
-            let counted = try await service.query(bucketName: request.pathParameters["bucket"] ?? "", query, actor: actor)
+            let counted = try await service.query(bucketName: bucket, query, actor: actor)
             result.count = counted.count
         }
         // {"count"?, "currentTime", "results": [...]}, the stored fields spliced in unparsed.
@@ -326,6 +392,7 @@ struct NebulaDialect: Sendable {
         }
         guard requests.count <= TodoPlugin.maximumBatch else { throw GatewayError.invalid(field: "/requests", "at most \(TodoPlugin.maximumBatch) requests") }
         _ = try await service.buckets.bucket(bucket)
+        let markOnly = try Self.flag(request.query("deleteMark"), "deleteMark")
         var results: [JSONValue] = []
         for (index, step) in requests.enumerated() {
             do {
@@ -342,6 +409,9 @@ struct NebulaDialect: Sendable {
                 case "update":
                     let object = try await update(bucket, id: id, body: data, etag: etag, actor: actor)
                     results.append(.object(["result": .string("ok"), "_id": .string(object.id), "etag": .string(object.etag), "data": Self.render(object)]))
+                case "delete" where markOnly:
+                    let object = try await service.markDeleted(bucketName: bucket, id: id, actor: actor, ifMatch: etag)
+                    results.append(.object(["result": .string("ok"), "_id": .string(id), "etag": .string(object.etag), "data": Self.render(object)]))
                 case "delete":
                     try await service.delete(bucketName: bucket, id: id, actor: actor, ifMatch: etag)
                     results.append(.object(["result": .string("ok"), "_id": .string(id)]))
@@ -350,8 +420,10 @@ struct NebulaDialect: Sendable {
                 }
             } catch let error as GatewayError {
                 let (status, reason) = Self.reason(for: error)
-                results.append(.object(["result": .string("error"), "_id": members(step)["_id"] ?? .null, "reasonCode": .string(reason),
-                                        "detail": .string(error.detail), "status": .number(Double(status))]))
+                var result: [String: JSONValue] = ["result": .string(Self.batchResult(forStatus: status)), "_id": members(step)["_id"] ?? .null,
+                                                   "error": .string(error.detail), "status": .number(Double(status))]
+                if status == 409 { result["reasonCode"] = .string(reason) }
+                results.append(.object(result))
             }
         }
         return try Self.json(.object(["results": .array(results)]))
@@ -369,13 +441,25 @@ struct NebulaDialect: Sendable {
         case 403: (403, "forbidden")
         case 404: (404, "not_found")
         case 405: (405, "method_not_allowed")
-        case 409: (409, error.detail.contains("is taken") || error.detail.contains("already registered") ? "duplicate_key" : "conflict")
+        case 409: (409, error.duplicate.map { "duplicate_\($0)" } ?? "request_conflicted")
         case 412: (409, "etag_mismatch")
         case 413: (413, "request_entity_too_large")
         case 415: (415, "unsupported_media_type")
         case 429: (429, "too_many_requests")
         case 503: (503, "service_unavailable")
         default: (error.status >= 500 ? 500 : error.status, error.status >= 500 ? "internal_error" : "bad_request")
+        }
+    }
+
+    /// The `result` of a failed `_batch` request, as the old service named them.
+    static func batchResult(forStatus status: Int) -> String {
+        switch status {
+        case 400: "badRequest"
+        case 403, 401: "forbidden"
+        case 404: "notFound"
+        case 409: "conflict"
+        case 413: "requestEntityTooLarge"
+        default: "serverError"
         }
     }
 
@@ -386,6 +470,6 @@ struct NebulaDialect: Sendable {
         var headers = error.headers
         headers[.contentType] = "application/json"
         return DialectResponse(status: HTTPResponse.Status(code: status), headers: headers,
-                               body: JSONValue.object(["reasonCode": .string(reason), "detail": .string(detail)]).serialized())
+                               body: JSONValue.object(["error": .string(detail), "reasonCode": .string(reason), "detail": .string(detail)]).serialized())
     }
 }

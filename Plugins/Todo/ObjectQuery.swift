@@ -5,6 +5,8 @@ import GatewayCore
 /// dotted path into the object's JSON.
 enum QueryField: Hashable, Sendable {
     case id, createdAt, updatedAt, owner, etag
+    /// Whether the object is marked deleted (`_deleted`, the NEC BaaS soft delete): true or false.
+    case deleted
     case path([String])
 
     /// The longest path and the most segments a query may name.
@@ -21,6 +23,7 @@ enum QueryField: Hashable, Sendable {
         case "updatedAt": self = .updatedAt
         case "owner": self = .owner
         case "etag": self = .etag
+        case "_deleted": self = .deleted
         default:
             guard !name.isEmpty, name.utf8.count <= Self.maximumPathLength else { throw QueryProblem("field '\(name)' must be 1 to 200 characters") }
             let segments = name.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
@@ -48,6 +51,7 @@ enum QueryField: Hashable, Sendable {
         case .updatedAt: "updatedAt"
         case .owner: "owner"
         case .etag: "etag"
+        case .deleted: "_deleted"
         case .path(let segments): segments.joined(separator: ".")
         }
     }
@@ -224,6 +228,8 @@ struct ObjectQuery: Sendable {
     var skip = 0
     var cursor: QueryCursor?
     var count = false
+    /// Whether objects marked deleted are found too (the NEC BaaS `deleteMark=1`).
+    var includeDeleted = false
     /// Top-level or dotted fields to return besides the system fields; nil returns all.
     var fields: [QueryField]?
 }

@@ -7,16 +7,23 @@ import GatewayCore
 struct ObjectService: Sendable {
     let buckets: BucketRegistry
     let store: ObjectStore
+    let groups: GroupDirectory
     let cache: any CacheInvalidator
     let maxQueryLimit: Int
 
     /// Fields the store sets; a client sending them (as a read-modify-write client does) is ignored.
-    static let readOnlyFields: Set<String> = ["id", "_id", "createdAt", "updatedAt", "etag", "owner"]
+    static let readOnlyFields: Set<String> = ["id", "_id", "createdAt", "updatedAt", "etag", "owner", "_deleted"]
     /// Fields that carry the ACL in a body.
     static let aclFields: Set<String> = ["acl", "ACL"]
     static let operatorKeys: Set<String> = ["$set", "$unset", "$inc"]
 
     static func cacheTag(_ bucket: String) -> String { "todo:bucket:\(bucket)" }
+
+    /// The caller as the store sees it: administrators bypass ACLs; a user's groups come along.
+    func actor(_ principal: Principal, bypassesACL: Bool = false) -> Actor {
+        Actor(userID: principal.userID, bypassesACL: bypassesACL || principal.isAdmin,
+              groups: principal.userID.map { groups.groups(of: $0) } ?? [])
+    }
 
     /// Purges the cached replies of `bucket`. The native operations declare their invalidation
     /// and the host runs it; the dialect's writes call this.
@@ -106,14 +113,14 @@ struct ObjectService: Sendable {
         var (fields, acl) = try Self.fields(of: body, parseACL: parseACL)
         bucket.schema?.applyDefaults(to: &fields)
         try validate(fields, in: bucket)
-        let object = try await store.create(in: bucket, data: fields, acl: acl, actor: actor)
+        let object = try await store.create(in: bucket, data: fields, acl: acl ?? bucket.defaultACL, actor: actor)
         return object
     }
 
-    func get(bucketName: String, id: String, actor: Actor) async throws -> StoredObject {
+    func get(bucketName: String, id: String, actor: Actor, includeDeleted: Bool = false) async throws -> StoredObject {
         let bucket = try await buckets.bucket(bucketName)
         try Self.checkID(id)
-        return try await store.get(bucket: bucket.name, id: id, actor: actor)
+        return try await store.get(bucket: bucket.name, id: id, actor: actor, includeDeleted: includeDeleted)
     }
 
     static func checkID(_ id: String) throws {
@@ -177,15 +184,22 @@ struct ObjectService: Sendable {
         try await store.delete(bucket: bucket.name, id: id, actor: actor, ifMatch: ifMatch)
     }
 
+    /// Marks an object deleted (the NEC BaaS soft delete): kept with a new etag, found only by
+    /// queries that ask for deleted objects.
+    func markDeleted(bucketName: String, id: String, actor: Actor, ifMatch: String?) async throws -> StoredObject {
+        let bucket = try await buckets.bucket(bucketName)
+        try Self.checkID(id)
+        return try await store.update(in: bucket, id: id, actor: actor, ifMatch: ifMatch, markDeleted: true) { _ in nil }
+    }
+
     func query(bucketName: String, _ query: ObjectQuery, actor: Actor) async throws -> (objects: [StoredObject], count: Int?, next: QueryCursor?) {
         let bucket = try await buckets.bucket(bucketName)
         return try await store.query(bucket: bucket.name, query, actor: actor)
     }
 
-    func deleteAll(bucketName: String, matching condition: Condition?, actor: Actor) async throws -> Int {
+    func deleteAll(bucketName: String, matching condition: Condition?, actor: Actor, markOnly: Bool = false) async throws -> Int {
         let bucket = try await buckets.bucket(bucketName)
-        let count = try await store.deleteAll(bucket: bucket.name, matching: condition, actor: actor)
-        return count
+        return try await store.deleteAll(bucket: bucket.name, matching: condition, actor: actor, markOnly: markOnly)
     }
 }
 

@@ -8,17 +8,19 @@ struct Actor: Sendable, Equatable {
     var userID: String?
     /// Administrators and a dialect's master key read and write every object.
     var bypassesACL: Bool
+    /// The groups the user belongs to (at any depth), which ACL entries `g:{name}` admit.
+    var groups: Set<String>
 
     static let anonymous = Actor(userID: nil, bypassesACL: false)
 
-    init(userID: String?, bypassesACL: Bool) {
+    init(userID: String?, bypassesACL: Bool, groups: Set<String> = []) {
         self.userID = userID
         self.bypassesACL = bypassesACL
+        self.groups = groups
     }
 
-    init(_ principal: Principal) {
-        self.init(userID: principal.userID, bypassesACL: principal.isAdmin)
-    }
+    /// The ACL entries naming the actor's groups (`g:{name}`), at most ``GroupDirectory/maximumGroupsPerUser``.
+    var groupEntries: [String] { groups.sorted().prefix(GroupDirectory.maximumGroupsPerUser).map { "g:" + $0 } }
 }
 
 /// Who besides the owner may read and write an object: user ids, `anonymous` (everyone) or
@@ -32,9 +34,12 @@ struct ObjectACL: Sendable, Equatable {
     static let maximumEntries = 100
 
     static func entryProblem(_ entry: String) -> String? {
+        if entry.hasPrefix("g:") {
+            return GroupDirectory.nameProblem(String(entry.dropFirst(2))).map { "names no group: \($0)" }
+        }
         guard !entry.isEmpty, entry.utf8.count <= 64,
               entry.unicodeScalars.allSatisfy(\.isNameCharacter) else {
-            return "must be a user id, \"anonymous\" or \"authenticated\""
+            return "must be a user id, \"anonymous\", \"authenticated\" or g:{group}"
         }
         return nil
     }
@@ -56,10 +61,13 @@ struct ObjectACL: Sendable, Equatable {
     fileprivate static let ownerOnlyText = ObjectACL.ownerOnly.json.jsonText
     fileprivate static let everyoneText = ObjectACL.everyone.json.jsonText
 
-    func admits(_ actor: Actor, in entries: [String]) -> Bool {
+    func admits(_ actor: Actor, in entries: [String]) -> Bool { Self.admits(actor, entries) }
+
+    /// Whether `entries` name everyone, every signed-in caller, the actor or one of its groups.
+    static func admits(_ actor: Actor, _ entries: [String]) -> Bool {
         if entries.contains("anonymous") { return true }
         guard let userID = actor.userID else { return false }
-        return entries.contains("authenticated") || entries.contains(userID)
+        return entries.contains("authenticated") || entries.contains(userID) || entries.contains { $0.hasPrefix("g:") && actor.groups.contains(String($0.dropFirst(2))) }
     }
 
     var json: JSONValue {
@@ -93,8 +101,11 @@ struct StoredObject: Sendable, Equatable {
     /// Microseconds since 1970.
     var createdAt: Int64
     var updatedAt: Int64
+    /// Marked deleted (the NEC BaaS soft delete): kept, but found only when asked for.
+    var deleted = false
 
-    init(id: String, dataText: String, owner: String?, acl: ObjectACL, etag: String, createdAt: Int64, updatedAt: Int64) {
+    init(id: String, dataText: String, owner: String?, acl: ObjectACL, etag: String, createdAt: Int64, updatedAt: Int64, deleted: Bool = false) {
+        self.deleted = deleted
         self.id = id
         self.dataText = dataText
         self.owner = owner
@@ -130,6 +141,7 @@ struct StoredObject: Sendable, Equatable {
         case .updatedAt: .number(Double(updatedAt))
         case .owner: owner.map(JSONValue.string) ?? .null
         case .etag: .string(etag)
+        case .deleted: .bool(deleted)
         case .path(let segments): JSONValue.object(data)[path: segments] ?? .null
         }
     }
@@ -197,6 +209,10 @@ struct ObjectStore: Sendable {
                 .column("settings", type: .text, .notNull)
                 .column("created_at", type: .double, .notNull)
                 .run()
+        },
+        // 1 marks an object deleted without removing it (the NEC BaaS `deleteMark=1`).
+        Migration(2, "objects may be marked deleted") { db in
+            try await db.raw("ALTER TABLE todo_objects ADD COLUMN deleted BIGINT NOT NULL DEFAULT 0").run()
         },
     ]
 
@@ -266,7 +282,7 @@ struct ObjectStore: Sendable {
     private static let etagCounter = Atomic<UInt64>(0)
 
     /// SplitMix64's finalizer: a bijection of 64-bit values that spreads every input bit.
-    private static func mix(_ value: UInt64) -> UInt64 {
+    static func mix(_ value: UInt64) -> UInt64 {
         var z = value &+ 0x9E37_79B9_7F4A_7C15
         z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
         z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
@@ -295,7 +311,7 @@ struct ObjectStore: Sendable {
 
     // MARK: Reading
 
-    private static let columns = "id, CAST(data AS TEXT) AS data, owner, acl, etag, created_at, updated_at"
+    private static let columns = "id, CAST(data AS TEXT) AS data, owner, acl, etag, created_at, updated_at, deleted"
 
     private func decode(_ row: any SQLRow) throws -> StoredObject {
         var dataText = try row.decode(column: "data", as: String.self)
@@ -308,7 +324,8 @@ struct ObjectStore: Sendable {
         return StoredObject(
             id: try row.decode(column: "id", as: String.self), dataText: dataText, owner: try row.decode(column: "owner", as: String?.self),
             acl: acl, etag: try row.decode(column: "etag", as: String.self),
-            createdAt: try row.decode(column: "created_at", as: Int64.self), updatedAt: try row.decode(column: "updated_at", as: Int64.self))
+            createdAt: try row.decode(column: "created_at", as: Int64.self), updatedAt: try row.decode(column: "updated_at", as: Int64.self),
+            deleted: try row.decode(column: "deleted", as: Int.self) != 0)
     }
 
     /// The object, whoever may read it (nil when there is none).
@@ -321,9 +338,10 @@ struct ObjectStore: Sendable {
         return try await database.raw(query).first().map(decode)
     }
 
-    /// The object if `actor` may read it; otherwise 404, as for one that does not exist.
-    func get(bucket: String, id: String, actor: Actor) async throws -> StoredObject {
-        guard let object = try await load(bucket: bucket, id: id), object.readable(by: actor) else {
+    /// The object if `actor` may read it (and, unless `includeDeleted`, it is not marked deleted);
+    /// otherwise 404, as for one that does not exist.
+    func get(bucket: String, id: String, actor: Actor, includeDeleted: Bool = false) async throws -> StoredObject {
+        guard let object = try await load(bucket: bucket, id: id), object.readable(by: actor), includeDeleted || !object.deleted else {
             throw GatewayError.notFound("No object '\(id)' in bucket '\(bucket)'.")
         }
         return object
@@ -360,7 +378,8 @@ struct ObjectStore: Sendable {
     /// Changes an object: `change` edits its fields (and may return a new ACL) from the current
     /// version. With `ifMatch`, the write happens only on that etag (412 otherwise); without it,
     /// a concurrent write makes the change run again on the newer version.
-    func update(in bucket: Bucket, id: String, actor: Actor, ifMatch: String?,
+    /// `markDeleted` marks it deleted too (the NEC BaaS soft delete).
+    func update(in bucket: Bucket, id: String, actor: Actor, ifMatch: String?, markDeleted: Bool = false,
                 change: (inout [String: JSONValue]) throws -> ObjectACL?) async throws -> StoredObject {
         for attempt in 0..<Self.maximumAttempts {
             var object = try await get(bucket: bucket.name, id: id, actor: actor)
@@ -379,7 +398,8 @@ struct ObjectStore: Sendable {
             }
             object.etag = Self.newETag()
             object.updatedAt = max(Timestamps.micros(clock.now()), object.updatedAt + 1)
-            let query: SQLQueryString = "UPDATE todo_objects SET data = " + json(object.dataText)
+            if markDeleted { object.deleted = true }
+            let query: SQLQueryString = "UPDATE todo_objects SET data = " + json(object.dataText) + (markDeleted ? ", deleted = 1" : "")
                 + ", readers = \(bind: object.acl.searchable), acl = \(bind: aclText(object.acl)), etag = \(bind: object.etag), "
                 + "updated_at = \(bind: object.updatedAt) WHERE bucket = \(bind: bucket.name) AND id = \(bind: id) AND etag = \(bind: previousETag) RETURNING id"
             if try await database.raw(query).first() != nil { return object }
@@ -397,10 +417,10 @@ struct ObjectStore: Sendable {
         try await Task.sleep(for: .microseconds(Int.random(in: 100...(500 + 200 * min(attempt, 20)))))
     }
 
-    /// Deletes an object (conditionally with `ifMatch`).
+    /// Deletes an object (conditionally with `ifMatch`), marked deleted or not.
     func delete(bucket: String, id: String, actor: Actor, ifMatch: String?) async throws {
         for attempt in 0..<Self.maximumAttempts {
-            let object = try await get(bucket: bucket, id: id, actor: actor)
+            let object = try await get(bucket: bucket, id: id, actor: actor, includeDeleted: true)
             guard object.writable(by: actor) else { throw GatewayError.forbidden("You may read this object but not delete it.") }
             if let ifMatch, ifMatch != "*", ifMatch != object.etag {
                 throw GatewayError.preconditionFailed("The object has changed: its etag is no longer \(ifMatch).")
@@ -419,9 +439,16 @@ struct ObjectStore: Sendable {
         throw GatewayError.conflict("The object is being changed by others too often; try again.")
     }
 
-    /// Deletes every object matching `condition` that the actor may write; returns how many.
-    func deleteAll(bucket: String, matching condition: Condition?, actor: Actor) async throws -> Int {
-        var query = SQLQueryString("DELETE FROM todo_objects WHERE bucket = ")
+    /// Deletes every object matching `condition` that the actor may write (marked deleted or
+    /// not); returns how many. With `markOnly`, marks those not yet marked deleted instead, each
+    /// with a new etag and update time.
+    func deleteAll(bucket: String, matching condition: Condition?, actor: Actor, markOnly: Bool = false) async throws -> Int {
+        var query: SQLQueryString
+        if markOnly {
+            query = "UPDATE todo_objects SET deleted = 1, etag = \(bind: Self.newETag()), updated_at = \(bind: Timestamps.micros(clock.now())) WHERE deleted = 0 AND bucket = "
+        } else {
+            query = "DELETE FROM todo_objects WHERE bucket = "
+        }
         query.appendInterpolation(bind: bucket)
         if let condition {
             query.appendLiteral(" AND (")
@@ -438,9 +465,8 @@ struct ObjectStore: Sendable {
             }
             query.appendLiteral("acl LIKE '%\"writers\":[%\"anonymous\"%]%'")
             if let userID = actor.userID {
-                query.appendLiteral(" OR acl LIKE '%\"writers\":[%\"authenticated\"%]%' OR acl LIKE ")
-                query.appendInterpolation(bind: "%\"writers\":[%\"" + QuerySQL.likeEscaped(userID) + "\"%]%")
-                query.appendLiteral(" ESCAPE '!'")
+                query.appendLiteral(" OR acl LIKE '%\"writers\":[%\"authenticated\"%]%'")
+                QuerySQL.appendAnyLike("acl", [userID] + actor.groupEntries, pattern: { "%\"writers\":[%\"\($0)\"%]%" }, to: &query)
             }
             query.appendLiteral(")")
         }
@@ -465,6 +491,7 @@ struct ObjectStore: Sendable {
     }
 
     private func appendFilters(_ query: ObjectQuery, actor: Actor, to statement: inout SQLQueryString) {
+        if !query.includeDeleted { statement.appendLiteral(" AND deleted = 0") }
         if let condition = query.condition {
             statement.appendLiteral(" AND (")
             sql.append(condition, to: &statement)

@@ -30,6 +30,7 @@ struct QuerySQL: Sendable {
         case .updatedAt: "updated_at"
         case .owner: "owner"
         case .etag: "etag"
+        case .deleted: "deleted"
         case .path(let segments):
             sqlite ? "json_extract(data, \(sqlitePath(segments)))" : "NULLIF(data #> \(postgresPath(segments)), 'null'::jsonb)"
         }
@@ -82,6 +83,9 @@ struct QuerySQL: Sendable {
             return true
         case (.id, .string(let text)), (.owner, .string(let text)), (.etag, .string(let text)):
             sql.appendInterpolation(bind: text)
+            return true
+        case (.deleted, .bool(let flag)):
+            sql.appendLiteral(flag ? "1" : "0")
             return true
         default:
             return false
@@ -270,9 +274,18 @@ struct QuerySQL: Sendable {
         }
         sql.appendLiteral("(owner = ")
         sql.appendInterpolation(bind: userID)
-        sql.appendLiteral(" OR readers LIKE '% anonymous %' OR readers LIKE '% authenticated %' OR readers LIKE ")
-        sql.appendInterpolation(bind: "% " + Self.likeEscaped(userID) + " %")
-        sql.appendLiteral(" ESCAPE '!')")
+        sql.appendLiteral(" OR readers LIKE '% anonymous %' OR readers LIKE '% authenticated %'")
+        Self.appendAnyLike("readers", [userID] + actor.groupEntries, pattern: { "% \($0) %" }, to: &sql)
+        sql.appendLiteral(")")
+    }
+
+    /// ` OR column LIKE pattern(entry)` for each entry, escaped (`!`).
+    static func appendAnyLike(_ column: String, _ entries: [String], pattern: (String) -> String, to sql: inout SQLQueryString) {
+        for entry in entries {
+            sql.appendLiteral(" OR \(column) LIKE ")
+            sql.appendInterpolation(bind: pattern(likeEscaped(entry)))
+            sql.appendLiteral(" ESCAPE '!'")
+        }
     }
 
     static func likeEscaped(_ text: String) -> String {

@@ -1,5 +1,6 @@
 import Foundation
 import GatewayCore
+import ServiceLifecycle
 
 /// Per-user object buckets with queries (seed 001): a todo app keeps its todos as JSON objects in
 /// a bucket, lists them sorted by `updatedAt`, adds and deletes them. Buckets hold any JSON
@@ -8,7 +9,7 @@ import GatewayCore
 public struct TodoPlugin: AuthorizingPlugin {
     public static let id = "todo"
     public static let summary = "Object buckets with queries and ACLs, with the NEC BaaS dialect"
-    public static let migrations = ObjectStore.migrations
+    public static let migrations = ObjectStore.migrations + [GroupDirectory.migration]
 
     public struct Configuration: PluginConfiguration {
         /// The largest object, in bytes of compact JSON.
@@ -82,7 +83,14 @@ public struct TodoPlugin: AuthorizingPlugin {
         let store = ObjectStore(database: context.database, clock: context.clock, maxObjectBytes: configuration.maxObjectBytes)
         let registry = BucketRegistry(configured: buckets, store: store, clock: context.clock)
         try await registry.load()
-        service = ObjectService(buckets: registry, store: store, cache: context.cache, maxQueryLimit: configuration.maxQueryLimit)
+        let groups = GroupDirectory(database: context.database, clock: context.clock, events: context.events, accounts: context.accounts)
+        try await groups.reload()
+        service = ObjectService(buckets: registry, store: store, groups: groups, cache: context.cache, maxQueryLimit: configuration.maxQueryLimit)
+    }
+
+    /// Applies the other instances' group changes to this instance's groups.
+    public var services: [any Service] {
+        [EventBusListener(context.events, topic: GroupDirectory.topic, logger: context.logger) { [groups = service.groups] in try await groups.applyRemote($0) }]
     }
 
     public func loadDemoData() async throws {
@@ -323,7 +331,7 @@ public struct TodoPlugin: AuthorizingPlugin {
                 .cache(.invalidating([bucketTag]))
                 .status(201)
                 .replies(JSONDocument.self) { input, context in
-                    let object = try await service.create(bucketName: input.path.bucket, body: input.body, actor: Actor(context.principal),
+                    let object = try await service.create(bucketName: input.path.bucket, body: input.body, actor: service.actor(context.principal),
                                                           parseACL: ObjectService.nativeACL)
                     var headers = Self.headers(for: object)
                     headers[.location] = "objects/\(object.id)"
@@ -350,7 +358,7 @@ public struct TodoPlugin: AuthorizingPlugin {
                     let fields = parameters.fields.map { $0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) } }
                     let query = try Self.makeQuery(where: whereValue, order: parameters.order, limit: parameters.limit, cursor: parameters.cursor,
                                                    skip: parameters.skip, count: parameters.count, fields: fields, maxLimit: maxLimit, location: "query.")
-                    let result = try await service.query(bucketName: input.path.bucket, query, actor: Actor(context.principal))
+                    let result = try await service.query(bucketName: input.path.bucket, query, actor: service.actor(context.principal))
                     return Self.page(result, fields: query.fields)
                 },
             ServiceOperation.define("todo.objects.search", .post, "/buckets/{bucket}/query", summary: "Query objects with the query in a JSON body")
@@ -390,7 +398,7 @@ public struct TodoPlugin: AuthorizingPlugin {
                     }
                     let query = try Self.makeQuery(where: body["where"], order: try text("order"), limit: try integer("limit"), cursor: try text("cursor"),
                                                    skip: try integer("skip"), count: count, fields: fields, maxLimit: maxLimit, location: "/")
-                    let result = try await service.query(bucketName: input.path.bucket, query, actor: Actor(context.principal))
+                    let result = try await service.query(bucketName: input.path.bucket, query, actor: service.actor(context.principal))
                     return Self.page(result, fields: query.fields)
                 },
             ServiceOperation.define("todo.objects.get", .get, "/buckets/{bucket}/objects/{id}", summary: "Read an object")
@@ -399,7 +407,7 @@ public struct TodoPlugin: AuthorizingPlugin {
                 .resource("bucket")
                 .cache(.perPrincipal(ttl: .seconds(60), tags: [bucketTag]))
                 .replies(JSONDocument.self) { input, context in
-                    let object = try await service.get(bucketName: input.path.bucket, id: input.path.id, actor: Actor(context.principal))
+                    let object = try await service.get(bucketName: input.path.bucket, id: input.path.id, actor: service.actor(context.principal))
                     return Reply(Self.document(object), headers: Self.headers(for: object))
                 },
             ServiceOperation.define("todo.objects.replace", .put, "/buckets/{bucket}/objects/{id}", summary: "Replace an object's fields")
@@ -411,7 +419,7 @@ public struct TodoPlugin: AuthorizingPlugin {
                 .body(JSONValue.self)
                 .cache(.invalidating([bucketTag]))
                 .replies(JSONDocument.self) { input, context in
-                    let object = try await service.replace(bucketName: input.path.bucket, id: input.path.id, body: input.body, actor: Actor(context.principal),
+                    let object = try await service.replace(bucketName: input.path.bucket, id: input.path.id, body: input.body, actor: service.actor(context.principal),
                                                            ifMatch: Self.ifMatch(context.headers), parseACL: ObjectService.nativeACL)
                     return Reply(Self.document(object), headers: Self.headers(for: object))
                 },
@@ -423,7 +431,7 @@ public struct TodoPlugin: AuthorizingPlugin {
                 .body(PatchBody.self)
                 .cache(.invalidating([bucketTag]))
                 .replies(JSONDocument.self) { input, context in
-                    let object = try await service.patch(bucketName: input.path.bucket, id: input.path.id, body: input.body.value, actor: Actor(context.principal),
+                    let object = try await service.patch(bucketName: input.path.bucket, id: input.path.id, body: input.body.value, actor: service.actor(context.principal),
                                                          ifMatch: Self.ifMatch(context.headers), parseACL: ObjectService.nativeACL)
                     return Reply(Self.document(object), headers: Self.headers(for: object))
                 },
@@ -432,7 +440,7 @@ public struct TodoPlugin: AuthorizingPlugin {
                 .resource("bucket")
                 .cache(.invalidating([bucketTag]))
                 .returns(NoContent.self) { input, context in
-                    try await service.delete(bucketName: input.path.bucket, id: input.path.id, actor: Actor(context.principal), ifMatch: Self.ifMatch(context.headers))
+                    try await service.delete(bucketName: input.path.bucket, id: input.path.id, actor: service.actor(context.principal), ifMatch: Self.ifMatch(context.headers))
                     return NoContent()
                 },
             ServiceOperation.define("todo.objects.batch", .post, "/buckets/{bucket}/batch", summary: "Run many object operations in one request")
@@ -443,7 +451,7 @@ public struct TodoPlugin: AuthorizingPlugin {
                 .cache(.invalidating([bucketTag]))
                 .status(200)
                 .returns(JSONValue.self) { input, context in
-                    try await Self.batch(input.body, bucket: input.path.bucket, service: service, actor: Actor(context.principal))
+                    try await Self.batch(input.body, bucket: input.path.bucket, service: service, actor: service.actor(context.principal))
                 },
         ]
     }

@@ -15,6 +15,17 @@ public protocol AccountDirectory: Sendable {
     func signOut(token: String) async throws
     /// The account with `id`, or nil.
     func account(id: String) async throws -> AccountRecord?
+    /// The accounts named `username` or registered with `email` (exact, in any case), or with
+    /// neither every account, oldest first, with `total` counting them all. `limit` is capped by
+    /// the gateway (at most 1,000 a call).
+    func accounts(username: String?, email: String?, skip: Int, limit: Int) async throws -> (accounts: [AccountRecord], total: Int?)
+    /// Changes an account; nil members stay as they are. A new password ends every session of the
+    /// account on every instance. 404 when there is none, 409 when the new username or email is
+    /// taken (``GatewayError/duplicate`` names which), 422 for a bad value.
+    func updateAccount(id: String, _ change: AccountChange) async throws -> AccountRecord
+    /// Deletes an account with its sessions and keys (they stop working on every instance at
+    /// once); false when there is none.
+    func deleteAccount(id: String) async throws -> Bool
     /// The caller a credential identifies, for credentials that arrive inside a message rather than
     /// in a request's headers (a WebSocket request carrying its own key). 401 when it is unknown,
     /// expired or revoked; 403 when a key is used from an address it does not allow.
@@ -66,14 +77,34 @@ public struct AccountRecord: Sendable, Equatable, Codable {
     public var displayName: String
     public var createdAt: Date
     public var updatedAt: Date
+    /// Free JSON the user keeps on the account (an object; empty when none was stored).
+    public var options: JSONValue
 
-    public init(id: String, username: String, email: String?, displayName: String, createdAt: Date, updatedAt: Date) {
+    public init(id: String, username: String, email: String?, displayName: String, createdAt: Date, updatedAt: Date, options: JSONValue = .object([:])) {
         self.id = id
         self.username = username
         self.email = email
         self.displayName = displayName
         self.createdAt = createdAt
         self.updatedAt = updatedAt
+        self.options = options
+    }
+}
+
+/// What ``AccountDirectory/updateAccount(id:_:)`` changes; nil members stay as they are.
+public struct AccountChange: Sendable, Equatable {
+    public var username: String?
+    /// A new email address; an empty string removes it.
+    public var email: String?
+    public var password: String?
+    /// Free JSON the account's user keeps on it (an object).
+    public var options: JSONValue?
+
+    public init(username: String? = nil, email: String? = nil, password: String? = nil, options: JSONValue? = nil) {
+        self.username = username
+        self.email = email
+        self.password = password
+        self.options = options
     }
 }
 

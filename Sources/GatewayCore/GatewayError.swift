@@ -124,8 +124,16 @@ public struct GatewayError: Error, Sendable, Equatable, CustomStringConvertible 
         GatewayError(.notAcceptable, status: 406, title: "Not acceptable", detail: detail)
     }
     /// 409: the request conflicts with the current state (a duplicate, a stale version).
-    public static func conflict(_ detail: String) -> GatewayError {
-        GatewayError(.conflict, status: 409, title: "Conflict", detail: detail)
+    /// `duplicate` names the member whose value is taken (`username`, `email`), as the extension
+    /// member `duplicate`, so that a dialect can answer with its own code for each.
+    public static func conflict(_ detail: String, duplicate: String? = nil) -> GatewayError {
+        GatewayError(.conflict, status: 409, title: "Conflict", detail: detail, extensions: duplicate.map { ["duplicate": .string($0)] } ?? [:])
+    }
+
+    /// The member a 409 says is taken (see ``conflict(_:duplicate:)``).
+    public var duplicate: String? {
+        if case .string(let member)? = extensions["duplicate"] { return member }
+        return nil
     }
     /// 410: the resource existed and is gone for good.
     public static func gone(_ detail: String) -> GatewayError {

@@ -18,6 +18,9 @@ enum PluginContextFixture {
         func signIn(identifier: String, password: String, address: String) async throws -> AccountSession { throw GatewayError.unavailable("no accounts in unit tests") }
         func signOut(token: String) async throws {}
         func account(id: String) async throws -> AccountRecord? { nil }
+        func accounts(username: String?, email: String?, skip: Int, limit: Int) async throws -> (accounts: [AccountRecord], total: Int?) { ([], 0) }
+        func updateAccount(id: String, _ change: AccountChange) async throws -> AccountRecord { throw GatewayError.notFound("no accounts in unit tests") }
+        func deleteAccount(id: String) async throws -> Bool { false }
         func principal(for credential: Credential, address: String) async throws -> Principal { throw GatewayError.unauthorized() }
         func issueKey(for userID: String?, _ request: KeyRequest) async throws -> IssuedKey { throw GatewayError.unavailable("no accounts in unit tests") }
         func revokeKey(id: String, of userID: String?) async throws -> Bool { false }

@@ -81,7 +81,8 @@ struct NebulaDialectTests {
             #expect(created.json["email"]?.string == "taro@example.com")
             let taken = try await gateway.call(.post, "\(Self.base)/users", headers: Self.app, json: register)
             #expect(taken.status == 409)
-            #expect(taken.json["reasonCode"]?.string == "duplicate_key")
+            #expect(taken.json["reasonCode"]?.string == "duplicate_username")
+            #expect(taken.json["error"]?.string?.isEmpty == false)
             #expect(try await gateway.call(.post, "\(Self.base)/users", headers: Self.app, json: #"{"username": "x", "email": "nope", "password": "password-123"}"#).status == 400)
 
             let wrong = try await gateway.call(.post, "\(Self.base)/login", headers: Self.app, json: #"{"username": "taro", "password": "nope-nope"}"#)
@@ -159,7 +160,7 @@ struct NebulaDialectTests {
                 """
             let batched = try await gateway.call(.post, "\(bucket)/_batch", headers: Self.app, json: batch)
             #expect(batched.status == 200)
-            #expect(batched.json["results"]?.arrayValue?.compactMap { $0["result"]?.string } == ["ok", "ok", "error", "ok"])
+            #expect(batched.json["results"]?.arrayValue?.compactMap { $0["result"]?.string } == ["ok", "ok", "conflict", "ok"])
             #expect(batched.json["results"]?.arrayValue?[2]["reasonCode"]?.string == "etag_mismatch")
 
             let deleted = try await gateway.call(.delete, "\(bucket)?where=\(encoded(#"{"done": true}"#))", headers: Self.app)
@@ -189,7 +190,7 @@ struct NebulaDialectTests {
                 let reply = try await gateway.call(method, path, headers: headers, json: body)
                 #expect(reply.status == status, "\(method) \(path.prefix(80)): \(reply.status) \(reply.json.jsonText.prefix(200))")
                 #expect(reply.json["reasonCode"]?.string == reason, "\(path.prefix(80)): \(reply.json.jsonText.prefix(200))")
-                #expect(reply.json.objectValue.map { Set($0.keys) } == ["reasonCode", "detail"])
+                #expect(reply.json.objectValue.map { Set($0.keys) } == ["error", "reasonCode", "detail"])
             }
             var plain = Self.app
             plain[.contentType] = "text/plain"

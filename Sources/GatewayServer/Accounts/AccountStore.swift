@@ -70,6 +70,12 @@ public struct AccountStore: Sendable {
             try await db.alter(table: "gateway_users").column("email_key", type: .text).run()
             try await db.create(index: "gateway_users_email").unique().on("gateway_users").column("email_key").run()
         },
+        // `options`: free JSON a user keeps on the account. `prehash_name`: the name a renamed
+        // user's password was prehashed with (``Secret``), until the password is set again.
+        Migration(5, "account options, and renaming") { db in
+            try await db.alter(table: "gateway_users").column("options", type: .text).run()
+            try await db.alter(table: "gateway_users").column("prehash_name", type: .text).run()
+        },
     ]
 
     // MARK: Users
@@ -83,6 +89,11 @@ public struct AccountStore: Sendable {
         public var isAdmin: Bool
         public var disabled: Bool
         public var createdAt: Date
+        public var updatedAt: Date
+        /// Free JSON the user keeps on the account (nil when none was stored).
+        public var options: String?
+
+        public var email: String? { profile["email"] }
     }
 
     struct UserRow: Codable {
@@ -97,12 +108,18 @@ public struct AccountStore: Sendable {
         var created_at: Double
         var updated_at: Double
         var email_key: String?
+        var options: String?
+        var prehash_name: String?
 
         var user: User {
             User(id: id, username: username, displayName: display_name,
                  profile: (try? JSONDecoder().decode([String: String].self, from: Data(profile.utf8))) ?? [:],
-                 isAdmin: is_admin != 0, disabled: disabled != 0, createdAt: Date(timeIntervalSince1970: created_at))
+                 isAdmin: is_admin != 0, disabled: disabled != 0, createdAt: Date(timeIntervalSince1970: created_at),
+                 updatedAt: Date(timeIntervalSince1970: updated_at), options: options)
         }
+
+        /// The name the stored password hash was prehashed with.
+        var hashedName: String { prehash_name ?? username }
     }
 
     /// The form under which usernames are unique: NFKC, case-folded, trimmed.
@@ -173,12 +190,12 @@ public struct AccountStore: Sendable {
         let now = clock.now().timeIntervalSince1970
         let row = UserRow(id: Self.newID(), username: name, username_key: key, display_name: displayName ?? name,
                           profile: String(decoding: try JSONEncoder().encode(profile), as: UTF8.self), password_hash: hash,
-                          is_admin: isAdmin ? 1 : 0, disabled: 0, created_at: now, updated_at: now, email_key: emailKey)
+                          is_admin: isAdmin ? 1 : 0, disabled: 0, created_at: now, updated_at: now, email_key: emailKey, options: nil, prehash_name: nil)
         do {
             try await database.insert(into: "gateway_users").model(row).run()
         } catch {
-            if try await userRow(usernameKey: key) != nil { throw GatewayError.conflict("The username '\(name)' is taken.") }
-            if let emailKey, try await userRow(emailKey: emailKey) != nil { throw GatewayError.conflict("The email address is already registered.") }
+            if try await userRow(usernameKey: key) != nil { throw GatewayError.conflict("The username '\(name)' is taken.", duplicate: "username") }
+            if let emailKey, try await userRow(emailKey: emailKey) != nil { throw GatewayError.conflict("The email address is already registered.", duplicate: "email") }
             throw error
         }
         return row.user
@@ -230,7 +247,7 @@ public struct AccountStore: Sendable {
     /// bcrypt verification, so timing does not tell whether the user exists.
     public func verify(username: String, secret: Secret) async throws -> User? {
         let row = try await userRow(usernameKey: Self.usernameKey(username))
-        let candidate = secret.prehash(for: row?.username ?? username.trimmingCharacters(in: .whitespacesAndNewlines))
+        let candidate = secret.prehash(for: row?.hashedName ?? username.trimmingCharacters(in: .whitespacesAndNewlines))
         let hash: String
         if let stored = row?.password_hash { hash = stored } else { hash = try await Self.decoyHash(cost: bcryptCost) }
         let matches = try await Self.hashing.runIfActive { Bcrypt.verify(candidate, hash: hash) }
@@ -268,9 +285,81 @@ public struct AccountStore: Sendable {
         guard let row = try await userRow(id: userID) else { throw GatewayError.notFound("No such user.") }
         if case .plain(let password) = secret, let problem = Self.passwordProblem(password) { throw GatewayError.invalid(field: "/newPassword", problem) }
         let hash = try await Self.hash(secret.prehash(for: row.username), cost: bcryptCost)
-        try await database.update("gateway_users").set("password_hash", to: hash).set("updated_at", to: clock.now().timeIntervalSince1970)
-            .where("id", .equal, userID).run()
+        try await database.update("gateway_users").set("password_hash", to: hash).set("prehash_name", to: SQLLiteral.null)
+            .set("updated_at", to: clock.now().timeIntervalSince1970).where("id", .equal, userID).run()
         try await revokeAllSessions(userID: userID)
+    }
+
+    /// Users named `username` or registered with `email` (exact, in any case), or with neither
+    /// every user by creation, with the total then.
+    public func users(username: String?, email: String?, skip: Int, limit: Int) async throws -> (users: [User], total: Int?) {
+        var query = database.select().column("*").from("gateway_users")
+        if let username { query = query.where("username_key", .equal, Self.usernameKey(username)) }
+        if let email { query = query.where("email_key", .equal, Self.emailKey(email)) }
+        let rows = try await query.orderBy("created_at").orderBy("id").offset(skip).limit(limit).all(decoding: UserRow.self)
+        var total: Int?
+        if username == nil, email == nil {
+            total = try await database.select().column(SQLFunction("COUNT", args: SQLLiteral.all), as: "n").from("gateway_users")
+                .first()?.decode(column: "n", as: Int.self)
+        }
+        return (rows.map(\.user), total)
+    }
+
+    /// Renames a user, changes their email address (empty: none) or options; nil leaves a member
+    /// as it is. 409 when the name or address is taken, 422 for a bad one.
+    public func updateUser(id: String, username: String?, email: String?, options: String?) async throws -> User {
+        guard var row = try await userRow(id: id) else { throw GatewayError.notFound("No such user.") }
+        if let username {
+            let name = username.trimmingCharacters(in: .whitespacesAndNewlines)
+            if let problem = Self.usernameProblem(name) { throw GatewayError.invalid(field: "/username", problem) }
+            if Self.usernameKey(name) != row.username_key {
+                if try await userRow(usernameKey: Self.usernameKey(name)) != nil { throw GatewayError.conflict("The username '\(name)' is taken.", duplicate: "username") }
+                if row.prehash_name == nil { row.prehash_name = row.username }
+            }
+            row.username = name
+            row.username_key = Self.usernameKey(name)
+        }
+        if let email {
+            var profile = (try? JSONDecoder().decode([String: String].self, from: Data(row.profile.utf8))) ?? [:]
+            if email.isEmpty {
+                profile["email"] = nil
+                row.email_key = nil
+            } else {
+                if let problem = Self.emailProblem(email) { throw GatewayError.invalid(field: "/email", problem) }
+                if Self.emailKey(email) != row.email_key, try await userRow(emailKey: Self.emailKey(email)) != nil {
+                    throw GatewayError.conflict("The email address is already registered.", duplicate: "email")
+                }
+                profile["email"] = email.trimmingCharacters(in: .whitespacesAndNewlines)
+                row.email_key = Self.emailKey(email)
+            }
+            row.profile = String(decoding: try JSONEncoder().encode(profile), as: UTF8.self)
+        }
+        if let options { row.options = options }
+        row.updated_at = max(clock.now().timeIntervalSince1970, row.updated_at)
+        do {
+            try await database.update("gateway_users").set("username", to: row.username).set("username_key", to: row.username_key)
+                .set("profile", to: row.profile).set("email_key", to: row.email_key).set("options", to: row.options)
+                .set("prehash_name", to: row.prehash_name).set("updated_at", to: row.updated_at).where("id", .equal, id).run()
+        } catch {
+            // A concurrent change took the name or address first (the unique indexes refused it).
+            if let other = try await userRow(usernameKey: row.username_key), other.id != id {
+                throw GatewayError.conflict("The username '\(row.username)' is taken.", duplicate: "username")
+            }
+            if let key = row.email_key, let other = try await userRow(emailKey: key), other.id != id {
+                throw GatewayError.conflict("The email address is already registered.", duplicate: "email")
+            }
+            throw error
+        }
+        return row.user
+    }
+
+    /// Deletes a user with their sessions and keys; false when there is none.
+    public func deleteUser(id: String) async throws -> Bool {
+        guard try await userRow(id: id) != nil else { return false }
+        try await database.delete(from: "gateway_sessions").where("user_id", .equal, id).run()
+        try await database.delete(from: "gateway_api_keys").where("user_id", .equal, id).run()
+        try await database.delete(from: "gateway_users").where("id", .equal, id).run()
+        return true
     }
 
     /// Updates the display name and profile fields (nil leaves one as it is).

@@ -35,9 +35,38 @@ struct GatewayAccountDirectory: AccountDirectory {
         try await store.user(id: id).map(Self.record)
     }
 
+    func accounts(username: String?, email: String?, skip: Int, limit: Int) async throws -> (accounts: [AccountRecord], total: Int?) {
+        let found = try await store.users(username: username, email: email, skip: max(0, skip), limit: max(0, min(limit, 1_000)))
+        return (found.users.map(Self.record), found.total)
+    }
+
+    func updateAccount(id: String, _ change: AccountChange) async throws -> AccountRecord {
+        var options: String?
+        if let value = change.options {
+            guard case .object = value else { throw GatewayError.invalid(field: "/options", "must be a JSON object") }
+            options = value.jsonText
+            guard options!.utf8.count <= 64 * 1024 else { throw GatewayError.invalid(field: "/options", "must be at most 64 KB of JSON") }
+        }
+        if let password = change.password, let problem = AccountStore.passwordProblem(password) { throw GatewayError.invalid(field: "/password", problem) }
+        var user = try await store.updateUser(id: id, username: change.username, email: change.email, options: options)
+        if let password = change.password {
+            try await store.setPassword(userID: id, secret: .plain(password))
+            authenticator.forget(userID: id)
+            user = try await store.user(id: id) ?? user
+        }
+        return Self.record(user)
+    }
+
+    func deleteAccount(id: String) async throws -> Bool {
+        guard try await store.deleteUser(id: id) else { return false }
+        authenticator.forget(userID: id)
+        return true
+    }
+
     static func record(_ user: AccountStore.User) -> AccountRecord {
-        AccountRecord(id: user.id, username: user.username, email: user.profile["email"], displayName: user.displayName,
-                      createdAt: user.createdAt, updatedAt: user.createdAt)
+        AccountRecord(id: user.id, username: user.username, email: user.email, displayName: user.displayName,
+                      createdAt: user.createdAt, updatedAt: user.updatedAt,
+                      options: user.options.flatMap { try? JSONValue.parse($0) } ?? .object([:]))
     }
 
     func principal(for credential: Credential, address: String) async throws -> Principal {
