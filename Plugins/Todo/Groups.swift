@@ -29,6 +29,19 @@ struct GroupACL: Sendable, Equatable, Codable {
 
     enum Right { case read, update, delete, admin }
 
+    init(owner: String? = nil, r: [String] = [], w: [String] = [], u: [String] = [], d: [String] = [], admin: [String] = []) {
+        (self.owner, self.r, self.w, self.u, self.d, self.admin) = (owner, r, w, u, d, admin)
+    }
+
+    /// Lists left out are empty.
+    init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        self.init(owner: try container.decodeIfPresent(String.self, forKey: .owner),
+                  r: try container.decodeIfPresent([String].self, forKey: .r) ?? [], w: try container.decodeIfPresent([String].self, forKey: .w) ?? [],
+                  u: try container.decodeIfPresent([String].self, forKey: .u) ?? [], d: try container.decodeIfPresent([String].self, forKey: .d) ?? [],
+                  admin: try container.decodeIfPresent([String].self, forKey: .admin) ?? [])
+    }
+
     func allows(_ right: Right, _ actor: Actor) -> Bool {
         if actor.bypassesACL || (owner != nil && owner == actor.userID) { return true }
         let entries: [String] = switch right {
@@ -49,16 +62,20 @@ final class GroupDirectory: Sendable {
     let clock: any WallClock
     let events: (any EventBus)?
     let accounts: any AccountDirectory
+    let cache: (any CacheInvalidator)?
     private let state = Mutex<[String: UserGroup]>([:])
     /// This instance, so that it skips its own announcements.
     let instance = UUID().uuidString
 
     static let topic = "todo/groups"
+    /// The tag of every cached reply that depends on who may read what: a group change purges them.
+    static let readsTag = "todo:reads"
     static let maximumMembers = 1_000
     /// The most groups an actor's ACL check looks at (the SQL of a query names each).
     static let maximumGroupsPerUser = 100
 
-    init(database: any SQLDatabase, clock: any WallClock, events: (any EventBus)?, accounts: any AccountDirectory) {
+    init(database: any SQLDatabase, clock: any WallClock, events: (any EventBus)?, accounts: any AccountDirectory, cache: (any CacheInvalidator)? = nil) {
+        self.cache = cache
         self.database = database
         self.clock = clock
         self.events = events
@@ -175,8 +192,11 @@ final class GroupDirectory: Sendable {
             if let existing {
                 guard existing.acl.allows(.update, actor) else { throw GatewayError.forbidden("You may not change group '\(name)'.") }
                 if let ifMatch, ifMatch != existing.etag { throw GatewayError.preconditionFailed("The group has changed: its etag is no longer \(ifMatch).") }
-                if let acl, acl != existing.acl, !existing.acl.allows(.admin, actor) {
-                    throw GatewayError.forbidden("Only the group's owner or an admin entry may change its ACL.")
+                if var acl {
+                    if acl.owner == nil { acl.owner = existing.acl.owner }
+                    guard acl == existing.acl || existing.acl.allows(.admin, actor) else {
+                        throw GatewayError.forbidden("Only the group's owner or an admin entry may change its ACL.")
+                    }
                 }
                 group = existing
             } else {
@@ -188,7 +208,11 @@ final class GroupDirectory: Sendable {
             }
             if let users { group.users = users }
             if let groups { group.groups = groups }
-            if let acl { group.acl = acl }
+            if var acl {
+                // An ACL without an owner keeps the group's.
+                if acl.owner == nil { acl.owner = group.acl.owner }
+                group.acl = acl
+            }
             return group
         }
     }
@@ -288,6 +312,7 @@ final class GroupDirectory: Sendable {
     /// Reads the groups again here and tells the other instances.
     private func changed() async throws {
         try await reload()
+        await cache?.invalidate(tags: [Self.readsTag])
         await events?.publish(GatewayEvent(topic: Self.topic, payload: ByteBuffer(string: instance)))
     }
 }

@@ -83,7 +83,7 @@ public struct TodoPlugin: AuthorizingPlugin {
         let store = ObjectStore(database: context.database, clock: context.clock, maxObjectBytes: configuration.maxObjectBytes)
         let registry = BucketRegistry(configured: buckets, store: store, clock: context.clock)
         try await registry.load()
-        let groups = GroupDirectory(database: context.database, clock: context.clock, events: context.events, accounts: context.accounts)
+        let groups = GroupDirectory(database: context.database, clock: context.clock, events: context.events, accounts: context.accounts, cache: context.cache)
         try await groups.reload()
         service = ObjectService(buckets: registry, store: store, groups: groups, cache: context.cache, maxQueryLimit: configuration.maxQueryLimit)
     }
@@ -343,7 +343,7 @@ public struct TodoPlugin: AuthorizingPlugin {
                 .path(BucketPath.self)
                 .query(QueryParameters.self)
                 .resource("bucket")
-                .cache(.perPrincipal(ttl: .seconds(60), tags: [bucketTag]))
+                .cache(.perPrincipal(ttl: .seconds(60), tags: [bucketTag, GroupDirectory.readsTag]))
                 .returns(ObjectPage.self) { input, context in
                     let parameters = input.query
                     var whereValue: JSONValue?
@@ -405,7 +405,7 @@ public struct TodoPlugin: AuthorizingPlugin {
                 .documentOutput(schema: objectSchema)
                 .path(ObjectPath.self)
                 .resource("bucket")
-                .cache(.perPrincipal(ttl: .seconds(60), tags: [bucketTag]))
+                .cache(.perPrincipal(ttl: .seconds(60), tags: [bucketTag, GroupDirectory.readsTag]))
                 .replies(JSONDocument.self) { input, context in
                     let object = try await service.get(bucketName: input.path.bucket, id: input.path.id, actor: service.actor(context.principal))
                     return Reply(Self.document(object), headers: Self.headers(for: object))
@@ -453,7 +453,7 @@ public struct TodoPlugin: AuthorizingPlugin {
                 .returns(JSONValue.self) { input, context in
                     try await Self.batch(input.body, bucket: input.path.bucket, service: service, actor: service.actor(context.principal))
                 },
-        ]
+        ] + groupOperations
     }
 
     static let maximumBatch = 100

@@ -222,6 +222,32 @@ struct NebulaCompletionTests {
         }
     }
 
+    @Test("the native API serves the same groups at /v1/todo/groups", arguments: TestStorage.available)
+    func nativeGroups(storage: TestStorage) async throws {
+        try await withTodo(storage) { gateway in
+            let owner = try await gateway.register("owner")
+            let member = try await gateway.register("member")
+            let created = try await gateway.call(.put, "/v1/todo/groups/readers", token: owner.token, json: #"{"users": ["\#(member.userID)"]}"#)
+            #expect(created.status == 200, "\(created.json.jsonText)")
+            #expect(created.json["acl"]?["owner"]?.string == owner.userID)
+            let etag = try #require(created.json["etag"]?.string)
+            #expect(try await gateway.call(.put, "/v1/todo/groups/readers", token: owner.token, headers: [.ifMatch: "\"stale\""], json: "{}").status == 412)
+            #expect(try await gateway.call(.put, "/v1/todo/groups/readers", token: owner.token, headers: [.ifMatch: "\"\(etag)\""],
+                                           json: #"{"acl": {"r": ["authenticated"]}}"#).status == 200)
+            #expect(try await gateway.call(.get, "/v1/todo/groups/readers", token: member.token).json["users"] == .array([.string(member.userID)]))
+            #expect(try await gateway.call(.get, "/v1/todo/groups").json.items.isEmpty, "a guest reads no group of this ACL")
+            #expect(try await gateway.call(.get, "/v1/todo/groups", token: member.token).json.items.count == 1)
+            // Seen by the dialect too.
+            #expect(try await gateway.call(.get, "\(Self.base)/groups/readers", headers: Self.master).json["users"] == .array([.string(member.userID)]))
+            let removed = try await gateway.call(.post, "/v1/todo/groups/readers/members/remove", token: owner.token, json: #"{"users": ["\#(member.userID)"]}"#)
+            #expect(removed.json["users"] == .array([]))
+            #expect(try await gateway.call(.post, "/v1/todo/groups/readers/members", token: owner.token, json: #"{"users": 5}"#).status == 422)
+            #expect(try await gateway.call(.delete, "/v1/todo/groups/readers", token: member.token).status == 403)
+            #expect(try await gateway.call(.delete, "/v1/todo/groups/readers", token: owner.token).status == 204)
+            #expect(try await gateway.call(.get, "/v1/todo/groups/readers", token: owner.token).status == 404)
+        }
+    }
+
     @Test("buckets with the master key: create, read, change, list and delete; contentACL decides who creates and the default ACL", arguments: TestStorage.available)
     func buckets(storage: TestStorage) async throws {
         try await withTodo(storage) { gateway in

@@ -31,6 +31,13 @@ struct TodoAuthorizationMatrixTests {
             "todo.objects.patch": row(404, 200, 404, 403, 200, 404, 200),
             "todo.objects.delete": row(404, 204, 404, 403, 204, 404, 204),
             "todo.objects.batch": row(404, 200, 404, 403, 200, 404, 200),
+            // Group operations act on a group A owns (its ACL: the owner alone).
+            "todo.groups.list": row(200, 200, 200, 200, 403, 200, 200),
+            "todo.groups.get": row(404, 200, 404, 200, 403, 200, 200),
+            "todo.groups.put": row(401, 200, 403, 403, 200, 200, 200),
+            "todo.groups.addMembers": row(401, 200, 403, 403, 200, 200, 200),
+            "todo.groups.removeMembers": row(401, 200, 403, 403, 200, 200, 200),
+            "todo.groups.delete": row(401, 204, 403, 403, 204, 204, 204),
         ]
     }()
 
@@ -56,7 +63,9 @@ struct TodoAuthorizationMatrixTests {
                     let id = try #require(created.json["id"]?.string)
                     let temporary = "tmp\(cell)"
                     _ = try await gateway.call(.post, "/v1/todo/buckets", token: admin.token, json: #"{"name": "\#(temporary)"}"#)
-                    var path = operation.path.replacingOccurrences(of: "{id}", with: id)
+                    let group = "grp\(cell)"
+                    _ = try await gateway.call(.put, "/v1/todo/groups/\(group)", token: a.token, json: #"{"users": []}"#)
+                    var path = operation.path.replacingOccurrences(of: "{id}", with: id).replacingOccurrences(of: "{name}", with: group)
                         .replacingOccurrences(of: "{bucket}", with: operation.name == "todo.buckets.delete" ? temporary : "notes")
                     var body: String?
                     switch operation.name {
@@ -65,6 +74,7 @@ struct TodoAuthorizationMatrixTests {
                     case "todo.objects.search": body = #"{"where": {"t": "A's"}}"#
                     case "todo.objects.batch": body = #"{"operations": [{"op": "patch", "id": "\#(id)", "object": {"t": "y"}}]}"#
                     case "todo.objects.query": path += "?count=true"
+                    case "todo.groups.put", "todo.groups.addMembers", "todo.groups.removeMembers": body = #"{"users": []}"#
                     default: break
                     }
                     let response = try await gateway.gateway.handle(operation.method, "/v1/todo" + path, headers: headers(caller),
