@@ -8,7 +8,9 @@ import GatewayCore
 ///   or an administrator: `{"results": [...], "count": N}`, `count` only for a full listing; a
 ///   lookup that finds nobody is a 404, as the old service answered.
 /// - `GET`, `PUT` and `DELETE users/{id}` answer the user themself or the master key; another
-///   user gets a 403. `PUT` changes `username`, `email`, `password` (every session of the user
+///   user gets a 403.
+/// - `POST request_password_reset` mails the user a one-time link to a page of the gateway where
+///   they set a new password (404 for an unknown user, 409 when a link went out moments ago). `PUT` changes `username`, `email`, `password` (every session of the user
 ///   ends) and `options` (free JSON); `?etag=` makes it conditional (409 `etag_mismatch`).
 extension NebulaDialect {
     var userRoutes: [DialectRoute] {
@@ -56,6 +58,13 @@ extension NebulaDialect {
                     throw GatewayError.preconditionFailed("The user has changed: its etag is no longer \(etag).")
                 }
                 guard try await accounts.deleteAccount(id: account.id) else { throw GatewayError.notFound("No such user.") }
+                return try Self.json(.object(["result": .string("ok")]))
+            },
+            route(.post, "/1/{tenant}/request_password_reset", "Mail a user a link to set a new password ({username} or {email})") { request, _, _ in
+                guard case .object(let members) = try Self.body(request) else { throw GatewayError.invalid(field: "/", "must be a JSON object") }
+                let username = members["username"]?.stringValue, email = members["email"]?.stringValue
+                guard username?.isEmpty == false || email?.isEmpty == false else { throw GatewayError.invalid(field: "/username", "send a username or an email") }
+                try await accounts.requestPasswordReset(username: username, email: email)
                 return try Self.json(.object(["result": .string("ok")]))
             },
         ]

@@ -26,6 +26,10 @@ public protocol AccountDirectory: Sendable {
     /// Deletes an account with its sessions and keys (they stop working on every instance at
     /// once); false when there is none.
     func deleteAccount(id: String) async throws -> Bool
+    /// Mails the user named `username` (or registered with `email`) a one-time link to set a new
+    /// password (written to the log when the gateway has no mail server). 404 when there is no such
+    /// user, 409 when a link went out moments ago.
+    func requestPasswordReset(username: String?, email: String?) async throws
     /// The caller a credential identifies, for credentials that arrive inside a message rather than
     /// in a request's headers (a WebSocket request carrying its own key). 401 when it is unknown,
     /// expired or revoked; 403 when a key is used from an address it does not allow.

@@ -88,6 +88,7 @@ public final class Gateway: Sendable {
 
     /// The host's own schema steps (owner `gateway`).
     public static let hostMigrations: [Migration] = UserInbox.migrations + AccountStore.migrations + ClusterRateLimiter.migrations
+        + [PasswordResets.migration]
 
     /// Opens the database, applies migrations, creates every enabled plugin and builds the pipeline.
     public static func start(configuration: GatewayConfiguration, registrations: [PluginRegistration], options: Options) async throws -> Gateway {
@@ -178,8 +179,13 @@ public final class Gateway: Sendable {
             authChannel.onMessage { message in accountAuthenticator.forget(message: message) }
         }
         let loginThrottle = LoginThrottle()
+        var mailLogger = logger
+        mailLogger[metadataKey: "component"] = "mail"
+        let mailer: any Mailer = configuration.mail.map { SMTPMailer(settings: $0, logger: mailLogger) } ?? LogMailer(logger: mailLogger)
+        let resets = PasswordResets(store: accounts, authenticator: accountAuthenticator, settings: configuration.auth.passwordReset, mailer: mailer,
+                                    baseURL: configuration.server.publicURL ?? "http://\(configuration.server.host):\(configuration.server.port)")
         let directory = GatewayAccountDirectory(store: accounts, authenticator: accountAuthenticator, throttle: loginThrottle,
-                                                registration: configuration.auth.registration)
+                                                registration: configuration.auth.registration, resets: resets)
         let policies = RateLimitPolicies(defaults: configuration.limits,
                                          plugins: configuration.plugins.compactMapValues { $0.enabled ? $0.limits : nil })
         let rateLimiter: any RateLimiter
@@ -203,7 +209,7 @@ public final class Gateway: Sendable {
         plugins.append(LoadedPlugin(
             id: AccountsService.id, summary: AccountsService.summary, mount: "/v1", dialectMount: "",
             instance: AccountsService(store: accounts, authenticator: accountAuthenticator, throttle: loginThrottle,
-                                      registration: configuration.auth.registration, cache: cache),
+                                      registration: configuration.auth.registration, cache: cache, resets: resets),
             context: accountsContext))
         for registration in enabled {
             let settings = configuration.plugins[registration.id] ?? PluginSettings()

@@ -21,6 +21,7 @@ enum PluginContextFixture {
         func accounts(username: String?, email: String?, skip: Int, limit: Int) async throws -> (accounts: [AccountRecord], total: Int?) { ([], 0) }
         func updateAccount(id: String, _ change: AccountChange) async throws -> AccountRecord { throw GatewayError.notFound("no accounts in unit tests") }
         func deleteAccount(id: String) async throws -> Bool { false }
+        func requestPasswordReset(username: String?, email: String?) async throws {}
         func principal(for credential: Credential, address: String) async throws -> Principal { throw GatewayError.unauthorized() }
         func issueKey(for userID: String?, _ request: KeyRequest) async throws -> IssuedKey { throw GatewayError.unavailable("no accounts in unit tests") }
         func revokeKey(id: String, of userID: String?) async throws -> Bool { false }

@@ -167,6 +167,21 @@ struct NebulaCompletionTests {
         }
     }
 
+    @Test("request_password_reset: a link for a known user (written to the log without mail:), 404 for nobody, 409 when asked again at once", arguments: TestStorage.available)
+    func passwordReset(storage: TestStorage) async throws {
+        try await withTodo(storage) { gateway in
+            _ = try await Self.user(gateway, "hanako")
+            let asked = try await gateway.call(.post, "\(Self.base)/request_password_reset", headers: Self.app, json: #"{"email": "hanako@example.com"}"#)
+            #expect(asked.status == 200, "\(asked.json.jsonText)")
+            #expect(asked.json == .object(["result": .string("ok")]))
+            let again = try await gateway.call(.post, "\(Self.base)/request_password_reset", headers: Self.app, json: #"{"username": "hanako"}"#)
+            #expect(again.status == 409)
+            #expect(again.json["reasonCode"]?.string == "request_conflicted")
+            #expect(try await gateway.call(.post, "\(Self.base)/request_password_reset", headers: Self.app, json: #"{"username": "nobody"}"#).status == 404)
+            #expect(try await gateway.call(.post, "\(Self.base)/request_password_reset", headers: Self.app, json: "{}").status == 400)
+        }
+    }
+
     @Test("groups: nested members read objects whose ACL names g:{group}; a removed member no longer does; cycles refused", arguments: TestStorage.available)
     func groups(storage: TestStorage) async throws {
         try await withTodo(storage) { gateway in

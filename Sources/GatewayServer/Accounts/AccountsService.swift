@@ -17,6 +17,7 @@ struct AccountsService: ServicePlugin {
     let registration: AuthSettings.Registration
     let database: any SQLDatabase
     let cache: any CacheInvalidator
+    let resets: PasswordResets
 
     /// The host creates this service with its dependencies (``init(store:authenticator:throttle:registration:cache:)``);
     /// it cannot be enabled from plugins.yaml like a plugin.
@@ -25,7 +26,8 @@ struct AccountsService: ServicePlugin {
     }
 
     init(store: AccountStore, authenticator: AccountAuthenticator, throttle: LoginThrottle, registration: AuthSettings.Registration,
-         cache: any CacheInvalidator) {
+         cache: any CacheInvalidator, resets: PasswordResets) {
+        self.resets = resets
         self.store = store
         self.authenticator = authenticator
         self.throttle = throttle
@@ -206,7 +208,7 @@ struct AccountsService: ServicePlugin {
                     await cache.invalidate(tags: tags)
                     return Purged(purged: tags)
                 },
-        ] + InboxOperations.operations(database: database)
+        ] + InboxOperations.operations(database: database) + PasswordResetOperations.operations(resets: resets)
     }
 
     static func currentUser(_ context: OperationContext, store: AccountStore) async throws -> AccountStore.User {

@@ -8,6 +8,7 @@ struct GatewayAccountDirectory: AccountDirectory {
     let authenticator: AccountAuthenticator
     let throttle: LoginThrottle
     let registration: AuthSettings.Registration
+    let resets: PasswordResets
 
     func register(username: String, email: String?, password: String) async throws -> AccountRecord {
         guard registration == .open else { throw GatewayError.forbidden("Registration is closed on this gateway.") }
@@ -55,6 +56,10 @@ struct GatewayAccountDirectory: AccountDirectory {
             user = try await store.user(id: id) ?? user
         }
         return Self.record(user)
+    }
+
+    func requestPasswordReset(username: String?, email: String?) async throws {
+        try await resets.request(username: username, email: email)
     }
 
     func deleteAccount(id: String) async throws -> Bool {

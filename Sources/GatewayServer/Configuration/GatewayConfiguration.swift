@@ -41,6 +41,8 @@ public struct GatewayConfiguration: Decodable, Sendable {
     public var auth: AuthSettings
     public var limits: LimitSettings
     public var cache: CacheSettings
+    /// How the gateway sends mail (password reset links); nil: to the log.
+    public var mail: MailSettings?
     /// Whether plugins load the demo data they ship on their first start.
     public var demo: Bool
     /// The plugins by id: which are on, where they are mounted, and their settings.
@@ -60,7 +62,7 @@ public struct GatewayConfiguration: Decodable, Sendable {
         self.plugins = plugins
     }
 
-    enum CodingKeys: String, CodingKey { case server, storage, auth, limits, cache, demo, plugins }
+    enum CodingKeys: String, CodingKey { case server, storage, auth, limits, cache, mail, demo, plugins }
 
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
@@ -69,6 +71,7 @@ public struct GatewayConfiguration: Decodable, Sendable {
         auth = try container.decodeIfPresent(AuthSettings.self, forKey: .auth) ?? .init()
         limits = try container.decodeIfPresent(LimitSettings.self, forKey: .limits) ?? .init()
         cache = try container.decodeIfPresent(CacheSettings.self, forKey: .cache) ?? .init()
+        mail = try container.decodeIfPresent(MailSettings.self, forKey: .mail)
         demo = try container.decodeIfPresent(Bool.self, forKey: .demo) ?? false
         plugins = try container.decodeIfPresent([String: PluginSettings].self, forKey: .plugins) ?? [:]
     }
@@ -190,10 +193,12 @@ public struct AuthSettings: Decodable, Sendable {
     public var bcryptCost: Int = 12
     /// The app keys legacy COIMOTION clients send as `_key`; a call with another key is refused.
     public var appKeys: [String] = []
+    /// How password reset links behave.
+    public var passwordReset = PasswordResetSettings()
 
     public init() {}
 
-    enum CodingKeys: String, CodingKey { case sessionTTL, registration, bcryptCost, appKeys }
+    enum CodingKeys: String, CodingKey { case sessionTTL, registration, bcryptCost, appKeys, passwordReset }
 
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
@@ -205,6 +210,7 @@ public struct AuthSettings: Decodable, Sendable {
             registration = value
         }
         appKeys = try container.decodeIfPresent([String].self, forKey: .appKeys) ?? []
+        passwordReset = try container.decodeIfPresent(PasswordResetSettings.self, forKey: .passwordReset) ?? passwordReset
         bcryptCost = try container.decodeIfPresent(Int.self, forKey: .bcryptCost) ?? bcryptCost
         guard (10...16).contains(bcryptCost) else {
             throw DecodingError.dataCorruptedError(forKey: .bcryptCost, in: container, debugDescription: "\(bcryptCost) is outside 10 to 16")

@@ -1,0 +1,134 @@
+import Foundation
+import GatewayCore
+import HTTPTypes
+import NIOCore
+
+/// The native password reset: ask for a link, set the password with its token, and the small
+/// page the link opens (a form that posts the new password back).
+enum PasswordResetOperations {
+    struct RequestBody: Codable, Sendable {
+        var username: String?
+        var email: String?
+    }
+
+    struct ConfirmBody: Codable, Sendable {
+        var token: String
+        var password: String
+    }
+
+    struct Accepted: Codable, Sendable {
+        var message: String
+    }
+
+    struct PageQuery: Codable, Sendable {
+        var token: String?
+    }
+
+    /// `token=...&password=...&confirm=...` from the page's form.
+    struct FormBody: RawBodyInput {
+        static let acceptedMediaTypes = ["application/x-www-form-urlencoded"]
+        var fields: [String: String]
+
+        init(bytes: ByteBuffer, contentType: String) throws {
+            fields = [:]
+            guard bytes.readableBytes <= 16_384 else { throw GatewayError.contentTooLarge(limit: 16_384) }
+            for pair in String(buffer: bytes).split(separator: "&") {
+                let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+                guard let name = PercentDecoding.decode(parts[0], plusIsSpace: true),
+                      let value = PercentDecoding.decode(parts.count > 1 ? parts[1] : "", plusIsSpace: true) else {
+                    throw GatewayError.badRequest("The form is not validly encoded.")
+                }
+                fields[name] = value
+            }
+        }
+
+        init(from decoder: any Decoder) throws { fields = try [String: String](from: decoder) }
+    }
+
+    static func operations(resets: PasswordResets) -> [ServiceOperation] {
+        [
+            ServiceOperation.define("accounts.passwordReset", .post, "/auth/password-reset", summary: "Mail a link to set a new password")
+                .details("Send `username` or `email`. The answer is 202 whether or not the account exists, so that it tells nobody which accounts do; the link works for `auth.passwordReset.ttl` (1h), once.")
+                .body(RequestBody.self)
+                .status(202)
+                .replies(Accepted.self) { input, _ in
+                    guard input.body.username?.isEmpty == false || input.body.email?.isEmpty == false else {
+                        throw GatewayError.invalid(field: "/username", "send a username or an email address")
+                    }
+                    do {
+                        try await resets.request(username: input.body.username, email: input.body.email)
+                    } catch let error as GatewayError where error.status == 404 || error.status == 409 {
+                        // Unknown account, or asked moments ago: the same answer as a sent link.
+                    }
+                    return Reply(Accepted(message: "If the account exists and has an email address, a link to set a new password is on its way."), status: .accepted)
+                },
+            ServiceOperation.define("accounts.passwordResetConfirm", .post, "/auth/password-reset/confirm", summary: "Set a new password with a reset link's token")
+                .details("Ends every session of the user. 400 when the token was used already, has expired or is unknown.")
+                .body(ConfirmBody.self)
+                .returns(NoContent.self) { input, _ in
+                    try await resets.confirm(token: input.body.token, password: input.body.password)
+                    return NoContent()
+                },
+            ServiceOperation.define("accounts.passwordResetPage", .get, "/auth/password-reset/form", summary: "The page a reset link opens")
+                .query(PageQuery.self)
+                .documentRawOutput(mediaTypes: "text/html")
+                .returns(RawReply.self) { input, _ in
+                    page(token: input.query.token ?? "", message: nil)
+                },
+            ServiceOperation.define("accounts.passwordResetSubmit", .post, "/auth/password-reset/form", summary: "The reset page's form: sets the new password")
+                .body(FormBody.self)
+                .documentRawOutput(mediaTypes: "text/html")
+                .status(200)
+                .replies(RawReply.self) { input, _ in
+                    let token = input.body.fields["token"] ?? ""
+                    let password = input.body.fields["password"] ?? ""
+                    guard password == input.body.fields["confirm"] else {
+                        return Reply(page(token: token, message: "The two passwords differ; type the same one twice."), status: 400)
+                    }
+                    do {
+                        try await resets.confirm(token: token, password: password)
+                    } catch let error as GatewayError where error.status < 500 {
+                        return Reply(page(token: token, message: error.errors.first?.detail.capitalizedFirstLetter ?? error.detail), status: HTTPResponse.Status(code: error.status == 422 ? 400 : error.status))
+                    }
+                    return Reply(done(), status: 200)
+                },
+        ]
+    }
+
+    static func escape(_ text: String) -> String {
+        text.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;").replacingOccurrences(of: ">", with: "&gt;")
+            .replacingOccurrences(of: "\"", with: "&quot;").replacingOccurrences(of: "'", with: "&#39;")
+    }
+
+    static func html(_ body: String) -> RawReply {
+        RawReply(text: """
+            <!doctype html>
+            <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+            <meta name="referrer" content="no-referrer"><title>Set a new password</title>
+            <style>body{font-family:system-ui,sans-serif;max-width:26rem;margin:3rem auto;padding:0 1rem}label{display:block;margin:.8rem 0 .2rem}
+            input{width:100%;padding:.5rem;box-sizing:border-box}button{margin-top:1rem;padding:.5rem 1rem}.problem{color:#a00}</style></head>
+            <body>\(body)</body></html>
+            """, contentType: "text/html; charset=utf-8")
+    }
+
+    static func page(token: String, message: String?) -> RawReply {
+        html("""
+            <h1>Set a new password</h1>
+            \(message.map { "<p class=\"problem\">\(escape($0))</p>" } ?? "")
+            <form method="post" action="form">
+            <input type="hidden" name="token" value="\(escape(token))">
+            <label for="password">New password</label><input id="password" name="password" type="password" autocomplete="new-password" required minlength="8">
+            <label for="confirm">The same again</label><input id="confirm" name="confirm" type="password" autocomplete="new-password" required minlength="8">
+            <button type="submit">Set the password</button>
+            </form>
+            """)
+    }
+
+    static func done() -> RawReply {
+        html("<h1>Your password is set</h1><p>Sign in with it in the app. Every session that was open has ended.</p>")
+    }
+}
+
+extension String {
+    var capitalizedFirstLetter: String { prefix(1).uppercased() + dropFirst() }
+}

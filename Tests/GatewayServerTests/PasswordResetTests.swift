@@ -1,0 +1,188 @@
+import Foundation
+import GatewayCore
+import GatewayServer
+import GatewayTesting
+import HTTPTypes
+import NIOCore
+import NIOPosix
+import NotesFixturePlugin
+import Synchronization
+import Testing
+
+/// An SMTP server on loopback that accepts every message and keeps it.
+final class SMTPSink: Sendable {
+    let port: Int
+    private let store: SMTPSinkStore
+    private let channel: any Channel
+
+    private init(port: Int, channel: any Channel, store: SMTPSinkStore) {
+        self.port = port
+        self.channel = channel
+        self.store = store
+    }
+
+    static func start() async throws -> SMTPSink {
+        let store = SMTPSinkStore()
+        let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(SMTPSessionHandler(store: store)) }
+            }
+            .bind(host: "127.0.0.1", port: 0).get()
+        return SMTPSink(port: channel.localAddress?.port ?? 0, channel: channel, store: store)
+    }
+
+    func stop() async { try? await channel.close() }
+
+    var all: [(to: String, data: String)] { store.messages.withLock { $0 } }
+}
+
+final class SMTPSinkStore: Sendable {
+    let messages = Mutex<[(to: String, data: String)]>([])
+}
+
+/// One SMTP session: greets, answers each command, collects DATA until the lone dot.
+final class SMTPSessionHandler: ChannelInboundHandler, @unchecked Sendable {
+    typealias InboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+    let store: SMTPSinkStore
+    var pending = ""
+    var recipient = ""
+    var data: [String]?
+
+    init(store: SMTPSinkStore) { self.store = store }
+
+    func channelActive(context: ChannelHandlerContext) {
+        context.writeAndFlush(wrapOutboundOut(ByteBuffer(string: "220 sink ready\r\n")), promise: nil)
+    }
+
+    func channelRead(context: ChannelHandlerContext, data input: NIOAny) {
+        pending += String(buffer: unwrapInboundIn(input))
+        while let end = pending.range(of: "\r\n") {
+            let line = String(pending[..<end.lowerBound])
+            pending = String(pending[end.upperBound...])
+            respond(to: line, context: context)
+        }
+    }
+
+    func respond(to line: String, context: ChannelHandlerContext) {
+        func say(_ text: String) { context.writeAndFlush(wrapOutboundOut(ByteBuffer(string: text + "\r\n")), promise: nil) }
+        if var lines = data {
+            if line == "." {
+                store.messages.withLock { $0.append((recipient, lines.joined(separator: "\n"))) }
+                data = nil
+                say("250 kept")
+            } else {
+                lines.append(line)
+                data = lines
+            }
+            return
+        }
+        switch line.prefix(4).uppercased() {
+        case "EHLO": say("250-sink\r\n250 8BITMIME")
+        case "MAIL": say("250 ok")
+        case "RCPT":
+            recipient = String(line.drop { $0 != "<" }.dropFirst().prefix { $0 != ">" })
+            say("250 ok")
+        case "DATA":
+            data = []
+            say("354 go on")
+        case "QUIT":
+            say("221 bye")
+            context.close(promise: nil)
+        default: say("500 what")
+        }
+    }
+}
+
+@Suite("password reset")
+struct PasswordResetTests {
+    static func link(in message: String) -> String? {
+        message.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }.first { $0.hasPrefix("http") }
+    }
+
+    @Test("a link is mailed over SMTP, its page sets a new password once, every session ends; expired and reused tokens are refused")
+    func resetByMail() async throws {
+        let sink = try await SMTPSink.start()
+        let clock = TestClock()
+        let yaml = """
+            server: { publicURL: "https://api.example.com" }
+            mail: { host: 127.0.0.1, port: \(sink.port), from: gateway@example.com }
+            auth: { passwordReset: { ttl: 30m, resendAfter: 1m } }
+            \(notesYAML)
+            """
+        try await TestGateway.with(notes, yaml: yaml, configure: { $0.clock = clock }) { gateway in
+            let user = try await gateway.gateway.accounts.register(username: "ada", secret: .plain("first-password"), email: "ada@example.com")
+            let session = try await gateway.gateway.accounts.createSession(userID: user.id)
+            let json: HTTPFields = [.contentType: "application/json"]
+
+            let asked = try await gateway.gateway.handle(.post, "/v1/auth/password-reset", headers: json, body: ByteBuffer(string: #"{"email": "ADA@example.com"}"#))
+            #expect(asked.status == 202)
+            let mail = try #require(sink.all.first)
+            #expect(mail.to == "ada@example.com")
+            #expect(mail.data.contains("Subject: Reset your password"))
+            let link = try #require(Self.link(in: mail.data))
+            #expect(link.hasPrefix("https://api.example.com/v1/auth/password-reset/form?token="))
+            let token = String(try #require(link.split(separator: "=").last))
+
+            // Asking again at once, or for nobody: the same 202, no second mail.
+            #expect(try await gateway.gateway.handle(.post, "/v1/auth/password-reset", headers: json, body: ByteBuffer(string: #"{"username": "ada"}"#)).status == 202)
+            #expect(try await gateway.gateway.handle(.post, "/v1/auth/password-reset", headers: json, body: ByteBuffer(string: #"{"username": "nobody"}"#)).status == 202)
+            #expect(sink.all.count == 1)
+            #expect(try await gateway.gateway.handle(.post, "/v1/auth/password-reset", headers: json, body: ByteBuffer(string: "{}")).status == 422)
+
+            // The page, and its form: a mismatch and a short password are refused on the page.
+            let page = try await gateway.gateway.handle(.get, "/v1/auth/password-reset/form?token=\(token)")
+            #expect(page.status == 200)
+            #expect(page.headers[.contentType]?.hasPrefix("text/html") == true)
+            #expect(String(buffer: page.body).contains("value=\"\(token)\""))
+            let form: HTTPFields = [.contentType: "application/x-www-form-urlencoded"]
+            let mismatch = try await gateway.gateway.handle(.post, "/v1/auth/password-reset/form", headers: form,
+                                                            body: ByteBuffer(string: "token=\(token)&password=second-password&confirm=other-password"))
+            #expect(mismatch.status == 400)
+            let short = try await gateway.gateway.handle(.post, "/v1/auth/password-reset/form", headers: form,
+                                                         body: ByteBuffer(string: "token=\(token)&password=short&confirm=short"))
+            #expect(short.status == 400)
+            let set = try await gateway.gateway.handle(.post, "/v1/auth/password-reset/form", headers: form,
+                                                       body: ByteBuffer(string: "token=\(token)&password=second+password&confirm=second+password"))
+            #expect(set.status == 200, "\(String(buffer: set.body))")
+            #expect(String(buffer: set.body).contains("Your password is set"))
+
+            // Every session ended; the new password works, the old one not; the token is spent.
+            #expect(try await gateway.gateway.handle(.get, "/v1/me", headers: [.authorization: "Bearer \(session.token)"]).status == 401)
+            let login = try await gateway.gateway.handle(.post, "/v1/auth/login", headers: json, body: ByteBuffer(string: #"{"username": "ada", "password": "second password"}"#))
+            #expect(login.status == 200)
+            #expect(try await gateway.gateway.handle(.post, "/v1/auth/login", headers: json, body: ByteBuffer(string: #"{"username": "ada", "password": "first-password"}"#)).status == 401)
+            let reused = try await gateway.gateway.handle(.post, "/v1/auth/password-reset/confirm", headers: json,
+                                                          body: ByteBuffer(string: #"{"token": "\#(token)", "password": "third-password"}"#))
+            #expect(reused.status == 400)
+
+            // A new link after resendAfter; it expires after ttl.
+            clock.advance(by: 61)
+            #expect(try await gateway.gateway.handle(.post, "/v1/auth/password-reset", headers: json, body: ByteBuffer(string: #"{"username": "ada"}"#)).status == 202)
+            let second = try #require(sink.all.last.flatMap { Self.link(in: $0.data) }?.split(separator: "=").last.map(String.init))
+            clock.advance(by: 31 * 60)
+            let expired = try await gateway.gateway.handle(.post, "/v1/auth/password-reset/confirm", headers: json,
+                                                           body: ByteBuffer(string: #"{"token": "\#(second)", "password": "third-password"}"#))
+            #expect(expired.status == 400)
+        }
+        await sink.stop()
+    }
+
+    @Test("a mail server that is down is a 503 to the dialect's caller and leaves the account as it was")
+    func mailServerDown() async throws {
+        let port = try await { () async throws -> Int in
+            let sink = try await SMTPSink.start()
+            let port = sink.port
+            await sink.stop()
+            return port
+        }()
+        let yaml = "mail: { host: 127.0.0.1, port: \(port), from: gateway@example.com, timeout: 2s }\n" + notesYAML
+        try await TestGateway.with(notes, yaml: yaml) { gateway in
+            let user = try await gateway.gateway.accounts.register(username: "ada", secret: .plain("first-password"), email: "ada@example.com")
+            let directory = try #require(gateway.gateway.plugins.first { $0.id == "notes" }?.context.accounts)
+            await #expect(throws: GatewayError.self) { try await directory.requestPasswordReset(username: "ada", email: nil) }
+            #expect(try await gateway.gateway.accounts.verify(username: user.username, secret: .plain("first-password")) != nil)
+        }
+    }
+}
