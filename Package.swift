@@ -210,6 +210,7 @@ let package = Package(
             name: "TodoPluginTests",
             dependencies: ["TodoPlugin", "GatewayTesting", "GatewayServer",
                            .product(name: "HummingbirdTesting", package: "hummingbird"),
+                           .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                            .product(name: "NIOFoundationCompat", package: "swift-nio")],
             swiftSettings: strictSettings
         ),
