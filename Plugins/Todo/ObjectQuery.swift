@@ -72,7 +72,7 @@ indirect enum Condition: Sendable, Equatable {
     case compare(QueryField, Comparison, JSONValue)
     case oneOf(QueryField, [JSONValue])
     case exists(QueryField, Bool)
-    case matches(QueryField, pattern: String)
+    case matches(QueryField, PortableRegex)
     case containsAll(QueryField, [JSONValue])
 
     enum Comparison: String, Sendable { case eq, ne, lt, lte, gt, gte }
@@ -162,14 +162,18 @@ indirect enum Condition: Sendable, Equatable {
                     throw QueryProblem("\(here) applies to text fields")
                 }
                 if let problem = RegexGuard.problem(in: pattern) { throw QueryProblem("\(here): \(problem)") }
-                var flags = ""
+                var caseInsensitive = false
                 if let options = operators["$options"] {
                     guard case .string(let text) = options, text.allSatisfy({ $0 == "i" }) else {
                         throw QueryProblem("\(location).$options supports only \"i\" (case-insensitive)")
                     }
-                    flags = text.isEmpty ? "" : "(?i)"
+                    caseInsensitive = !text.isEmpty
                 }
-                parts.append(.matches(field, pattern: flags + pattern))
+                do {
+                    parts.append(.matches(field, try PortableRegex(pattern, caseInsensitive: caseInsensitive)))
+                } catch {
+                    throw QueryProblem("\(here): \(error.message)")
+                }
             case "$not":
                 parts.append(.not(try fieldCondition(field, operand, depth: depth + 1, budget: &budget, at: here)))
             default:

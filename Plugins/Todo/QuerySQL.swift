@@ -118,7 +118,7 @@ struct QuerySQL: Sendable {
             case .owner: sql.appendLiteral("owner IS \(present ? "NOT " : "")NULL")
             default: sql.appendLiteral(present ? "TRUE" : "FALSE")
             }
-        case .matches(let field, let pattern):
+        case .matches(let field, let regex):
             if case .path(let segments) = field {
                 sql.appendLiteral("(\(typeOf(segments)) = \(sqlite ? "'text'" : "'string'") AND ")
                 sql.appendLiteral(sqlite ? "substr(\(textOf(segments)), 1, \(RegexGuard.matchedPrefix)) REGEXP " : "left(\(textOf(segments)), \(RegexGuard.matchedPrefix)) ~ ")
@@ -127,7 +127,7 @@ struct QuerySQL: Sendable {
                 sql.appendLiteral("(\(column) IS NOT NULL AND ")
                 sql.appendLiteral(sqlite ? "substr(\(column), 1, \(RegexGuard.matchedPrefix)) REGEXP " : "left(\(column), \(RegexGuard.matchedPrefix)) ~ ")
             }
-            sql.appendInterpolation(bind: pattern)
+            sql.appendInterpolation(bind: sqlite ? regex.icu : regex.postgres)
             sql.appendLiteral(")")
         case .containsAll(let field, let values):
             guard case .path(let segments) = field else { sql.appendLiteral("FALSE"); return }
