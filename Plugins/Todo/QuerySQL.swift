@@ -79,7 +79,8 @@ struct QuerySQL: Sendable {
     private func appendColumnValue(_ field: QueryField, _ value: JSONValue, to sql: inout SQLQueryString) -> Bool {
         switch (field, value) {
         case (.createdAt, .number(let micros)), (.updatedAt, .number(let micros)):
-            sql.appendInterpolation(bind: Int64(micros))
+            // Any number is a time (`Int64(_:)` would trap on one out of range).
+            sql.appendInterpolation(bind: Int64(exactly: micros.rounded(.down)) ?? (micros > 0 ? .max : .min))
             return true
         case (.id, .string(let text)), (.owner, .string(let text)), (.etag, .string(let text)):
             sql.appendInterpolation(bind: text)
