@@ -54,6 +54,9 @@ struct NebulaDialect: Sendable {
             route(.post, "/1/{tenant}/objects/{bucket}/_batch", "Run insert, update and delete requests in order") { request, actor, _ in
                 try await batch(request, actor: actor)
             },
+            route(.post, "/1/{tenant}/objects/{bucket}/_aggregate", "Aggregate the objects: a pipeline of $match, $group, $sort, $skip, $limit, $project, $count and $unwind") { request, actor, _ in
+                try await aggregate(request, actor: actor)
+            },
             route(.post, "/1/{tenant}/users", "Register a user") { request, _, _ in
                 let body = try Self.body(request)
                 let username = body[path: ["username"]]?.stringValue

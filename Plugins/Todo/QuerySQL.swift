@@ -12,12 +12,12 @@ struct QuerySQL: Sendable {
     // MARK: Expressions
 
     /// The SQLite JSON path literal: `'$."a"."b"'`.
-    private func sqlitePath(_ segments: [String]) -> String {
+    func sqlitePath(_ segments: [String]) -> String {
         "'$" + segments.map { ".\"\($0)\"" }.joined() + "'"
     }
 
     /// The PostgreSQL text-array path literal: `'{a,b}'`.
-    private func postgresPath(_ segments: [String]) -> String {
+    func postgresPath(_ segments: [String]) -> String {
         "'{" + segments.joined(separator: ",") + "}'"
     }
 
