@@ -144,7 +144,7 @@ struct AggregationSQL: Sendable {
         case .compare(let name, let comparison, let operand): return .compare(field(name), comparison, value(name, operand))
         case .oneOf(let name, let operands): return .oneOf(field(name), operands.map { value(name, $0) })
         case .exists(let name, let present): return .exists(field(name), present)
-        case .matches(let name, let pattern): return .matches(field(name), pattern: pattern)
+        case .matches(let name, let regex): return .matches(field(name), regex)
         case .containsAll(let name, let operands): return .containsAll(field(name), operands)
         }
     }

@@ -134,7 +134,8 @@ struct NebulaDialect: Sendable {
             let actor = service.actor(context.principal, bypassesACL: isMaster)
             let response = try await handler(request, actor, context)
             // Writes purge the native API's cached replies of the bucket.
-            if method != .get, let bucket = request.pathParameters["bucket"] { await service.invalidate(bucket) }
+            let reads = method == .get || path.hasSuffix("/_query") || path.hasSuffix("/_aggregate")
+            if !reads, let bucket = request.pathParameters["bucket"] { await service.invalidate(bucket) }
             return response
         }
     }
