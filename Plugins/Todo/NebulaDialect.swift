@@ -22,9 +22,10 @@ struct NebulaDialect: Sendable {
             route(.post, "/1/{tenant}/objects/{bucket}/_query", "Query objects with the parameters in a JSON body (a long query)") { request, actor, _ in
                 try await query(QueryParameters(body: try Self.body(request)), bucket: request.pathParameters["bucket"] ?? "", actor: actor)
             },
-            route(.post, "/1/{tenant}/objects/{bucket}", "Create an object") { request, actor, _ in
-                let object = try await service.create(bucketName: request.pathParameters["bucket"] ?? "", body: try Self.body(request), actor: actor,
-                                                      parseACL: Self.parseACL)
+            route(.post, "/1/{tenant}/objects/{bucket}", "Create an object (with `_id`: that id, 409 duplicate_id when taken)") { request, actor, _ in
+                let body = try Self.body(request)
+                let object = try await service.create(bucketName: request.pathParameters["bucket"] ?? "", body: body, actor: actor,
+                                                      id: try Self.chosenID(body), parseACL: Self.parseACL)
                 return try Self.json(Self.render(object), status: 201)
             },
             route(.delete, "/1/{tenant}/objects/{bucket}", "Delete the objects a where matches (deleteMark=1: mark them deleted)") { request, actor, _ in
@@ -39,17 +40,21 @@ struct NebulaDialect: Sendable {
                 return try Self.json(Self.render(object))
             },
             route(.put, "/1/{tenant}/objects/{bucket}/{id}", "Update an object: fields, $set/$inc/$unset, or $full_update (?etag= for a conditional update)") { request, actor, _ in
-                let object = try await update(request.pathParameters["bucket"] ?? "", id: request.pathParameters["id"] ?? "", body: try Self.body(request),
-                                              etag: request.query("etag"), actor: actor)
-                return try Self.json(Self.render(object))
+                let bucket = request.pathParameters["bucket"] ?? "", id = request.pathParameters["id"] ?? ""
+                return try await answeringEtagMismatch(bucket: bucket, id: id, actor: actor) {
+                    let object = try await update(bucket, id: id, body: try Self.body(request), etag: request.query("etag"), actor: actor)
+                    return try Self.json(Self.render(object))
+                }
             },
             route(.delete, "/1/{tenant}/objects/{bucket}/{id}", "Delete an object (?etag= for a conditional delete; deleteMark=1: mark it deleted)") { request, actor, _ in
                 let bucket = request.pathParameters["bucket"] ?? "", id = request.pathParameters["id"] ?? ""
-                if try Self.flag(request.query("deleteMark"), "deleteMark") {
-                    return try Self.json(Self.render(try await service.markDeleted(bucketName: bucket, id: id, actor: actor, ifMatch: request.query("etag"))))
+                return try await answeringEtagMismatch(bucket: bucket, id: id, actor: actor) {
+                    if try Self.flag(request.query("deleteMark"), "deleteMark") {
+                        return try Self.json(Self.render(try await service.markDeleted(bucketName: bucket, id: id, actor: actor, ifMatch: request.query("etag"))))
+                    }
+                    try await service.delete(bucketName: bucket, id: id, actor: actor, ifMatch: request.query("etag"))
+                    return try Self.json(.object([:]))
                 }
-                try await service.delete(bucketName: bucket, id: id, actor: actor, ifMatch: request.query("etag"))
-                return try Self.json(.object([:]))
             },
             route(.post, "/1/{tenant}/objects/{bucket}/_batch", "Run insert, update and delete requests in order") { request, actor, _ in
                 try await batch(request, actor: actor)
@@ -157,6 +162,30 @@ struct NebulaDialect: Sendable {
             throw GatewayError.unsupportedMediaType(type, accepted: ["application/json"])
         }
         return try JSONValue.parse(request.body)
+    }
+
+    /// The `_id` a client chose for a new object, as the SDKs send it when they create offline.
+    static func chosenID(_ body: JSONValue) throws -> String? {
+        guard let value = body.objectValue?["_id"], value != .null else { return nil }
+        guard case .string(let id) = value else { throw GatewayError.invalid(field: "/_id", "must be a string of 24 lowercase hexadecimal digits") }
+        return id
+    }
+
+    /// The old service's answer to a write whose `etag` is stale: 409 `etag_mismatch` with the
+    /// current version as `detail`, which the SDKs read to resolve the conflict.
+    static func etagMismatch(current: JSONValue, _ message: String) throws -> DialectResponse {
+        try json(.object(["reasonCode": .string("etag_mismatch"), "detail": current, "error": .string(message)]), status: .conflict)
+    }
+
+    /// Runs an object write; a stale `etag` (412 in the store) is answered with the object's current version.
+    private func answeringEtagMismatch(bucket: String, id: String, actor: Actor,
+                                       _ write: () async throws -> DialectResponse) async throws -> DialectResponse {
+        do {
+            return try await write()
+        } catch let error as GatewayError where error.status == 412 {
+            guard let current = try? await service.get(bucketName: bucket, id: id, actor: actor, includeDeleted: true) else { throw error }
+            return try Self.etagMismatch(current: Self.render(current), error.detail)
+        }
     }
 
     static func json(_ value: JSONValue, status: HTTPResponse.Status = .ok) throws -> DialectResponse {
@@ -408,7 +437,7 @@ struct NebulaDialect: Sendable {
                 let data = members["data"] ?? .object([:])
                 switch op {
                 case "insert":
-                    let object = try await service.create(bucketName: bucket, body: data, actor: actor, parseACL: Self.parseACL)
+                    let object = try await service.create(bucketName: bucket, body: data, actor: actor, id: try Self.chosenID(data), parseACL: Self.parseACL)
                     results.append(.object(["result": .string("ok"), "_id": .string(object.id), "etag": .string(object.etag), "data": Self.render(object)]))
                 case "update":
                     let object = try await update(bucket, id: id, body: data, etag: etag, actor: actor)

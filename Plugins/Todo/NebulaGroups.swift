@@ -10,9 +10,12 @@ extension NebulaDialect {
         return [
             route(.put, "/1/{tenant}/groups/{name}", "Create or change a group: users, groups, ACL (?etag= for a conditional change)") { request, actor, _ in
                 let body = try Self.groupBody(try Self.body(request))
-                let group = try await groups.upsert(request.pathParameters["name"] ?? "", users: body.users, groups: body.groups, acl: body.acl,
-                                                    ifMatch: request.query("etag"), actor: actor)
-                return try Self.json(Self.render(group))
+                let name = request.pathParameters["name"] ?? ""
+                return try await Self.answeringEtagMismatch(groups, name, actor: actor) {
+                    let group = try await groups.upsert(name, users: body.users, groups: body.groups, acl: body.acl,
+                                                        ifMatch: request.query("etag"), actor: actor)
+                    return try Self.json(Self.render(group))
+                }
             },
             route(.get, "/1/{tenant}/groups", "The groups the caller may read") { _, actor, _ in
                 try Self.json(.object(["results": .array(groups.all().filter { $0.acl.allows(.read, actor) }.map(Self.render))]))
@@ -21,8 +24,11 @@ extension NebulaDialect {
                 try Self.json(Self.render(try Self.readable(groups, request.pathParameters["name"] ?? "", actor: actor)))
             },
             route(.delete, "/1/{tenant}/groups/{name}", "Delete a group (?etag= for a conditional delete)") { request, actor, _ in
-                try await groups.delete(request.pathParameters["name"] ?? "", ifMatch: request.query("etag"), actor: actor)
-                return try Self.json(.object([:]))
+                let name = request.pathParameters["name"] ?? ""
+                return try await Self.answeringEtagMismatch(groups, name, actor: actor) {
+                    try await groups.delete(name, ifMatch: request.query("etag"), actor: actor)
+                    return try Self.json(.object([:]))
+                }
             },
             route(.put, "/1/{tenant}/groups/{name}/addMembers", "Add users and groups to a group") { request, actor, _ in
                 let body = try Self.groupBody(try Self.body(request))
@@ -35,6 +41,17 @@ extension NebulaDialect {
                 return try Self.json(Self.render(group))
             },
         ]
+    }
+
+    /// Runs a group write; a stale `etag` is answered with the group's current version, when the caller may read it.
+    static func answeringEtagMismatch(_ groups: GroupDirectory, _ name: String, actor: Actor,
+                                      _ write: () async throws -> DialectResponse) async throws -> DialectResponse {
+        do {
+            return try await write()
+        } catch let error as GatewayError where error.status == 412 {
+            guard let current = try? readable(groups, name, actor: actor) else { throw error }
+            return try etagMismatch(current: render(current), error.detail)
+        }
     }
 
     /// The group, when the caller may read it (404 otherwise, as for one that does not exist).

@@ -36,7 +36,7 @@ extension NebulaDialect {
             route(.put, "/1/{tenant}/users/{id}", "Change a user: username, email, password, options (?etag= for a conditional change)") { request, actor, _ in
                 let account = try await ownAccount(request, actor: actor)
                 if let etag = request.query("etag"), etag != Self.etag(of: account) {
-                    throw GatewayError.preconditionFailed("The user has changed: its etag is no longer \(etag).")
+                    return try Self.etagMismatch(current: Self.render(account, groups: groups(of: account.id)), "The user has changed: its etag is no longer \(etag).")
                 }
                 guard case .object(let members) = try Self.body(request) else { throw GatewayError.invalid(field: "/", "must be a JSON object") }
                 for key in members.keys where !["username", "email", "password", "options"].contains(key) {
@@ -55,7 +55,7 @@ extension NebulaDialect {
             route(.delete, "/1/{tenant}/users/{id}", "Delete a user (the user themself or the master key)") { request, actor, _ in
                 let account = try await ownAccount(request, actor: actor)
                 if let etag = request.query("etag"), etag != Self.etag(of: account) {
-                    throw GatewayError.preconditionFailed("The user has changed: its etag is no longer \(etag).")
+                    return try Self.etagMismatch(current: Self.render(account, groups: groups(of: account.id)), "The user has changed: its etag is no longer \(etag).")
                 }
                 guard try await accounts.deleteAccount(id: account.id) else { throw GatewayError.notFound("No such user.") }
                 return try Self.json(.object(["result": .string("ok")]))

@@ -107,13 +107,17 @@ struct ObjectService: Sendable {
 
     // MARK: Operations
 
-    func create(bucketName: String, body: JSONValue, actor: Actor, parseACL: (JSONValue) throws -> ObjectACL) async throws -> StoredObject {
+    /// `id` is a client's choice of id (24 lowercase hexadecimal digits; 409 when taken).
+    func create(bucketName: String, body: JSONValue, actor: Actor, id: String? = nil, parseACL: (JSONValue) throws -> ObjectACL) async throws -> StoredObject {
         let bucket = try await buckets.bucket(bucketName)
         try mayCreate(in: bucket, actor: actor)
         var (fields, acl) = try Self.fields(of: body, parseACL: parseACL)
         bucket.schema?.applyDefaults(to: &fields)
         try validate(fields, in: bucket)
-        let object = try await store.create(in: bucket, data: fields, acl: acl ?? bucket.defaultACL, actor: actor)
+        if let id, !ObjectStore.isValidID(id) {
+            throw GatewayError.invalid(field: "/_id", "must be 24 lowercase hexadecimal digits")
+        }
+        let object = try await store.create(in: bucket, data: fields, acl: acl ?? bucket.defaultACL, actor: actor, id: id)
         return object
     }
 

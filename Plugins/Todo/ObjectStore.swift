@@ -350,13 +350,25 @@ struct ObjectStore: Sendable {
     // MARK: Writing
 
     /// Creates an object owned by the actor (a guest's object belongs to everyone).
-    func create(in bucket: Bucket, data: [String: JSONValue], acl: ObjectACL?, actor: Actor) async throws -> StoredObject {
+    /// With `id` (a client's choice, already checked by ``isValidID(_:)``), an object of that id in
+    /// the bucket makes it a 409 (`duplicate: "id"`), soft-deleted ones included.
+    func create(in bucket: Bucket, data: [String: JSONValue], acl: ObjectACL?, actor: Actor, id chosenID: String? = nil) async throws -> StoredObject {
         let now = clock.now()
         let micros = Timestamps.micros(now)
         let owner = actor.userID
         let effectiveACL = acl ?? (owner == nil ? .everyone : .ownerOnly)
-        let object = StoredObject(id: Self.newID(now: now), dataText: try encodedData(data), owner: owner, acl: effectiveACL, etag: Self.newETag(),
+        let object = StoredObject(id: chosenID ?? Self.newID(now: now), dataText: try encodedData(data), owner: owner, acl: effectiveACL, etag: Self.newETag(),
                                   createdAt: micros, updatedAt: micros)
+        if chosenID != nil {
+            // The primary key decides, so two clients choosing one id at once cannot both win.
+            let query: SQLQueryString = "INSERT INTO todo_objects (bucket, id, data, owner, readers, acl, etag, created_at, updated_at) VALUES ("
+                + "\(bind: bucket.name), \(bind: object.id), " + json(object.dataText) + ", " + ownerSQL(owner) + ", \(bind: effectiveACL.searchable), "
+                + "\(bind: aclText(effectiveACL)), \(bind: object.etag), \(bind: micros), \(bind: micros)) ON CONFLICT (bucket, id) DO NOTHING RETURNING id"
+            guard try await database.raw(query).first() != nil else {
+                throw GatewayError.conflict("An object with the id '\(object.id)' exists already in bucket '\(bucket.name)'.", duplicate: "id")
+            }
+            return object
+        }
         if let runner {
             // The SQLite text and plain values: no query builder, no `Encodable` binds.
             try await runner.runStatement(Self.insertSQL, [

@@ -35,6 +35,8 @@ public final class Gateway: Sendable {
     public let logger: Logger
     let webSockets: RouteTable<MountedWebSocket>
     let routeList: [RouteDescription]
+    /// The endpoints of the admin listener, by path.
+    let adminEndpoints: [String: GatewayEndpoint]
     /// The host's own background services (the cache invalidation listener on PostgreSQL).
     public let hostServices: [any Service]
 
@@ -303,10 +305,13 @@ public final class Gateway: Sendable {
                                                      schemas: $0.instance.schemas) })
         let openAPIJSON = ByteBuffer(bytes: try OpenAPIDocumentBuilder.json(document))
         let metricsReader: (any Authenticator)? = configuration.server.publicMetrics ? nil : (options.authenticator ?? accountAuthenticator)
+        let administrators = options.authenticator ?? accountAuthenticator
         for endpoint in builtinEndpoints(plugins: plugins, metrics: metrics, openAPIJSON: openAPIJSON, database: database,
-                                         metricsReader: metricsReader) {
+                                         metricsReader: metricsReader, administrators: administrators) {
             try add(.get, endpoint.path, .gateway(endpoint.endpoint))
         }
+        let adminEndpoints = builtinEndpoints(plugins: plugins, metrics: metrics, openAPIJSON: openAPIJSON, database: database,
+                                              metricsReader: nil, administrators: administrators, trusted: true)
 
         for (index, listener) in configuration.server.socketListeners.enumerated() {
             guard case .found = try? sockets.resolve(.get, path: Substring(listener.route)) else {
@@ -317,20 +322,23 @@ public final class Gateway: Sendable {
         let responder = GatewayResponder(
             routes: routes,
             settings: .init(maxBodySize: configuration.server.maxBodySize.bytes, cors: configuration.server.cors, accessLog: configuration.server.accessLog,
-                            proxies: ProxyTrust(configuration.server.trustedProxies)),
+                            proxies: ProxyTrust(configuration.server.trustedProxies),
+                            compression: ResponseCompression(configuration.server.compression)),
             authenticator: options.authenticator ?? accountAuthenticator,
             rateLimiter: rateLimiter,
             cache: cache, metrics: metrics, logger: logger)
         return Gateway(configuration: configuration, database: database, plugins: plugins, accounts: accounts, responder: responder, metrics: metrics,
                        openAPIDocument: document, events: events, logger: logger, webSockets: sockets,
-                       hostServices: channels,
+                       hostServices: channels, adminEndpoints: adminEndpoints,
                        routeList: routeList.sorted { ($0.path, $0.method) < ($1.path, $1.method) })
     }
 
     private init(configuration: GatewayConfiguration, database: GatewayDatabase, plugins: [LoadedPlugin], accounts: AccountStore, responder: GatewayResponder,
                  metrics: GatewayMetrics, openAPIDocument: OpenAPI.Document, events: LocalEventBus, logger: Logger,
-                 webSockets: RouteTable<MountedWebSocket>, hostServices: [any Service], routeList: [RouteDescription]) {
+                 webSockets: RouteTable<MountedWebSocket>, hostServices: [any Service], adminEndpoints: [(path: String, endpoint: GatewayEndpoint)],
+                 routeList: [RouteDescription]) {
         self.hostServices = hostServices
+        self.adminEndpoints = Dictionary(adminEndpoints.map { ($0.path, $0.endpoint) }, uniquingKeysWith: { first, _ in first })
         self.configuration = configuration
         self.database = database
         self.plugins = plugins
@@ -424,6 +432,34 @@ public final class Gateway: Sendable {
             logger: logger)
     }
 
+    /// The admin listener (`server.admin`): `/healthz`, `/readyz` and `/v1/plugins` with every
+    /// plugin's health reason, `/metrics` without a credential. Anything else is a 404.
+    public func makeAdminListener(host: String, port: Int, onStart: @escaping @Sendable (Int) async -> Void = { _ in }) -> some ApplicationProtocol {
+        let endpoints = adminEndpoints
+        let responder = CallbackResponder { (request: Request, context: GatewayRequestContext) in
+            let requestID = GatewayResponder.requestID(from: request.headers)
+            guard let endpoint = endpoints[request.uri.path] else {
+                return ProblemResponse.make(.notFound("The admin listener serves \(endpoints.keys.sorted().joined(separator: ", ")) only."),
+                                            path: request.uri.path, requestID: requestID)
+            }
+            guard request.method == .get || request.method == .head else {
+                return ProblemResponse.make(.methodNotAllowed(request.method.rawValue, allowed: ["GET", "HEAD"]), path: request.uri.path, requestID: requestID)
+            }
+            do {
+                var response = try await endpoint.handler(request, context)
+                if request.method == .head { response.body = .init() }
+                return response
+            } catch {
+                return ProblemResponse.make(error as? GatewayError ?? .internalError(), path: request.uri.path, requestID: requestID)
+            }
+        }
+        return Application(
+            responder: responder,
+            configuration: .init(address: .hostname(host, port: port), serverName: nil),
+            onServerRunning: { channel in await onStart(channel.localAddress?.port ?? port) },
+            logger: logger)
+    }
+
     /// Serves until SIGTERM or SIGINT, then stops accepting, lets in-flight requests finish, stops
     /// plugin services and closes the database.
     public func run(host: String? = nil, port: Int? = nil, onStart: @escaping @Sendable (Int) async -> Void = { _ in }) async throws {
@@ -433,7 +469,13 @@ public final class Gateway: Sendable {
                 self.logger.info("socket listener started", metadata: ["port": "\(port)", "route": .string(listener.route)])
             }
         }
-        let services: [any Service] = [app] + listeners + hostServices + plugins.flatMap(\.instance.services)
+        var admin: [any Service] = []
+        if let settings = configuration.server.admin {
+            admin.append(makeAdminListener(host: settings.host, port: settings.port) { port in
+                self.logger.info("admin listener started", metadata: ["host": .string(settings.host), "port": "\(port)"])
+            })
+        }
+        let services: [any Service] = [app] + listeners + admin + hostServices + plugins.flatMap(\.instance.services)
         let group = ServiceGroup(configuration: .init(services: services.map { .init(service: $0) },
                                                       gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         do {

@@ -23,16 +23,16 @@ struct SuggestClusterTests {
             let auth: HTTPFields = [.authorization: "Bearer \(editor.token)", .contentType: "application/json"]
             let put = #"{"keyword": "Taipei 101", "text": "Taipei 101 tower", "weight": 1000}"#
             #expect(try await first.handle(.put, "/v1/suggest/terms", headers: auth, body: ByteBuffer(string: put)).status == 200)
-            let seen = try await eventually(within: .seconds(2)) { try await Self.suggests(second, "tai").contains("Taipei 101 tower") }
+            let seen = try await eventually(within: .seconds(15)) { try await Self.suggests(second, "tai").contains("Taipei 101 tower") }
             #expect(seen, "the other instance's index did not get the new term")
 
             #expect(try await first.handle(.delete, "/v1/suggest/terms/custom/Taipei%20101", headers: auth).status == 204)
-            let gone = try await eventually(within: .seconds(2)) { try await Self.suggests(second, "tai").contains("Taipei") == false }
+            let gone = try await eventually(within: .seconds(15)) { try await Self.suggests(second, "tai").contains("Taipei") == false }
             #expect(gone, "the other instance still suggests the removed term")
 
             let mine = try #require(first.plugins.first { $0.id == "suggest" }?.instance as? SuggestPlugin)
             try await mine.store.replace(dictionary: "films", with: [Term(dictionary: "films", keyword: "Zardoz", text: "Zardoz (1974)", weight: 5)])
-            let imported = try await eventually(within: .seconds(2)) { try await Self.suggests(second, "zar").contains("Zardoz (1974)") }
+            let imported = try await eventually(within: .seconds(15)) { try await Self.suggests(second, "zar").contains("Zardoz (1974)") }
             #expect(imported, "the other instance's index did not get the imported dictionary")
         }
     }

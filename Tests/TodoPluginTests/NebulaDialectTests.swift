@@ -138,6 +138,8 @@ struct NebulaDialectTests {
             let mismatch = try await gateway.call(.put, "\(bucket)/\(ids[0])?etag=00000000-0000-0000-0000-000000000000", headers: Self.app, json: #"{"n": 9}"#)
             #expect(mismatch.status == 409)
             #expect(mismatch.json["reasonCode"]?.string == "etag_mismatch")
+            #expect(mismatch.json["detail"]?["etag"]?.string == etag, "the detail is the current version, as the SDKs read it")
+            #expect(mismatch.json["detail"]?["_id"]?.string == ids[0])
             let updated = try await gateway.call(.put, "\(bucket)/\(ids[0])?etag=\(etag)", headers: Self.app,
                                                  json: #"{"extra": "x", "$inc": {"n": 5}, "$unset": {"done": ""}}"#)
             #expect(updated.status == 200)

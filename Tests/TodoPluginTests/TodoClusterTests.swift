@@ -31,13 +31,13 @@ struct TodoClusterTests {
             #expect(before.status == 404)
 
             _ = try await writer.call(.post, "/v1/todo/groups/crew/members", token: owner.token, json: #"{"users": ["\#(member.userID)"]}"#)
-            let admitted = try await eventually(within: .seconds(2)) {
+            let admitted = try await eventually(within: .seconds(15)) {
                 try await reader.call(.get, "/v1/todo/buckets/notes/objects/\(id)", token: member.token, headers: [.cacheControl: "no-cache"]).status == 200
             }
             #expect(admitted, "the other instance does not know the new member")
 
             _ = try await writer.call(.post, "/v1/todo/groups/crew/members/remove", token: owner.token, json: #"{"users": ["\#(member.userID)"]}"#)
-            let refused = try await eventually(within: .seconds(2)) {
+            let refused = try await eventually(within: .seconds(15)) {
                 try await reader.call(.get, "/v1/todo/buckets/notes/objects/\(id)", token: member.token, headers: [.cacheControl: "no-cache"]).status == 404
             }
             #expect(refused, "the other instance still admits the removed member")

@@ -99,10 +99,15 @@ public struct ServerSettings: Decodable, Sendable {
     /// Whether `/metrics` answers anyone; by default only administrators (a key sent as
     /// `X-Api-Key` or `Authorization: Bearer gk_...`, as Prometheus can).
     public var publicMetrics = false
+    /// gzip and deflate for replies of text-like types, by the request's `Accept-Encoding`.
+    public var compression = CompressionSettings()
+    /// A listener of its own for `/healthz`, `/readyz`, `/metrics` and `/v1/plugins`, everything
+    /// shown to whoever reaches it (bind it to loopback or a private network). Absent: none.
+    public var admin: AdminListenerSettings?
 
     public init() {}
 
-    enum CodingKeys: String, CodingKey { case host, port, maxBodySize, cors, accessLog, publicURL, socketListeners, trustedProxies, publicMetrics }
+    enum CodingKeys: String, CodingKey { case host, port, maxBodySize, cors, accessLog, publicURL, socketListeners, trustedProxies, publicMetrics, compression, admin }
 
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
@@ -118,9 +123,37 @@ public struct ServerSettings: Decodable, Sendable {
         socketListeners = try container.decodeIfPresent([SocketListenerSettings].self, forKey: .socketListeners) ?? []
         trustedProxies = try container.decodeIfPresent([String].self, forKey: .trustedProxies) ?? []
         publicMetrics = try container.decodeIfPresent(Bool.self, forKey: .publicMetrics) ?? false
+        compression = try container.decodeIfPresent(CompressionSettings.self, forKey: .compression) ?? compression
+        admin = try container.decodeIfPresent(AdminListenerSettings.self, forKey: .admin)
+        if let admin, admin.port != 0, admin.port == port {
+            throw DecodingError.dataCorruptedError(forKey: .admin, in: container, debugDescription: "the admin listener needs a port of its own, not \(port)")
+        }
         if let bad = trustedProxies.first(where: { AddressMatcher($0) == nil }) {
             throw DecodingError.dataCorruptedError(forKey: .trustedProxies, in: container,
                                                    debugDescription: "'\(bad)' is not an address or CIDR (10.0.0.0/8, 192.0.2.7, 2001:db8::1)")
+        }
+    }
+}
+
+/// `server.admin`: `{host, port}` of the admin listener; `host` defaults to 127.0.0.1, never to
+/// `server.host`, so that opening the main port to the world does not open this one.
+public struct AdminListenerSettings: Decodable, Sendable, Equatable {
+    public var host: String = "127.0.0.1"
+    public var port: Int
+
+    public init(host: String = "127.0.0.1", port: Int) {
+        self.host = host
+        self.port = port
+    }
+
+    enum CodingKeys: String, CodingKey { case host, port }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        host = try container.decodeIfPresent(String.self, forKey: .host) ?? host
+        port = try container.decode(Int.self, forKey: .port)
+        guard (0...65535).contains(port) else {
+            throw DecodingError.dataCorruptedError(forKey: .port, in: container, debugDescription: "\(port) is not a port (0 to 65535)")
         }
     }
 }

@@ -9,9 +9,23 @@ extension Gateway {
     /// The gateway's own endpoints: liveness, readiness with per-plugin health, Prometheus
     /// metrics, the OpenAPI document and the plugin list.
     /// `/metrics` answers administrators only, whose credential `metricsReader` resolves (nil:
-    /// anyone, with `server.publicMetrics`).
+    /// anyone, with `server.publicMetrics`). The reasons a plugin gives for its health (which may
+    /// name hosts, files or upstream errors) are shown to administrators only, found by
+    /// `administrators`. `trusted`: the endpoints of the admin listener (`server.admin`), where
+    /// the listener's address is the boundary and everything is shown to anyone who reaches it.
     static func builtinEndpoints(plugins: [LoadedPlugin], metrics: GatewayMetrics, openAPIJSON: ByteBuffer,
-                                 database: GatewayDatabase, metricsReader: (any Authenticator)?) -> [(path: String, endpoint: GatewayEndpoint)] {
+                                 database: GatewayDatabase, metricsReader: (any Authenticator)?, administrators: any Authenticator,
+                                 trusted: Bool = false) -> [(path: String, endpoint: GatewayEndpoint)] {
+        let metricsReader = trusted ? nil : metricsReader
+        /// Whether the caller may see health reasons: on the admin listener, or an administrator's
+        /// valid credential. No credential or a bad one only hides the reasons (load balancers'
+        /// health checks send none).
+        @Sendable func showsReasons(_ request: Request, _ context: GatewayRequestContext) async -> Bool {
+            if trusted { return true }
+            guard NativeCredentials.refusal(in: request.headers) == nil, let credentials = NativeCredentials.extract(from: request.headers),
+                  let principal = try? await administrators.principal(for: credentials, address: context.remoteAddress) else { return false }
+            return principal.isAdmin
+        }
         @Sendable func json(_ value: some Encodable & Sendable, status: HTTPResponse.Status = .ok) throws -> Response {
             var headers = HTTPFields()
             headers[.contentType] = "application/json"
@@ -32,12 +46,12 @@ extension Gateway {
             var database: String
             var plugins: [PluginStatus]
         }
-        @Sendable func statuses() async -> [PluginStatus] {
+        @Sendable func statuses(reasons: Bool) async -> [PluginStatus] {
             var result: [PluginStatus] = []
             for plugin in plugins where plugin.id != AccountsService.id {
                 let health = await plugin.instance.health()
                 result.append(PluginStatus(id: plugin.id, summary: plugin.summary, mount: plugin.mount, status: health.status.rawValue,
-                                           reason: health.reason, operations: plugin.instance.operations.count,
+                                           reason: reasons ? health.reason : nil, operations: plugin.instance.operations.count,
                                            dialects: plugin.instance.dialects.map(\.name)))
             }
             return result
@@ -50,8 +64,8 @@ extension Gateway {
                 headers[.cacheControl] = "no-store"
                 return Response(status: .ok, headers: headers, body: .init(byteBuffer: healthz))
             }),
-            ("/readyz", GatewayEndpoint(name: "gateway.readyz", summary: "Readiness: the database and every plugin's health", metrics: metrics) { _, _ in
-                let plugins = await statuses()
+            ("/readyz", GatewayEndpoint(name: "gateway.readyz", summary: "Readiness: the database and every plugin's health", metrics: metrics) { request, context in
+                let plugins = await statuses(reasons: await showsReasons(request, context))
                 let databaseOK = (try? await database.sql.raw("SELECT 1").run()) != nil
                 let failing = !databaseOK || plugins.contains { $0.status == PluginHealth.Status.failing.rawValue }
                 let degraded = plugins.contains { $0.status == PluginHealth.Status.degraded.rawValue }
@@ -75,9 +89,9 @@ extension Gateway {
                 headers[.contentType] = "application/json"
                 return Response(status: .ok, headers: headers, body: .init(byteBuffer: openAPIJSON))
             }),
-            ("/v1/plugins", GatewayEndpoint(name: "gateway.plugins", summary: "The enabled plugins, their mounts and health", metrics: metrics) { _, _ in
+            ("/v1/plugins", GatewayEndpoint(name: "gateway.plugins", summary: "The enabled plugins, their mounts and health", metrics: metrics) { request, context in
                 struct List: Encodable, Sendable { var items: [PluginStatus] }
-                return try json(List(items: await statuses()))
+                return try json(List(items: await statuses(reasons: await showsReasons(request, context))))
             }),
         ]
     }

@@ -34,6 +34,7 @@ public struct GatewayResponder: HTTPResponder {
         var cors: CORSSettings?
         var accessLog: Bool
         var proxies = ProxyTrust([])
+        var compression: ResponseCompression?
     }
 
     static let requestIDField = HTTPField.Name("X-Request-Id")!
@@ -107,6 +108,14 @@ public struct GatewayResponder: HTTPResponder {
         // A route's reply has its id already (added with its other fields).
         if !operationReplied { response.headers[Self.requestIDField] = requestID }
         if let cors = settings.cors { Self.addCORS(to: &response, request: request, cors: cors) }
+        if let compression = settings.compression {
+            do {
+                try await compression.apply(to: &response, request: request)
+            } catch {
+                // zlib failing (out of memory): the reply goes as it is.
+                logger.warning("compression failed", metadata: ["request.id": .string(requestID), "error": .string("\(error)")])
+            }
+        }
         if method == .head { response.body = .init() }
         let elapsed = ContinuousClock.now - start
         if let endpointMetrics { endpointMetrics.record(status: response.status.code, duration: elapsed) } else {
