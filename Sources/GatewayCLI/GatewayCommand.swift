@@ -144,11 +144,12 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Listen on this port (overrides server.port; 0 picks a free one).") var port: Int?
 
     func run() async throws {
-        LoggingSystem.bootstrap { label in GatewayLogHandler(label: label) }
+        let format = try options.load().server.logFormat
+        LoggingSystem.bootstrap { label in GatewayLogHandler(label: label, format: format) }
         let (configuration, gateway) = try await options.start()
         let host = host ?? configuration.server.host
         try await gateway.run(host: host, port: port) { port in
-            let base = "http://\(host):\(port)"
+            let base = "\(configuration.server.tls == nil ? "http" : "https")://\(host):\(port)"
             var lines = ["gateway \(GatewayVersion.current) listening on \(base)  (storage \(configuration.storage))"]
             lines.append("plugins: \(gateway.servicePlugins.isEmpty ? "none enabled" : gateway.servicePlugins.map { "\($0.id) at \($0.mount)" }.joined(separator: ", "))")
             lines.append("try:")

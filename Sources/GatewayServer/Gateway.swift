@@ -3,6 +3,9 @@ import Foundation
 import GatewayCore
 import HTTPTypes
 import Hummingbird
+import HummingbirdCore
+import HummingbirdHTTP2
+import HummingbirdTLS
 import HummingbirdWebSocket
 import Logging
 import NIOCore
@@ -35,6 +38,8 @@ public final class Gateway: Sendable {
     public let logger: Logger
     let webSockets: RouteTable<MountedWebSocket>
     let routeList: [RouteDescription]
+    /// The certificate of the TLS listener (`server.tls`), read again on SIGHUP.
+    public let certificates: CertificateStore?
     /// The endpoints of the admin listener, by path.
     let adminEndpoints: [String: GatewayEndpoint]
     /// The host's own background services (the cache invalidation listener on PostgreSQL).
@@ -76,6 +81,9 @@ public final class Gateway: Sendable {
         public var rateLimiter: (any RateLimiter)?
         /// The response-cache stage; nil means no caching.
         public var cache: (any ResponseCacheStore)?
+        /// How long a resolved key or session is remembered. Revocations through any instance
+        /// reach every instance at once; this bounds only changes made in the database directly.
+        public var credentialCacheTTL: Duration = .seconds(5)
         /// The clock plugins see.
         public var clock: any WallClock = SystemClock()
         public var logger: Logger = Logger(label: "gateway")
@@ -99,9 +107,11 @@ public final class Gateway: Sendable {
             throw GatewayStartupError("plugin id '\(registration.id)' is not valid (lowercase letters, digits and -; not one of \(reservedIDs.sorted().joined(separator: ", ")))")
         }
         let enabled = registrations.filter { configuration.plugins[$0.id]?.enabled ?? false }
+        // Read before the database opens: a bad certificate file stops the start at once.
+        let certificates = try configuration.server.tls.map { try CertificateStore($0, baseDirectory: options.baseDirectory) }
         let database = try await openDatabase(options.storage ?? configuration.storage, baseDirectory: options.baseDirectory, logger: logger)
         do {
-            return try await assemble(configuration: configuration, enabled: enabled, database: database, options: options)
+            return try await assemble(configuration: configuration, enabled: enabled, database: database, options: options, certificates: certificates)
         } catch {
             await database.shutdown()
             throw error
@@ -118,7 +128,8 @@ public final class Gateway: Sendable {
         }
     }
 
-    private static func assemble(configuration: GatewayConfiguration, enabled: [PluginRegistration], database: GatewayDatabase, options: Options) async throws -> Gateway {
+    private static func assemble(configuration: GatewayConfiguration, enabled: [PluginRegistration], database: GatewayDatabase, options: Options,
+                                 certificates: CertificateStore?) async throws -> Gateway {
         let logger = options.logger
         let db = database.sql
         let migrations = [(owner: "gateway", steps: hostMigrations)] + enabled.map { (owner: $0.id, steps: $0.migrations) }
@@ -174,7 +185,7 @@ public final class Gateway: Sendable {
         let http = AsyncUpstreamClient()
         let accounts = AccountStore(database: db, clock: options.clock, bcryptCost: configuration.auth.bcryptCost,
                                     sessionTTL: configuration.auth.sessionTTL.seconds)
-        let accountAuthenticator = AccountAuthenticator(store: accounts)
+        let accountAuthenticator = AccountAuthenticator(store: accounts, cacheTTL: options.credentialCacheTTL)
         if let authChannel {
             // Revocations reach every instance at once, not after the credential cache's few seconds.
             accountAuthenticator.broadcast { message in Task { await authChannel.publish(message) } }
@@ -329,15 +340,16 @@ public final class Gateway: Sendable {
             cache: cache, metrics: metrics, logger: logger)
         return Gateway(configuration: configuration, database: database, plugins: plugins, accounts: accounts, responder: responder, metrics: metrics,
                        openAPIDocument: document, events: events, logger: logger, webSockets: sockets,
-                       hostServices: channels, adminEndpoints: adminEndpoints,
+                       hostServices: channels, adminEndpoints: adminEndpoints, certificates: certificates,
                        routeList: routeList.sorted { ($0.path, $0.method) < ($1.path, $1.method) })
     }
 
     private init(configuration: GatewayConfiguration, database: GatewayDatabase, plugins: [LoadedPlugin], accounts: AccountStore, responder: GatewayResponder,
                  metrics: GatewayMetrics, openAPIDocument: OpenAPI.Document, events: LocalEventBus, logger: Logger,
                  webSockets: RouteTable<MountedWebSocket>, hostServices: [any Service], adminEndpoints: [(path: String, endpoint: GatewayEndpoint)],
-                 routeList: [RouteDescription]) {
+                 certificates: CertificateStore?, routeList: [RouteDescription]) {
         self.hostServices = hostServices
+        self.certificates = certificates
         self.adminEndpoints = Dictionary(adminEndpoints.map { ($0.path, $0.endpoint) }, uniquingKeysWith: { first, _ in first })
         self.configuration = configuration
         self.database = database
@@ -390,11 +402,25 @@ public final class Gateway: Sendable {
             _ = try await responder.limit(principal, plugin: plugin, cost: cost)
         }
         let logger = self.logger
+        let http1: HTTPServerBuilder = .http1WebSocketUpgrade(configuration: .init(ws: WebSocketServerConfiguration(maxFrameSize: 1 << 20))) { head, channel, _ in
+            try await Gateway.upgrade(head, channel: channel, sockets: sockets, authenticator: authenticator, proxies: proxies, limit: limit, logger: logger)
+        }
+        let server: HTTPServerBuilder
+        if let certificates {
+            // Built when the application runs: a failure of NIOSSL's (the pair was checked when
+            // read) makes `run` throw rather than serve plain HTTP.
+            do {
+                let tls = certificates.configuration()
+                server = certificates.settings.http2 ? try .http2Upgrade(tlsConfiguration: tls) : try .tls(http1, tlsConfiguration: tls)
+            } catch {
+                server = HTTPServerBuilder { _ in throw error }
+            }
+        } else {
+            server = http1
+        }
         return Application(
             responder: responder,
-            server: .http1WebSocketUpgrade(configuration: .init(ws: WebSocketServerConfiguration(maxFrameSize: 1 << 20))) { head, channel, _ in
-                try await Gateway.upgrade(head, channel: channel, sockets: sockets, authenticator: authenticator, proxies: proxies, limit: limit, logger: logger)
-            },
+            server: server,
             configuration: .init(address: .hostname(host, port: port), serverName: nil),
             onServerRunning: { channel in await onStart(channel.localAddress?.port ?? port) },
             logger: logger)
@@ -475,7 +501,21 @@ public final class Gateway: Sendable {
                 self.logger.info("admin listener started", metadata: ["host": .string(settings.host), "port": "\(port)"])
             })
         }
-        let services: [any Service] = [app] + listeners + admin + hostServices + plugins.flatMap(\.instance.services)
+        var reloads: [any Service] = []
+        if let certificates {
+            reloads.append(SignalReloader(logger: logger) { [logger] in
+                do {
+                    try certificates.reload()
+                    logger.notice("TLS certificate read again", metadata: ["serial": .string(certificates.serialNumber)])
+                } catch {
+                    logger.error("TLS certificate not reloaded; the one in use stays", metadata: ["error": .string("\(error)")])
+                }
+            })
+            if certificates.settings.http2 && !routeList.filter({ $0.method == "WS" }).isEmpty {
+                logger.warning("server.tls.http2 is on: WebSocket routes are not served on the main listener (they need HTTP/1.1); set http2: false or use server.socketListeners")
+            }
+        }
+        let services: [any Service] = [app] + listeners + admin + reloads + hostServices + plugins.flatMap(\.instance.services)
         let group = ServiceGroup(configuration: .init(services: services.map { .init(service: $0) },
                                                       gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         do {
@@ -535,5 +575,21 @@ extension Gateway {
             }
         }
         return lines
+    }
+}
+
+/// Runs `reload` on every SIGHUP until the gateway stops.
+struct SignalReloader: Service {
+    let logger: Logger
+    let reload: @Sendable () async -> Void
+
+    func run() async throws {
+        let signals = await UnixSignalsSequence(trapping: .sighup)
+        await cancelWhenGracefulShutdown {
+            for await _ in signals {
+                logger.info("SIGHUP: reloading")
+                await reload()
+            }
+        }
     }
 }

@@ -6,8 +6,9 @@ import ServiceLifecycle
 extension TestGateway {
     /// Two instances of a gateway on one fresh PostgreSQL database, their host services running
     /// (the LISTEN/NOTIFY channels that carry cache invalidations, events and revocations), both
-    /// listening before `body` runs; shut down afterwards, whatever happens.
-    public static func withTwoListening(_ registrations: [PluginRegistration], yaml: String,
+    /// listening before `body` runs; shut down afterwards, whatever happens. `credentialCacheTTL`
+    /// set long lets a test tell a change that reached the other instance from one that expired.
+    public static func withTwoListening(_ registrations: [PluginRegistration], yaml: String, credentialCacheTTL: Duration = .seconds(5),
                                         _ body: @Sendable (Gateway, Gateway) async throws -> Void) async throws {
         try await TestStorage.postgres.withFreshLocation { location, directory in
             var configuration = try GatewayConfiguration.parse(Data(yaml.utf8), file: "plugins.yaml", knownPlugins: registrations.map(\.id))
@@ -17,6 +18,7 @@ extension TestGateway {
             options.logger.logLevel = .critical
             options.loadDemoData = false
             options.rateLimiter = UnlimitedRateLimiter()
+            options.credentialCacheTTL = credentialCacheTTL
             let logger = options.logger
             try await withTwo(configuration: configuration, registrations: registrations, options: options) { first, second in
                 let group = ServiceGroup(configuration: .init(services: (first.hostServices + second.hostServices).map { .init(service: $0) },

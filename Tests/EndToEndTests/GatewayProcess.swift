@@ -23,7 +23,7 @@ final class GatewayProcess: @unchecked Sendable {
             if chunk.isEmpty { try await Task.sleep(for: .milliseconds(50)) }
             output += String(decoding: chunk, as: UTF8.self)
         }
-        guard let found = output.split(separator: " ").first(where: { $0.hasPrefix("http://") }).map(String.init) else {
+        guard let found = output.split(separator: " ").first(where: { $0.hasPrefix("http://") || $0.hasPrefix("https://") }).map(String.init) else {
             if process.isRunning { process.terminate() }
             process.waitUntilExit()
             let logged = String(decoding: errors.fileHandleForReading.availableData, as: UTF8.self)

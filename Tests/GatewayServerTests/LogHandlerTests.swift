@@ -37,6 +37,44 @@ struct LogHandlerTests {
         #expect(written[2].hasSuffix(" warning gateway: a=first trace=t1 [GatewayServerTests] plain\n"))
     }
 
+    @Test("logFormat json: one JSON object per line, fixed members first, metadata as members, a clashing key kept under metadata.")
+    func jsonLines() throws {
+        let lines = Lines()
+        var logger = Logger(label: "gateway") { label in GatewayLogHandler(label: label, format: .json) { lines.append($0) } }
+        logger.logLevel = .info
+        logger[metadataKey: "request.id"] = "abc"
+        logger.info("served \"quoted\"\nline", metadata: ["micros": .stringConvertible(12), "message": "clash",
+                                                          "tags": ["a", "b"], "nested": ["k": "v"]])
+        struct Failure: Error {}
+        logger.error("failed", error: Failure())
+        let written = lines.all
+        try #require(written.count == 2)
+        #expect(written.allSatisfy { $0.hasSuffix("}\n") && $0.filter { $0 == "\n" }.count == 1 })
+        let first = try #require(try JSONSerialization.jsonObject(with: Data(written[0].utf8)) as? [String: Any])
+        #expect(first["level"] as? String == "info")
+        #expect(first["logger"] as? String == "gateway")
+        #expect(first["message"] as? String == "served \"quoted\"\nline")
+        #expect(first["metadata.message"] as? String == "clash")
+        #expect(first["request.id"] as? String == "abc")
+        #expect(first["micros"] as? String == "12")
+        #expect(first["tags"] as? [String] == ["a", "b"])
+        #expect((first["nested"] as? [String: String])?["k"] == "v")
+        let time = try #require(first["time"] as? String)
+        #expect(time.wholeMatch(of: /\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z/) != nil)
+        #expect(written[0].hasPrefix(#"{"time":"#), "the fixed members lead")
+        let second = try #require(try JSONSerialization.jsonObject(with: Data(written[1].utf8)) as? [String: Any])
+        #expect(second["error.message"] as? String == "Failure()")
+    }
+
+    @Test("server.logFormat is text or json; anything else is an error at its line")
+    func logFormatSetting() throws {
+        #expect(try GatewayConfiguration.parse(Data("server:\n  logFormat: json\n".utf8), file: "plugins.yaml", knownPlugins: []).server.logFormat == .json)
+        #expect(try GatewayConfiguration.parse(Data("server: {}\n".utf8), file: "plugins.yaml", knownPlugins: []).server.logFormat == .text)
+        #expect(throws: ConfigurationFileError.self) {
+            try GatewayConfiguration.parse(Data("server:\n  logFormat: xml\n".utf8), file: "plugins.yaml", knownPlugins: [])
+        }
+    }
+
     @Test("a handler fits a logger's inline storage, and the server's own per-request id is not kept")
     func compact() {
         // Three words: an existential's inline buffer. Larger, every logger copy that sets a key

@@ -104,10 +104,16 @@ public struct ServerSettings: Decodable, Sendable {
     /// A listener of its own for `/healthz`, `/readyz`, `/metrics` and `/v1/plugins`, everything
     /// shown to whoever reaches it (bind it to loopback or a private network). Absent: none.
     public var admin: AdminListenerSettings?
+    /// HTTPS on the main listener, with HTTP/2 by ALPN (see ``TLSSettings``).
+    public var tls: TLSSettings?
+    /// `text` (the default) or `json`: one JSON object per log line, for log collectors.
+    public var logFormat: LogFormat = .text
 
     public init() {}
 
-    enum CodingKeys: String, CodingKey { case host, port, maxBodySize, cors, accessLog, publicURL, socketListeners, trustedProxies, publicMetrics, compression, admin }
+    enum CodingKeys: String, CodingKey {
+        case host, port, maxBodySize, cors, accessLog, publicURL, socketListeners, trustedProxies, publicMetrics, compression, admin, tls, logFormat
+    }
 
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
@@ -125,6 +131,8 @@ public struct ServerSettings: Decodable, Sendable {
         publicMetrics = try container.decodeIfPresent(Bool.self, forKey: .publicMetrics) ?? false
         compression = try container.decodeIfPresent(CompressionSettings.self, forKey: .compression) ?? compression
         admin = try container.decodeIfPresent(AdminListenerSettings.self, forKey: .admin)
+        tls = try container.decodeIfPresent(TLSSettings.self, forKey: .tls)
+        logFormat = try container.decodeIfPresent(LogFormat.self, forKey: .logFormat) ?? .text
         if let admin, admin.port != 0, admin.port == port {
             throw DecodingError.dataCorruptedError(forKey: .admin, in: container, debugDescription: "the admin listener needs a port of its own, not \(port)")
         }

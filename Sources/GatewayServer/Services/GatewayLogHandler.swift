@@ -1,5 +1,14 @@
+import Foundation
+import GatewayCore
 import Glibc
 import Logging
+
+/// How log lines are written: `text` (as swift-log's `StreamLogHandler`) or `json` (one JSON
+/// object per line: `time` in UTC with microseconds, `level`, `logger`, `source`, `message`, then
+/// the metadata as members — a key that would clash is written as `metadata.<key>`).
+public enum LogFormat: String, Decodable, Sendable, CaseIterable {
+    case text, json
+}
 
 /// The gateway's log lines: the same text as swift-log's `StreamLogHandler` on standard error
 /// (`<time> <level> <label>: <metadata> [<source>] <message>`), but the metadata is formatted when
@@ -14,11 +23,13 @@ public struct GatewayLogHandler: LogHandler {
     /// then allocate no box and count one reference instead of one per member.
     private final class Output: Sendable {
         let label: String
+        let format: LogFormat
         let write: @Sendable (String) -> Void
         let metadataProvider: Logger.MetadataProvider?
 
-        init(label: String, write: @escaping @Sendable (String) -> Void, metadataProvider: Logger.MetadataProvider?) {
+        init(label: String, format: LogFormat, write: @escaping @Sendable (String) -> Void, metadataProvider: Logger.MetadataProvider?) {
             self.label = label
+            self.format = format
             self.write = write
             self.metadataProvider = metadataProvider
         }
@@ -30,12 +41,12 @@ public struct GatewayLogHandler: LogHandler {
 
     public var metadataProvider: Logger.MetadataProvider? {
         get { output.metadataProvider }
-        set { output = Output(label: output.label, write: output.write, metadataProvider: newValue) }
+        set { output = Output(label: output.label, format: output.format, write: output.write, metadataProvider: newValue) }
     }
 
     /// A handler writing to standard error.
-    public init(label: String, metadataProvider: Logger.MetadataProvider? = LoggingSystem.metadataProvider) {
-        self.init(label: label, metadataProvider: metadataProvider) { line in
+    public init(label: String, format: LogFormat = .text, metadataProvider: Logger.MetadataProvider? = LoggingSystem.metadataProvider) {
+        self.init(label: label, format: format, metadataProvider: metadataProvider) { line in
             // One write call per line, so that lines from several threads do not interleave.
             var bytes = Array(line.utf8)[...]
             while !bytes.isEmpty {
@@ -48,8 +59,8 @@ public struct GatewayLogHandler: LogHandler {
     }
 
     /// A handler passing each whole line (with its newline) to `write`.
-    public init(label: String, metadataProvider: Logger.MetadataProvider? = nil, write: @escaping @Sendable (String) -> Void) {
-        output = Output(label: label, write: write, metadataProvider: metadataProvider)
+    public init(label: String, format: LogFormat = .text, metadataProvider: Logger.MetadataProvider? = nil, write: @escaping @Sendable (String) -> Void) {
+        output = Output(label: label, format: format, write: write, metadataProvider: metadataProvider)
     }
 
     /// Hummingbird's own per-request id, which it sets on every request's logger. The gateway's
@@ -73,9 +84,43 @@ public struct GatewayLogHandler: LogHandler {
             merged["error.message"] = "\(error)"
             merged["error.type"] = "\(String(reflecting: type(of: error)))"
         }
-        let pretty = merged.isEmpty ? "" : " " + merged.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")
         let label = output.label
+        if output.format == .json {
+            output.write(Self.jsonLine(level: event.level, label: label, source: event.source, message: "\(event.message)", metadata: merged))
+            return
+        }
+        let pretty = merged.isEmpty ? "" : " " + merged.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")
         output.write("\(Self.timestamp()) \(event.level)\(label.isEmpty ? "" : " ")\(label):\(pretty) [\(event.source)] \(event.message)\n")
+    }
+
+    static let reservedKeys: Set<String> = ["time", "level", "logger", "source", "message"]
+
+    /// One JSON object and a newline. Members keep their order: the fixed ones, then the
+    /// metadata sorted by key.
+    static func jsonLine(level: Logger.Level, label: String, source: String, message: String, metadata: Logger.Metadata,
+                         now: Date = Date()) -> String {
+        var members: [(String, JSONValue)] = [
+            ("time", .string(UTCTimestamp.format(micros: UTCTimestamp.micros(now)))),
+            ("level", .string(level.rawValue)), ("logger", .string(label)), ("source", .string(source)), ("message", .string(message)),
+        ]
+        for (key, value) in metadata.sorted(by: { $0.key < $1.key }) {
+            members.append((reservedKeys.contains(key) ? "metadata.\(key)" : key, json(value)))
+        }
+        var line = "{"
+        for (index, (key, value)) in members.enumerated() {
+            if index > 0 { line += "," }
+            line += JSONValue.string(key).jsonText + ":" + value.jsonText
+        }
+        return line + "}\n"
+    }
+
+    static func json(_ value: Logger.MetadataValue) -> JSONValue {
+        switch value {
+        case .string(let text): .string(text)
+        case .stringConvertible(let convertible): .string(convertible.description)
+        case .array(let values): .array(values.map(json))
+        case .dictionary(let members): .object(members.mapValues(json))
+        }
     }
 
     /// Local time as `2026-11-21T21:40:00+0000`, as `StreamLogHandler` writes it.

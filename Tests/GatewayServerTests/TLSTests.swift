@@ -1,0 +1,158 @@
+import AsyncHTTPClient
+import Foundation
+import GatewayCore
+@testable import GatewayServer
+import GatewayTesting
+import HummingbirdWSClient
+import HTTPTypes
+import Logging
+import NIOCore
+import NIOHTTP1
+import NIOSSL
+import NIOWebSocket
+import NotesFixturePlugin
+import ServiceLifecycle
+import Testing
+
+@Suite("TLS and HTTP/2")
+struct TLSTests {
+    static func directory() throws -> URL {
+        let url = FileManager.default.temporaryDirectory.appendingPathComponent("gateway-tls-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+        return url
+    }
+
+    /// A client that trusts only the authority of `certificates`.
+    static func client(trusting certificates: TestCertificates, http1Only: Bool = false) throws -> HTTPClient {
+        var configuration = HTTPClient.Configuration(tlsConfiguration: try certificates.clientConfiguration())
+        configuration.httpVersion = http1Only ? .http1Only : .automatic
+        configuration.timeout.connect = .seconds(2)   // a refused handshake is retried until then
+        return HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+    }
+
+    /// Serves `gateway` on a free port and runs `body` with it.
+    static func serving(_ gateway: TestGateway, _ body: (Int) async throws -> Void) async throws {
+        let (ports, continuation) = AsyncStream<Int>.makeStream()
+        let app = gateway.gateway.makeApplication(host: "127.0.0.1", port: 0) { port in continuation.yield(port) }
+        let group = ServiceGroup(configuration: .init(services: [.init(service: app)], logger: Logger(label: "test")))
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
+            tasks.addTask { try await group.run() }
+            var iterator = ports.makeAsyncIterator()
+            let port = try #require(await iterator.next())
+            try await body(port)
+            await group.triggerGracefulShutdown()
+            try await tasks.waitForAll()
+        }
+    }
+
+    static func get(_ client: HTTPClient, _ url: String) async throws -> (status: UInt, version: HTTPVersion, body: String) {
+        let response = try await client.execute(HTTPClientRequest(url: url), timeout: .seconds(30))
+        let body = try await response.body.collect(upTo: 1 << 20)
+        return (response.status.code, response.version, String(buffer: body))
+    }
+
+    @Test("HTTPS with HTTP/2 by ALPN and HTTP/1.1 beside it; SIGHUP's reload serves a new certificate to new connections, a broken one is refused and the old stays")
+    func httpsAndReload() async throws {
+        let folder = try Self.directory()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let first = try TestCertificates.make("one")
+        try first.write(to: folder)
+        let yaml = notesYAML + "\nserver:\n  tls: { certificate: \(folder.path)/cert.pem, key: \(folder.path)/key.pem }\n"
+        try await TestGateway.with(notes, yaml: yaml) { gateway in
+            let certificates = try #require(gateway.gateway.certificates)
+            try await Self.serving(gateway) { port in
+                let url = "https://127.0.0.1:\(port)/v1/notes/echo?name=tls"
+                let h2 = try Self.client(trusting: first)
+                let answer = try await Self.get(h2, url)
+                #expect(answer.status == 200)
+                #expect(answer.version == .http2, "ALPN picks h2")
+                #expect(answer.body.contains("tls"))
+                try await h2.shutdown()
+                let h1 = try Self.client(trusting: first, http1Only: true)
+                let old = try await Self.get(h1, url)
+                #expect(old.status == 200)
+                #expect(old.version == .http1_1)
+                try await h1.shutdown()
+
+                // A new pair in the same files, read again (as on SIGHUP).
+                let second = try TestCertificates.make("two")
+                try second.write(to: folder)
+                try certificates.reload()
+                let trustsSecond = try Self.client(trusting: second)
+                #expect(try await Self.get(trustsSecond, url).status == 200)
+                try await trustsSecond.shutdown()
+                let trustsFirst = try Self.client(trusting: first)
+                await #expect(throws: (any Error).self, "new connections get the new certificate") { _ = try await Self.get(trustsFirst, url) }
+                try await trustsFirst.shutdown()
+
+                // A broken key: the reload is refused, the pair in use stays.
+                try "not a key".write(to: folder.appendingPathComponent("key.pem"), atomically: true, encoding: .utf8)
+                #expect(throws: GatewayStartupError.self) { try certificates.reload() }
+                let stillSecond = try Self.client(trusting: second)
+                #expect(try await Self.get(stillSecond, url).status == 200)
+                try await stillSecond.shutdown()
+                // A key of another certificate: refused too.
+                try TestCertificates.make("three").leafKey.write(to: folder.appendingPathComponent("key.pem"), atomically: true, encoding: .utf8)
+                #expect(throws: GatewayStartupError.self) { try certificates.reload() }
+            }
+        }
+    }
+
+    @Test("http2: false offers HTTP/1.1 only, and WebSocket upgrades work over TLS")
+    func http1Only() async throws {
+        let folder = try Self.directory()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let pair = try TestCertificates.make("h1")
+        try pair.write(to: folder)
+        let yaml = notesYAML + "\nserver:\n  tls: { certificate: \(folder.path)/cert.pem, key: \(folder.path)/key.pem, http2: false, minimumVersion: \"1.3\" }\n"
+        try await TestGateway.with(notes, yaml: yaml) { gateway in
+            try await Self.serving(gateway) { port in
+                let client = try Self.client(trusting: pair)
+                let answer = try await Self.get(client, "https://127.0.0.1:\(port)/v1/notes/echo?name=one")
+                #expect(answer.status == 200)
+                #expect(answer.version == .http1_1)
+                try await client.shutdown()
+                // wss:// reaches the WebSocket route.
+                let closed = try await WebSocketClient.connect(url: "wss://127.0.0.1:\(port)/legacy/live", configuration: .init(sniHostname: "localhost"),
+                                                               tlsConfiguration: try pair.clientConfiguration(), logger: Logger(label: "wss")) { inbound, outbound, _ in
+                    try await outbound.write(.text("secure"))
+                    var iterator = inbound.messages(maxSize: 1 << 16).makeAsyncIterator()
+                    let reply = try await iterator.next()
+                    try await outbound.close(.normalClosure, reason: nil)
+                    #expect(reply == .text("SECURE"))
+                }
+                #expect(closed?.closeCode == .normalClosure)
+            }
+        }
+    }
+
+    @Test("certificate files: relative to plugins.yaml's folder; missing, unreadable or mismatched ones stop the start with the file named")
+    func files() async throws {
+        let folder = try Self.directory()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let pair = try TestCertificates.make("files")
+        try pair.write(to: folder)
+        let store = try CertificateStore(TLSSettings(certificate: "cert.pem", key: "key.pem"), baseDirectory: folder)
+        #expect(!store.serialNumber.isEmpty)
+        #expect(throws: GatewayStartupError.self) { try CertificateStore(TLSSettings(certificate: "missing.pem", key: "key.pem"), baseDirectory: folder) }
+        #expect(throws: GatewayStartupError.self) { try CertificateStore(TLSSettings(certificate: "key.pem", key: "key.pem"), baseDirectory: folder) }
+        try TestCertificates.make("other").leafKey.write(to: folder.appendingPathComponent("other-key.pem"), atomically: true, encoding: .utf8)
+        do {
+            _ = try CertificateStore(TLSSettings(certificate: "cert.pem", key: "other-key.pem"), baseDirectory: folder)
+            Issue.record("a key of another certificate was accepted")
+        } catch let error as GatewayStartupError {
+            #expect("\(error)".contains("does not belong"))
+        }
+        // Gateway.start refuses before opening the database.
+        let yaml = notesYAML + "\nserver:\n  tls: { certificate: \(folder.path)/nowhere.pem, key: \(folder.path)/key.pem }\n"
+        await #expect(throws: GatewayStartupError.self) {
+            try await TestGateway.with(notes, yaml: yaml) { _ in }
+        }
+        #expect(throws: ConfigurationFileError.self) {
+            try GatewayConfiguration.parse(Data("server:\n  tls: { certificate: a.pem, key: b.pem, minimumVersion: \"1.0\" }\n".utf8), file: "plugins.yaml", knownPlugins: [])
+        }
+        #expect(throws: ConfigurationFileError.self) {
+            try GatewayConfiguration.parse(Data("server:\n  tls: { certificate: a.pem }\n".utf8), file: "plugins.yaml", knownPlugins: [])
+        }
+    }
+}
