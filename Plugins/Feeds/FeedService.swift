@@ -1,5 +1,6 @@
 import Foundation
 import GatewayCore
+import Metrics
 import NIOCore
 
 /// The feeds plugin's logic, shared by the native API, the Xively v2 dialect and the live
@@ -15,11 +16,14 @@ struct FeedService: Sendable {
     let context: PluginContext
     let triggers: TriggerEngine
     let keys: LegacyKeys
+    /// `feeds_live_subscriptions`: the WebSocket subscriptions this instance is pushing to.
+    let liveSubscriptions: Meter
 
     init(store: FeedStore, settings: FeedsPlugin.Configuration, context: PluginContext) {
         self.store = store
         self.settings = settings
         self.context = context
+        liveSubscriptions = Meter(label: "feeds_live_subscriptions", factory: context.metrics)
         triggers = TriggerEngine(store: store, context: context, settings: settings)
         keys = LegacyKeys(store: store, context: context)
     }

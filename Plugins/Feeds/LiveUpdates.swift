@@ -1,5 +1,6 @@
 import Foundation
 import GatewayCore
+import Metrics
 
 /// Live updates over WebSockets: a client subscribes to a feed or a datastream and receives its
 /// new state after every change, from this instance or (with PostgreSQL) any other.
@@ -56,7 +57,10 @@ struct LiveSession: Sendable {
         let events = service.context.events.subscribe(to: target.topic)
         let connection = self.connection
         let accounts = service.context.accounts
+        let live = service.liveSubscriptions
         subscriptions.tasks[key] = Task {
+            live.increment()
+            defer { live.decrement() }
             for await event in events {
                 if Task.isCancelled { break }
                 if let credential {

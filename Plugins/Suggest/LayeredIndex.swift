@@ -111,6 +111,9 @@ final class LayeredIndex: Sendable {
     /// Changes waiting in the overlay.
     var pendingChanges: Int { state.withLock { $0.changes.count } }
 
+    /// The terms of the base index (the overlay's changes not counted) and the changes waiting.
+    var sizes: (base: Int, pending: Int) { state.withLock { ($0.base.terms.count, $0.changes.count) } }
+
     /// What a lookup found: the view it read, and its suggestions as term numbers in it.
     struct Lookup: Sendable {
         let view: View

@@ -64,7 +64,7 @@ public struct SuggestPlugin: ServicePlugin {
         upstream = try configuration.upstreamSettings().map { UpstreamSuggestions(settings: $0, http: context.http, clock: context.clock) }
         self.configuration = configuration
         self.context = context
-        store = TermStore(database: context.database, events: context.events)
+        store = TermStore(database: context.database, events: context.events, metrics: context.metrics)
         try await store.reload()
     }
 

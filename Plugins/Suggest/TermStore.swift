@@ -3,6 +3,7 @@ import Foundation
 import Glibc
 #endif
 import GatewayCore
+import Metrics
 import Synchronization
 import SQLKit
 
@@ -18,9 +19,24 @@ final class TermStore: Sendable {
     /// This instance, so that it skips its own announcements.
     let instance = UUID().uuidString
 
-    init(database: any SQLDatabase, events: (any EventBus)? = nil) {
+    /// `suggest_index_terms` (the base index's terms) and `suggest_index_pending_changes` (changes
+    /// in the overlay until the next rebuild).
+    let termsGauge: Gauge?
+    let pendingGauge: Gauge?
+
+    init(database: any SQLDatabase, events: (any EventBus)? = nil, metrics: (any MetricsFactory)? = nil) {
         self.database = database
         self.events = events
+        termsGauge = metrics.map { Gauge(label: "suggest_index_terms", factory: $0) }
+        pendingGauge = metrics.map { Gauge(label: "suggest_index_pending_changes", factory: $0) }
+    }
+
+    /// Records the index's sizes in the gauges.
+    private func measure() {
+        guard let termsGauge, let pendingGauge else { return }
+        let sizes = index.sizes
+        termsGauge.record(sizes.base)
+        pendingGauge.record(sizes.pending)
     }
 
     /// A change of the table another instance must apply to its index: one term (read back from
@@ -88,17 +104,21 @@ final class TermStore: Sendable {
     /// Rebuilds the index from the table.
     func reload() async throws {
         index.reset(to: try await readIndex())
+        measure()
         // The index replaced is freed now.
         IndexMemory.returnFreedMemory()
     }
 
     /// Puts one change into the index; when enough have gathered, rebuilds the base in the background.
     private func apply(_ key: LayeredIndex.TermKey, term: Term?) {
-        guard index.apply(key, term: term) else { return }
+        let due = index.apply(key, term: term)
+        measure()
+        guard due else { return }
         let position = index.position
         Task {
             do {
                 index.rebuilt(try await readIndex(), through: position)
+                measure()
             } catch {
                 index.rebuildFailed()
             }

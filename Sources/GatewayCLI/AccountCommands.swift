@@ -9,7 +9,8 @@ import NIOHTTP1
 private func withAccounts<R>(_ options: ConfigOptions, _ body: (AccountStore) async throws -> R) async throws -> R {
     let configuration = try options.load()
     let logger = options.logger()
-    let database = try await Gateway.openDatabase(configuration.storage, baseDirectory: options.fileURL.deletingLastPathComponent(), logger: logger)
+    let database = try await Gateway.openDatabase(configuration.storage, baseDirectory: options.fileURL.deletingLastPathComponent(), logger: logger,
+                                                    pool: configuration.database)
     do {
         try await MigrationRunner(database: database.sql, logger: logger).migrate([(owner: "gateway", steps: Gateway.hostMigrations)])
         let result = try await body(AccountStore(database: database.sql, bcryptCost: configuration.auth.bcryptCost,

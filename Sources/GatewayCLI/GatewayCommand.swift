@@ -211,7 +211,8 @@ struct Migrate: AsyncParsableCommand {
     func run() async throws {
         let configuration = try options.load()
         let logger = options.logger()
-        let database = try await Gateway.openDatabase(configuration.storage, baseDirectory: options.fileURL.deletingLastPathComponent(), logger: logger)
+        let database = try await Gateway.openDatabase(configuration.storage, baseDirectory: options.fileURL.deletingLastPathComponent(), logger: logger,
+                                                    pool: configuration.database)
         do {
             let enabled = PluginCatalog.registrations.filter { configuration.plugins[$0.id]?.enabled ?? false }
             let applied = try await MigrationRunner(database: database.sql, logger: logger)

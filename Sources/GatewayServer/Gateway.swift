@@ -109,7 +109,8 @@ public final class Gateway: Sendable {
         let enabled = registrations.filter { configuration.plugins[$0.id]?.enabled ?? false }
         // Read before the database opens: a bad certificate file stops the start at once.
         let certificates = try configuration.server.tls.map { try CertificateStore($0, baseDirectory: options.baseDirectory) }
-        let database = try await openDatabase(options.storage ?? configuration.storage, baseDirectory: options.baseDirectory, logger: logger)
+        let database = try await openDatabase(options.storage ?? configuration.storage, baseDirectory: options.baseDirectory, logger: logger,
+                                              pool: configuration.database)
         do {
             return try await assemble(configuration: configuration, enabled: enabled, database: database, options: options, certificates: certificates)
         } catch {
@@ -120,9 +121,10 @@ public final class Gateway: Sendable {
 
     /// Opens (and for SQLite, creates) the database at `location`; a failure names the location
     /// (its password hidden) and the database's own reason, never PostgreSQL's generic description.
-    public static func openDatabase(_ location: StorageLocation, baseDirectory: URL, logger: Logger) async throws -> GatewayDatabase {
+    public static func openDatabase(_ location: StorageLocation, baseDirectory: URL, logger: Logger,
+                                    pool: DatabasePoolSettings = .init()) async throws -> GatewayDatabase {
         do {
-            return try await GatewayDatabase.open(location, baseDirectory: baseDirectory, logger: logger)
+            return try await GatewayDatabase.open(location, baseDirectory: baseDirectory, logger: logger, pool: pool)
         } catch {
             throw StartupStepError(step: "opening the database \(location)", cause: error)
         }
@@ -180,6 +182,7 @@ public final class Gateway: Sendable {
                 memory.purgeLocally(tags: message.split(separator: "\n", omittingEmptySubsequences: false).map(String.init))
             }
             cache = memory
+            metrics.observe(memory)
         }
         let inbox = UserInbox(database: db, clock: options.clock)
         let http = AsyncUpstreamClient()

@@ -41,7 +41,7 @@ extension GatewayBinaryTests {
         try second.write(to: directory)
         kill(server.process.processIdentifier, SIGHUP)
         var switched = false
-        for _ in 0..<100 where !switched {
+        for _ in 0..<300 where !switched {
             switched = (try? await Self.get(url, trusting: second)) == 200
             if !switched { try await Task.sleep(for: .milliseconds(100)) }
         }

@@ -30,6 +30,13 @@ func withServing(_ gateway: TestGateway, _ body: @escaping @Sendable (_ port: In
     }
 }
 
+/// `feeds_live_subscriptions` as /metrics reports it.
+func liveSubscriptions(_ gateway: TestGateway) -> Double? {
+    let text = String(decoding: gateway.gateway.metrics.render(), as: UTF8.self)
+    let name = "feeds_live_subscriptions"
+    return text.split(separator: "\n").first { $0.hasPrefix(name + " ") }.flatMap { Double($0.dropFirst(name.count + 1)) }
+}
+
 /// A WebSocket conversation: send text, await the next text.
 struct Conversation {
     var next: () async throws -> JSONValue?
@@ -77,6 +84,7 @@ struct FeedsLiveTests {
                     #expect(push?["type"] == .string("change"))
                     #expect(push?["data"]?["currentValue"] == .number(21.5))
                     #expect(push?["data"]?["id"] == .string("temp"))
+                    #expect(liveSubscriptions(gateway) == 1, "/metrics counts the subscription pushing")
 
                     try await socket.send(#"{"action": "unsubscribe", "feed": \#(id), "datastream": "temp", "id": 3}"#)
                     #expect(try await socket.next()?["type"] == .string("unsubscribed"))
@@ -89,6 +97,8 @@ struct FeedsLiveTests {
                     #expect(try await gateway.call(.delete, "/v1/feeds/\(id)", token: ann.token).status == 204)
                     #expect(try await socket.next()?["type"] == .string("deleted"))
                 }
+                let ended = try await eventually(within: .seconds(15)) { liveSubscriptions(gateway) == 0 }
+                #expect(ended, "a closed connection's subscriptions leave the count")
                 // A session from the URL is checked again: once it ends, pushes stop and requests are refused.
                 let carl = try await gateway.register("carl")
                 let other = try await gateway.call(.post, "/v1/feeds", token: ann.token, body: #"{"title": "Other", "datastreams": [{"id": "temp"}]}"#)

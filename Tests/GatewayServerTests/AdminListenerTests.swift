@@ -34,7 +34,7 @@ struct AdminListenerTests {
         for _ in 0..<3 {
             _ = try await gateway.gateway.handle(.post, "/v1/notes/notes", headers: .json, body: ByteBuffer(string: #"{"title": "t", "body": "b"}"#))
         }
-        for _ in 0..<100 {
+        for _ in 0..<600 {
             if await gateway.gateway.health().contains(where: { $0.health.status == .degraded }) { return }
             try await Task.sleep(for: .milliseconds(50))
         }

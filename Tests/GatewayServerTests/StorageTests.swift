@@ -1,10 +1,12 @@
 import Foundation
 import GatewayCore
-import GatewayServer
+@testable import GatewayServer
 import GatewayTesting
 import NIOFoundationCompat
 import NotesFixturePlugin
 import SQLKit
+import NIOPosix
+import NIOCore
 import Testing
 
 @Suite("storage and migrations")
@@ -179,6 +181,57 @@ struct StorageTests {
             struct Row: Decodable, Equatable { var id: Int64; var name: String; var size: Double?; var note: String? }
             let rows = try await sql.raw("SELECT id, name, size, note FROM runner_t ORDER BY id").all(decoding: Row.self)
             #expect(rows == [Row(id: 1, name: "一 'quoted'", size: 2.5, note: nil), Row(id: Int64.max, name: "", size: -0.125, note: "n")])
+        }
+    }
+
+    @Test("database: pool size, acquire timeout and statement timeout from plugins.yaml; what they refuse is a 503 to clients",
+          .enabled(if: TestStorage.available.contains(.postgres)))
+    func poolSettings() async throws {
+        try await TestStorage.postgres.withFreshLocation { location, directory in
+            // One connection per event loop, a wait of 100 ms: one more slow query than there are loops must time out.
+            let pool = DatabasePoolSettings(maxConnections: 1, acquireTimeout: ConfigDuration(seconds: 0.1), statementTimeout: ConfigDuration(seconds: 0.5))
+            let database = try await GatewayDatabase.open(location, baseDirectory: directory, logger: .init(label: "test"), pool: pool)
+            let loops = Array(MultiThreadedEventLoopGroup.singleton.makeIterator()).count
+            let outcomes = await withTaskGroup(of: (any Error)?.self) { group in
+                for _ in 0...loops {
+                    group.addTask {
+                        do { try await database.sql.raw("SELECT pg_sleep(0.3)").run(); return nil } catch { return error }
+                    }
+                }
+                var errors: [(any Error)?] = []
+                for await outcome in group { errors.append(outcome) }
+                return errors
+            }
+            let refused = outcomes.compactMap { $0 }
+            #expect(!refused.isEmpty, "a query waited past acquireTimeout for the one connection of its loop")
+            #expect(refused.allSatisfy { DatabaseErrorText.overload($0)?.status == 503 })
+            // A statement past statementTimeout is cancelled by the server: a 503 too.
+            do {
+                try await database.sql.raw("SELECT pg_sleep(2)").run()
+                Issue.record("the statement ran past its timeout")
+            } catch {
+                #expect(DatabaseErrorText.overload(error)?.status == 503, "\(DatabaseErrorText.describe(error))")
+                #expect(DatabaseErrorText.describe(error).contains("57014"))
+            }
+            try await database.sql.raw("SELECT pg_sleep(0.1)").run()
+            await database.shutdown()
+        }
+    }
+
+    @Test("database: settings are read and checked at their line")
+    func poolSettingsParsed() throws {
+        let parsed = try GatewayConfiguration.parse(Data("database: { maxConnections: 20, acquireTimeout: 5s, connectTimeout: 2s, statementTimeout: 30s }\n".utf8),
+                                                    file: "plugins.yaml", knownPlugins: [])
+        #expect(parsed.database.maxConnections == 20)
+        #expect(parsed.database.acquireTimeout.seconds == 5)
+        #expect(parsed.database.connectTimeout.seconds == 2)
+        #expect(parsed.database.statementTimeout?.seconds == 30)
+        #expect(parsed.database.perEventLoop(4, fallback: 8) == 5)
+        #expect(DatabasePoolSettings().perEventLoop(4, fallback: 8) == 8)
+        for bad in ["database: { maxConnections: 0 }", "database: { acquireTimeout: 0s }", "database: { pool: 3 }"] {
+            #expect(throws: ConfigurationFileError.self, "\(bad)") {
+                try GatewayConfiguration.parse(Data((bad + "\n").utf8), file: "plugins.yaml", knownPlugins: [])
+            }
         }
     }
 

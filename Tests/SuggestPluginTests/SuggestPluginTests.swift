@@ -228,6 +228,24 @@ struct SuggestPluginTests {
         }
     }
 
+    @Test("/metrics reports the index: its terms and the changes waiting for the next rebuild")
+    func indexGauges() async throws {
+        try await withSuggest { gateway in
+            func value(_ name: String) -> Double? {
+                let text = String(decoding: gateway.gateway.metrics.render(), as: UTF8.self)
+                return text.split(separator: "\n").first { $0.hasPrefix(name + " ") }.flatMap { Double($0.dropFirst(name.count + 1)) }
+            }
+            #expect(value("suggest_index_terms") == 5)
+            #expect(value("suggest_index_pending_changes") == 0)
+            let plugin = try #require(gateway.gateway.plugins.first { $0.id == "suggest" }?.instance as? SuggestPlugin)
+            try await plugin.store.upsert(Term(dictionary: "test", keyword: "北投", text: "北投", weight: 5))
+            #expect(value("suggest_index_pending_changes") == 1)
+            try await plugin.store.reload()
+            #expect(value("suggest_index_terms") == 6)
+            #expect(value("suggest_index_pending_changes") == 0)
+        }
+    }
+
     @Test("bad input gets a clear answer: an empty list or a 4xx problem, never a 500")
     func badInput() async throws {
         try await withSuggest { gateway in

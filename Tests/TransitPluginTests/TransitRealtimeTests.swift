@@ -206,7 +206,7 @@ struct TransitFeedSourceTests {
                 let refresher = try #require(plugin.services.first { $0 is FeedRefresher })
                 let task = Task { try await refresher.run() }
                 defer { task.cancel() }
-                for _ in 0..<100 where plugin.runtime.network.feeds.count < 2 { try await Task.sleep(for: .milliseconds(100)) }
+                for _ in 0..<600 where plugin.runtime.network.feeds.count < 2 { try await Task.sleep(for: .milliseconds(100)) }
                 #expect(plugin.runtime.network.feeds.map(\.id) == ["local", "remote"])
                 #expect(try await gateway.send(.get, "/v1/transit/stops/TST_A").json["stop"]?["name"]?.stringValue == "Local Street")
                 #expect(try await gateway.send(.get, "/v1/transit/stops/DTA_STAGECOACH").status == 200)
@@ -234,7 +234,7 @@ struct TransitFeedSourceTests {
             _ = try await GTFSFeedImport(store: plugin.runtime.store, limits: GTFSLimits())
                 .run(zip: sampleFeed, feed: "sample", source: "elsewhere", strict: false, progress: SilentProgress())
             #expect(plugin.runtime.network.feeds.isEmpty)
-            for _ in 0..<50 where plugin.runtime.network.feeds.isEmpty { try await Task.sleep(for: .milliseconds(100)) }
+            for _ in 0..<300 where plugin.runtime.network.feeds.isEmpty { try await Task.sleep(for: .milliseconds(100)) }
             #expect(plugin.runtime.network.feeds.map(\.id) == ["sample"])
         }
     }

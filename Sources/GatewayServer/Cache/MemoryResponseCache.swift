@@ -33,6 +33,7 @@ public final class MemoryResponseCache: ResponseCacheStore {
         var tagIndex: [String: Set<String>] = [:]
         var hits = 0
         var misses = 0
+        var evictions = 0
 
         mutating func unlink(_ node: Node) {
             if let newer = node.newer { newer.older = node.older } else { newest = node.older }
@@ -105,6 +106,7 @@ public final class MemoryResponseCache: ResponseCacheStore {
             for tag in reply.tags { box.wrappedValue.tagIndex[tag, default: []].insert(key) }
             while box.wrappedValue.nodes.count > maxEntries || box.wrappedValue.bytes > maxBytes, let oldest = box.wrappedValue.oldest {
                 box.wrappedValue.remove(oldest.key)
+                box.wrappedValue.evictions += 1
             }
         }
     }
@@ -118,7 +120,10 @@ public final class MemoryResponseCache: ResponseCacheStore {
     public func purgeLocally(tags: [String]) {
         state.withLockedValue { box in
             if tags.contains(ResponseCacheTags.all) {
-                box.wrappedValue = State()
+                // Emptied, its counts kept (they only ever grow).
+                var fresh = State()
+                (fresh.hits, fresh.misses, fresh.evictions) = (box.wrappedValue.hits, box.wrappedValue.misses, box.wrappedValue.evictions)
+                box.wrappedValue = fresh
                 return
             }
             for tag in tags {
@@ -127,9 +132,9 @@ public final class MemoryResponseCache: ResponseCacheStore {
         }
     }
 
-    /// Entry count, body bytes, hits and misses so far.
-    public var statistics: (entries: Int, bytes: Int, hits: Int, misses: Int) {
-        state.withLockedValue { ($0.wrappedValue.nodes.count, $0.wrappedValue.bytes, $0.wrappedValue.hits, $0.wrappedValue.misses) }
+    /// Entry count, body bytes, and hits, misses and evictions so far.
+    public var statistics: (entries: Int, bytes: Int, hits: Int, misses: Int, evictions: Int) {
+        state.withLockedValue { ($0.wrappedValue.nodes.count, $0.wrappedValue.bytes, $0.wrappedValue.hits, $0.wrappedValue.misses, $0.wrappedValue.evictions) }
     }
 }
 

@@ -41,6 +41,8 @@ public struct GatewayConfiguration: Decodable, Sendable {
     public var auth: AuthSettings
     public var limits: LimitSettings
     public var cache: CacheSettings
+    /// The database connections: pool size and timeouts.
+    public var database: DatabasePoolSettings = .init()
     /// How the gateway sends mail (password reset links); nil: to the log.
     public var mail: MailSettings?
     /// Whether plugins load the demo data they ship on their first start.
@@ -62,7 +64,7 @@ public struct GatewayConfiguration: Decodable, Sendable {
         self.plugins = plugins
     }
 
-    enum CodingKeys: String, CodingKey { case server, storage, auth, limits, cache, mail, demo, plugins }
+    enum CodingKeys: String, CodingKey { case server, storage, database, auth, limits, cache, mail, demo, plugins }
 
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
@@ -71,6 +73,7 @@ public struct GatewayConfiguration: Decodable, Sendable {
         auth = try container.decodeIfPresent(AuthSettings.self, forKey: .auth) ?? .init()
         limits = try container.decodeIfPresent(LimitSettings.self, forKey: .limits) ?? .init()
         cache = try container.decodeIfPresent(CacheSettings.self, forKey: .cache) ?? .init()
+        database = try container.decodeIfPresent(DatabasePoolSettings.self, forKey: .database) ?? .init()
         mail = try container.decodeIfPresent(MailSettings.self, forKey: .mail)
         demo = try container.decodeIfPresent(Bool.self, forKey: .demo) ?? false
         plugins = try container.decodeIfPresent([String: PluginSettings].self, forKey: .plugins) ?? [:]
@@ -140,6 +143,49 @@ public struct ServerSettings: Decodable, Sendable {
             throw DecodingError.dataCorruptedError(forKey: .trustedProxies, in: container,
                                                    debugDescription: "'\(bad)' is not an address or CIDR (10.0.0.0/8, 192.0.2.7, 2001:db8::1)")
         }
+    }
+}
+
+/// `database:` — the connection pool of this instance. `maxConnections` is the most connections
+/// it opens (default 8 per event loop on PostgreSQL, 4 readers per event loop on SQLite, whose one
+/// writer is apart), spread over the event loops; `acquireTimeout` how long a query waits for a
+/// free connection before failing (503); `connectTimeout` how long opening one may take
+/// (PostgreSQL); `statementTimeout` the longest a statement may run on PostgreSQL before the
+/// server cancels it (absent: no limit). With several instances, keep the sum of their
+/// `maxConnections` under the server's `max_connections`.
+public struct DatabasePoolSettings: Decodable, Sendable, Equatable {
+    public var maxConnections: Int?
+    public var acquireTimeout = ConfigDuration(seconds: 30)
+    public var connectTimeout = ConfigDuration(seconds: 10)
+    public var statementTimeout: ConfigDuration?
+
+    public init(maxConnections: Int? = nil, acquireTimeout: ConfigDuration = ConfigDuration(seconds: 30), statementTimeout: ConfigDuration? = nil) {
+        self.maxConnections = maxConnections
+        self.acquireTimeout = acquireTimeout
+        self.statementTimeout = statementTimeout
+    }
+
+    enum CodingKeys: String, CodingKey { case maxConnections, acquireTimeout, connectTimeout, statementTimeout }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        maxConnections = try container.decodeIfPresent(Int.self, forKey: .maxConnections)
+        acquireTimeout = try container.decodeIfPresent(ConfigDuration.self, forKey: .acquireTimeout) ?? acquireTimeout
+        connectTimeout = try container.decodeIfPresent(ConfigDuration.self, forKey: .connectTimeout) ?? connectTimeout
+        statementTimeout = try container.decodeIfPresent(ConfigDuration.self, forKey: .statementTimeout)
+        if let maxConnections, !(1...10_000).contains(maxConnections) {
+            throw DecodingError.dataCorruptedError(forKey: .maxConnections, in: container, debugDescription: "\(maxConnections) is not a pool size (1 to 10000)")
+        }
+        for (key, value) in [(CodingKeys.acquireTimeout, acquireTimeout), (.connectTimeout, connectTimeout)] + (statementTimeout.map { [(CodingKeys.statementTimeout, $0)] } ?? [])
+        where value.seconds < 0.001 {
+            throw DecodingError.dataCorruptedError(forKey: key, in: container, debugDescription: "must be at least 1ms")
+        }
+    }
+
+    /// Connections per event loop for `loops` loops: `maxConnections` spread (at least one each), or `fallback`.
+    func perEventLoop(_ loops: Int, fallback: Int) -> Int {
+        guard let maxConnections else { return fallback }
+        return max(1, maxConnections / max(loops, 1))
     }
 }
 

@@ -122,7 +122,9 @@ extension GatewayResponder {
         do {
             if let known = try authenticator.knownPrincipal(for: credential, address: address) { return (known, false) }
             return (try await authenticator.principal(for: credential, address: address), false)
-        } catch let error as GatewayError where error.kind == .unauthorized && invalid == .guest {
+        } catch let error as GatewayError where error.kind == .unauthorized {
+            metrics.recordAuthenticationFailure()
+            guard invalid == .guest else { throw error }
             return (.anonymous(address: address), true)
         }
     }
@@ -131,10 +133,14 @@ extension GatewayResponder {
     /// (limits kept in this process).
     @inline(__always)
     func limit(_ principal: Principal, plugin: String, cost: Int) async throws -> [HTTPField] {
-        if let decision = rateLimiter.acquireNow(principal: principal, plugin: plugin, cost: cost) {
-            return try Self.admit(decision)
+        let decision: RateLimitDecision
+        if let now = rateLimiter.acquireNow(principal: principal, plugin: plugin, cost: cost) {
+            decision = now
+        } else {
+            decision = try await rateLimiter.acquire(principal: principal, plugin: plugin, cost: cost)
         }
-        return try Self.admit(try await rateLimiter.acquire(principal: principal, plugin: plugin, cost: cost))
+        if !decision.allowed { metrics.recordRateLimited(plugin: plugin) }
+        return try Self.admit(decision)
     }
 
     /// The decision's fields, or the 429 it calls for.

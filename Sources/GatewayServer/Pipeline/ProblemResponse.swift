@@ -47,6 +47,7 @@ enum ProblemResponse {
     /// anything else as a 500 whose text stays in the log.
     static func gatewayError(from error: any Error) -> GatewayError? {
         if let error = error as? GatewayError { return error }
+        if let overload = DatabaseErrorText.overload(error) { return overload }
         if let error = error as? HTTPError {
             switch error.status.code {
             case 400: return .badRequest(error.body ?? "The request could not be read.")

@@ -1,3 +1,5 @@
+import Foundation
+import Glibc
 import Metrics
 import NIOConcurrencyHelpers
 import Prometheus
@@ -34,9 +36,67 @@ public final class GatewayMetrics: Sendable {
         .milliseconds(250), .milliseconds(500), .seconds(1), .seconds(2), .seconds(5),
     ]
 
+    /// Requests refused with 429, by plugin.
+    private let rateLimited = NIOLockedValueBox<[String: Prometheus.Counter]>([:])
+    /// Credentials presented that did not resolve (401s and guests served in their stead).
+    private let authenticationFailures: Prometheus.Counter
+
+    /// Counts a credential that could not be verified.
+    public func recordAuthenticationFailure() { authenticationFailures.increment() }
+    /// Run before each rendering, to bring gauges read from elsewhere up to date.
+    private let collectors = NIOLockedValueBox<[@Sendable () -> Void]>([])
+
     public init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) {
         self.registry = registry
         self.factory = PrometheusMetricsFactory(registry: registry)
+        authenticationFailures = registry.makeCounter(
+            descriptor: .init(namespace: "gateway", metricName: "authentication_failures", unitName: "total",
+                              helpText: "Credentials that could not be verified (a bad key, token or Authorization)."))
+        ProcessCollector(registry: registry).map { process in addCollector { process.collect() } }
+    }
+
+    /// Counts a request refused by a rate limit.
+    public func recordRateLimited(plugin: String) {
+        let counter = rateLimited.withLockedValue { table in
+            if let existing = table[plugin] { return existing }
+            let created = registry.makeCounter(
+                descriptor: .init(namespace: "gateway", metricName: "rate_limited_requests", unitName: "total",
+                                  helpText: "Requests refused with 429 by a rate limit, by plugin."),
+                labels: [("plugin", plugin)])
+            table[plugin] = created
+            return created
+        }
+        counter.increment()
+    }
+
+    /// Adds a closure run before each rendering of `/metrics`.
+    public func addCollector(_ collect: @escaping @Sendable () -> Void) {
+        collectors.withLockedValue { $0.append(collect) }
+    }
+
+    /// Reports the response cache: entries and bytes as gauges; hits, misses and evictions as
+    /// counters (advanced by what changed since the last rendering).
+    func observe(_ cache: MemoryResponseCache) {
+        let entries = registry.makeGauge(descriptor: .init(namespace: "gateway", metricName: "cache_entries", helpText: "Replies held in the response cache."))
+        let bytes = registry.makeGauge(descriptor: .init(namespace: "gateway", metricName: "cache", unitName: "bytes", helpText: "Bytes held in the response cache."))
+        func counter(_ name: String, _ help: String) -> Prometheus.Counter {
+            registry.makeCounter(descriptor: .init(namespace: "gateway", metricName: "cache_\(name)", unitName: "total", helpText: help))
+        }
+        let hits = counter("hits", "Response cache lookups answered from the cache.")
+        let misses = counter("misses", "Response cache lookups that found nothing usable.")
+        let evictions = counter("evictions", "Replies dropped from the response cache to make room.")
+        let seen = NIOLockedValueBox((hits: 0, misses: 0, evictions: 0))
+        addCollector {
+            let now = cache.statistics
+            entries.set(Int64(now.entries))
+            bytes.set(Int64(now.bytes))
+            seen.withLockedValue { last in
+                if now.hits > last.hits { hits.increment(by: Int64(now.hits - last.hits)) }
+                if now.misses > last.misses { misses.increment(by: Int64(now.misses - last.misses)) }
+                if now.evictions > last.evictions { evictions.increment(by: Int64(now.evictions - last.evictions)) }
+                last = (now.hits, now.misses, now.evictions)
+            }
+        }
     }
 
     /// The series of one endpoint, made once at start-up so that the hot path needs no lookup by
@@ -94,6 +154,50 @@ public final class GatewayMetrics: Sendable {
 
     /// The Prometheus text exposition.
     public func render() -> [UInt8] {
-        registry.emitToBuffer()
+        for collect in collectors.withLockedValue({ $0 }) { collect() }
+        return registry.emitToBuffer()
+    }
+}
+
+/// The process's resident and virtual memory, open and allowed file descriptors, CPU time and
+/// start time, under Prometheus's usual `process_*` names, read from /proc at each rendering.
+struct ProcessCollector: Sendable {
+    let resident: Prometheus.Gauge
+    let virtual: Prometheus.Gauge
+    let openFiles: Prometheus.Gauge
+    let maxFiles: Prometheus.Gauge
+    let cpu: Prometheus.Gauge
+    let pageSize: Int
+
+    init?(registry: PrometheusCollectorRegistry) {
+        guard FileManager.default.fileExists(atPath: "/proc/self/statm") else { return nil }
+        resident = registry.makeGauge(descriptor: .init(namespace: "process", metricName: "resident_memory", unitName: "bytes", helpText: "Resident memory size."))
+        virtual = registry.makeGauge(descriptor: .init(namespace: "process", metricName: "virtual_memory", unitName: "bytes", helpText: "Virtual memory size."))
+        openFiles = registry.makeGauge(descriptor: .init(namespace: "process", metricName: "open_fds", helpText: "Open file descriptors."))
+        maxFiles = registry.makeGauge(descriptor: .init(namespace: "process", metricName: "max_fds", helpText: "The limit of open file descriptors."))
+        cpu = registry.makeGauge(descriptor: .init(namespace: "process", metricName: "cpu", unitName: "seconds", helpText: "User and system CPU time spent."))
+        let start = registry.makeGauge(descriptor: .init(namespace: "process", metricName: "start_time", unitName: "seconds", helpText: "Start time since 1970."))
+        start.set(Date().timeIntervalSince1970)
+        pageSize = max(sysconf(Int32(_SC_PAGESIZE)), 1)
+    }
+
+    func collect() {
+        if let statm = try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8) {
+            let pages = statm.split(separator: " ").prefix(2).compactMap { Int($0) }
+            if pages.count == 2 {
+                virtual.set(Int64(pages[0] * pageSize))
+                resident.set(Int64(pages[1] * pageSize))
+            }
+        }
+        if let descriptors = try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd") {
+            openFiles.set(Int64(max(descriptors.count - 1, 0)))   // less the one this listing opened
+        }
+        var limit = rlimit()
+        if getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 { maxFiles.set(Int64(clamping: limit.rlim_cur)) }
+        var usage = rusage()
+        if getrusage(RUSAGE_SELF.rawValue, &usage) == 0 {
+            let seconds = Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1_000_000
+            cpu.set(seconds)
+        }
     }
 }

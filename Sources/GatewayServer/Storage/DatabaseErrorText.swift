@@ -1,3 +1,4 @@
+import GatewayCore
 import PostgresKit
 import SQLiteKit
 
@@ -26,6 +27,21 @@ public enum DatabaseErrorText {
             return "SQLite: \(error.message) (\(error.reason))"
         }
         return String(describing: error)
+    }
+}
+
+extension DatabaseErrorText {
+    /// A database error a client should retry rather than report: no pooled connection came free
+    /// within `database.acquireTimeout`, or PostgreSQL cancelled a statement that ran past
+    /// `database.statementTimeout` (SQLSTATE 57014). A 503 with `Retry-After`; nil for any other error.
+    public static func overload(_ error: any Error) -> GatewayError? {
+        if error is ConnectionPoolTimeoutError {
+            return GatewayError.unavailable("The database is busy: no connection came free in time. Try again shortly.", retryAfter: 1)
+        }
+        if let error = error as? PSQLError, error.serverInfo?[.sqlState] == "57014" {
+            return GatewayError.unavailable("The database took too long to answer. Try again shortly.", retryAfter: 1)
+        }
+        return nil
     }
 }
 

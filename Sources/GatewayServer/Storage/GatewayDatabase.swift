@@ -23,8 +23,10 @@ public final class GatewayDatabase: Sendable {
     private let shutdownPool: @Sendable () async throws -> Void
 
     /// Opens (and for SQLite, creates) the database at `location`; relative SQLite paths are resolved against `baseDirectory`.
-    public static func open(_ location: StorageLocation, baseDirectory: URL, logger: Logger,
+    public static func open(_ location: StorageLocation, baseDirectory: URL, logger: Logger, pool settings: DatabasePoolSettings = .init(),
                             eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton) async throws -> GatewayDatabase {
+        let loops = Array(eventLoopGroup.makeIterator()).count
+        let acquireTimeout = TimeAmount.nanoseconds(Int64(settings.acquireTimeout.seconds * 1_000_000_000))
         switch location {
         case .sqlite(let path):
             let file = path.hasPrefix("/") ? path : baseDirectory.appendingPathComponent(path).path
@@ -34,7 +36,8 @@ public final class GatewayDatabase: Sendable {
             let writer = try await SQLiteWriter.open(path: file, logger: logger) {
                 try await source.makeConnection(logger: logger, on: writerLoop).get()
             }
-            let pools = EventLoopGroupConnectionPool(source: source, maxConnectionsPerEventLoop: 4, requestTimeout: .seconds(30), logger: logger, on: eventLoopGroup)
+            let pools = EventLoopGroupConnectionPool(source: source, maxConnectionsPerEventLoop: settings.perEventLoop(loops, fallback: 4),
+                                                     requestTimeout: acquireTimeout, logger: logger, on: eventLoopGroup)
             let pooled = PooledSQLiteDatabase(pool: pools, writer: writer, logger: logger)
             let sql = SQLiteStatementDatabase(base: pooled.sql(queryLogLevel: .trace), sqlite: pooled)
             // The pool is shut down after the writer has closed (a pool must be shut down before it is released).
@@ -52,9 +55,15 @@ public final class GatewayDatabase: Sendable {
             }
             return GatewayDatabase(sql: sql, location: location, shutdown: shutdown)
         case .postgres(let url):
-            let configuration = try SQLPostgresConfiguration(url: url)
+            var configuration = try SQLPostgresConfiguration(url: url)
+            configuration.coreConfiguration.options.connectTimeout = .nanoseconds(Int64(settings.connectTimeout.seconds * 1_000_000_000))
+            if let statementTimeout = settings.statementTimeout {
+                configuration.coreConfiguration.options.additionalStartupParameters.append(
+                    ("statement_timeout", "\(max(1, Int((statementTimeout.seconds * 1000).rounded())))ms"))
+            }
             let pools = EventLoopGroupConnectionPool(source: PostgresConnectionSource(sqlConfiguration: configuration),
-                                                     maxConnectionsPerEventLoop: 8, requestTimeout: .seconds(30), logger: logger, on: eventLoopGroup)
+                                                     maxConnectionsPerEventLoop: settings.perEventLoop(loops, fallback: 8),
+                                                     requestTimeout: acquireTimeout, logger: logger, on: eventLoopGroup)
             let sql = pools.database(logger: logger).sql(queryLogLevel: .trace)
             do {
                 _ = try await sql.raw("SELECT 1").all()
