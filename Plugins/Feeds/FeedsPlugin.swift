@@ -67,7 +67,10 @@ public struct FeedsPlugin: AuthorizingPlugin {
     public var importers: [any Importer] { [DatapointImporter(service: service)] }
 
     public var services: [any Service] {
-        [RetentionService(store: service.store, every: .seconds(configuration.retentionEverySeconds), logger: context.logger),
+        // Retention runs on one instance of a cluster; trigger deliveries are claimed row by row,
+        // so every instance delivers (each delivery once).
+        [LeasedService("feeds.retention", database: context.database, logger: context.logger,
+                       work: RetentionService(store: service.store, every: .seconds(configuration.retentionEverySeconds), logger: context.logger)),
          TriggerService(engine: service.triggers, logger: context.logger)]
     }
 

@@ -113,7 +113,12 @@ public struct TransitPlugin: ServicePlugin {
 
     public var services: [any Service] {
         var services: [any Service] = [FeedWatcher(runtime: runtime, every: configuration.watchInterval.duration, logger: context.logger)]
-        if !configuration.feeds.isEmpty { services.append(FeedRefresher(feeds: feeds, sources: configuration.feeds, logger: context.logger)) }
+        // Configured feeds are fetched and imported by one instance of a cluster; the others pick
+        // the new version up through their watcher.
+        if !configuration.feeds.isEmpty {
+            services.append(LeasedService("transit.feeds", database: context.database, logger: context.logger,
+                                          work: FeedRefresher(feeds: feeds, sources: configuration.feeds, logger: context.logger)))
+        }
         for feed in configuration.feeds {
             if let realtime = feed.realtime {
                 services.append(RealtimePoller(feed: feed.id, source: realtime, runtime: runtime, http: context.http, logger: context.logger))

@@ -98,7 +98,7 @@ public final class Gateway: Sendable {
 
     /// The host's own schema steps (owner `gateway`).
     public static let hostMigrations: [Migration] = UserInbox.migrations + AccountStore.migrations + ClusterRateLimiter.migrations
-        + [PasswordResets.migration]
+        + [PasswordResets.migration, LeasedService.migration]
 
     /// Opens the database, applies migrations, creates every enabled plugin and builds the pipeline.
     public static func start(configuration: GatewayConfiguration, registrations: [PluginRegistration], options: Options) async throws -> Gateway {

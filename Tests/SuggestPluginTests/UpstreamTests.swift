@@ -16,6 +16,8 @@ final class FakeKKBOX: Sendable {
     let mode = Mutex(Mode.answer(""))
     let requests = Atomic<Int>(0)
     let queries = Mutex<[String]>([])
+    /// The `traceparent` and `tracestate` of each request.
+    let traces = Mutex<[(parent: String?, state: String?)]>([])
 
     /// Serves until `body` returns; `body` gets the service's URL.
     func serve<R: Sendable>(_ body: @Sendable (String) async throws -> R) async throws -> R {
@@ -23,6 +25,7 @@ final class FakeKKBOX: Sendable {
         router.get("/ajax/ac_search.php") { request, _ -> Response in
             self.requests.add(1, ordering: .relaxed)
             self.queries.withLock { $0.append(request.uri.queryParameters["query"].map(String.init) ?? "") }
+            self.traces.withLock { $0.append((request.headers[HTTPField.Name("traceparent")!], request.headers[HTTPField.Name("tracestate")!])) }
             switch self.mode.withLock({ $0 }) {
             case .answer(let text):
                 return Response(status: .ok, headers: [.contentType: "text/plain; charset=utf-8"], body: .init(byteBuffer: ByteBuffer(string: text)))
@@ -39,6 +42,35 @@ final class FakeKKBOX: Sendable {
 
 @Suite("suggest upstream mode")
 struct UpstreamTests {
+    @Test("W3C trace context: an upstream call continues the request's trace with a span of its own; without one (or a malformed one) it starts a new trace")
+    func traceContext() async throws {
+        let fake = FakeKKBOX()
+        fake.mode.withLock { $0 = .answer("Michelle\tMichelle Obama\n") }
+        try await fake.serve { url in
+            let yaml = "plugins:\n  suggest:\n    cache: { enabled: false }\n    config: { upstream: \"\(url)\", upstreamTimeout: 3s }\n"
+            try await TestGateway.with(suggest, yaml: yaml) { gateway in
+                let parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+                let traced = try await gateway.gateway.handle(.get, "/v1/suggest?q=mic", headers: [HTTPField.Name("traceparent")!: parent,
+                                                                                                  HTTPField.Name("tracestate")!: "congo=t61rcWkgMzE"])
+                #expect(traced.status == 200)
+                _ = try await gateway.gateway.handle(.get, "/v1/suggest?q=mich")
+                _ = try await gateway.gateway.handle(.get, "/v1/suggest?q=miche", headers: [HTTPField.Name("traceparent")!: "00-not-a-trace-01"])
+                let seen = fake.traces.withLock { $0 }
+                try #require(seen.count == 3)
+                let continued = try #require(seen[0].parent?.split(separator: "-").map(String.init))
+                #expect(continued.count == 4)
+                #expect(continued[0] == "00" && continued[1] == "4bf92f3577b34da6a3ce929d0e0e4736" && continued[3] == "01", "same trace, same sampling")
+                #expect(continued[2] != "00f067aa0ba902b7" && continued[2].count == 16, "a span of the upstream call's own")
+                #expect(seen[0].state == "congo=t61rcWkgMzE")
+                for fresh in [seen[1], seen[2]] {
+                    let parts = try #require(fresh.parent?.split(separator: "-").map(String.init))
+                    #expect(parts.count == 4 && parts[1].count == 32 && parts[1] != "4bf92f3577b34da6a3ce929d0e0e4736")
+                }
+                #expect(seen[1].parent?.split(separator: "-")[1] != seen[2].parent?.split(separator: "-")[1], "each new trace its own id")
+            }
+        }
+    }
+
     @Test("upstream lines merge after local ones as the old client parsed them; a failing service opens the circuit and its last good answer is served")
     func upstream() async throws {
         let fake = FakeKKBOX()

@@ -203,7 +203,8 @@ struct TransitFeedSourceTests {
                 let plugin = try gateway.transitPlugin
                 let health = await plugin.health()
                 #expect(health.status == .degraded && health.reason?.contains("feed local is not imported yet") == true)
-                let refresher = try #require(plugin.services.first { $0 is FeedRefresher })
+                // The refresher, run under the cluster lease `transit.feeds`.
+                let refresher = try #require(plugin.services.first { ($0 as? LeasedService)?.name == "transit.feeds" })
                 let task = Task { try await refresher.run() }
                 defer { task.cancel() }
                 for _ in 0..<600 where plugin.runtime.network.feeds.count < 2 { try await Task.sleep(for: .milliseconds(100)) }

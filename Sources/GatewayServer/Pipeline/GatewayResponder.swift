@@ -5,6 +5,7 @@ import Hummingbird
 import Logging
 import NIOCore
 import Synchronization
+import W3CTraceContext
 
 /// The gateway's request pipeline, as one Hummingbird responder.
 ///
@@ -62,6 +63,14 @@ public struct GatewayResponder: HTTPResponder {
     static let ageField = HTTPField.Name("Age")!
 
     public func respond(to request: Request, context: Context) async throws -> Response {
+        // A request of a trace (W3C `traceparent`) is handled inside it: upstream calls continue it.
+        if let trace = RequestTrace.context(of: request.headers) {
+            return try await RequestTrace.$current.withValue(trace) { try await respondInTrace(to: request, context: context) }
+        }
+        return try await respondInTrace(to: request, context: context)
+    }
+
+    private func respondInTrace(to request: Request, context: Context) async throws -> Response {
         let start = ContinuousClock.now
         // The client behind trusted proxies; forwarding fields from anyone else are dropped.
         var request = request
@@ -123,10 +132,12 @@ public struct GatewayResponder: HTTPResponder {
         }
         let level: Logger.Level = settings.accessLog ? .info : .debug
         if logger.logLevel <= level {
-            logger.log(level: level, "\(method.rawValue) \(request.uri.path) \(response.status.code)", metadata: [
+            var metadata: Logger.Metadata = [
                 "request.id": .string(requestID), "endpoint": .string(endpointName), "client": .string(context.remoteAddress),
                 "micros": .stringConvertible(elapsed.components.attoseconds / 1_000_000_000_000 + elapsed.components.seconds * 1_000_000),
-            ])
+            ]
+            if let trace = RequestTrace.current { metadata["trace.id"] = .string(trace.traceID.description) }
+            logger.log(level: level, "\(method.rawValue) \(request.uri.path) \(response.status.code)", metadata: metadata)
         }
         return response
     }

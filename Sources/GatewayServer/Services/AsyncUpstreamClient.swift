@@ -17,6 +17,12 @@ public struct AsyncUpstreamClient: UpstreamHTTPClient {
         var outbound = HTTPClientRequest(url: request.url)
         outbound.method = HTTPMethod(rawValue: request.method.rawValue)
         for field in request.headers { outbound.headers.add(name: field.name.rawName, value: field.value) }
+        // The request's trace, continued with a span of this call (unless the plugin set its own).
+        if request.headers[RequestTrace.traceparent] == nil {
+            let trace = RequestTrace.outgoingFields()
+            outbound.headers.add(name: "traceparent", value: trace.traceparent)
+            if let state = trace.tracestate { outbound.headers.add(name: "tracestate", value: state) }
+        }
         if let body = request.body { outbound.body = .bytes(body) }
         let timeout = TimeAmount.nanoseconds(Int64(request.timeout.components.seconds) * 1_000_000_000
             + request.timeout.components.attoseconds / 1_000_000_000)
