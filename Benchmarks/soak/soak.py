@@ -39,9 +39,11 @@ class Server:
         self.process.stdout.readline()  # the URL: it listens
         threading.Thread(target=self.process.stdout.read, daemon=True).start()
 
-    def rss(self):
+    def rss(self, kind="VmRSS"):
+        """Resident bytes: all (`VmRSS`), or the heap and stacks alone (`RssAnon`), or mapped files
+        alone (`RssFile`: SQLite's memory-mapped database grows with the data it holds)."""
         with open(f"/proc/{self.process.pid}/status") as status:
-            return int(re.search(r"VmRSS:\s+(\d+)", status.read()).group(1)) * 1024
+            return int(re.search(kind + r":\s+(\d+)", status.read()).group(1)) * 1024
 
 
 def call(port, method, path, body=None, token=None, timeout=30):
@@ -86,10 +88,10 @@ class Subscriber(threading.Thread):
         self.port, self.token, self.feed = port, token, feed
         self.changes, self.values, self.ready, self.failed = 0, [], threading.Event(), None
 
-    def send(self, text):
-        data = text.encode()
+    def send(self, text, opcode=0x1):
+        data = text.encode() if isinstance(text, str) else text
         mask = os.urandom(4)
-        header = bytes([0x81]) + (bytes([0x80 | len(data)]) if len(data) < 126 else bytes([0x80 | 126]) + struct.pack(">H", len(data)))
+        header = bytes([0x80 | opcode]) + (bytes([0x80 | len(data)]) if len(data) < 126 else bytes([0x80 | 126]) + struct.pack(">H", len(data)))
         self.socket.sendall(header + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(data)))
 
     def frame(self):
@@ -119,6 +121,7 @@ class Subscriber(threading.Thread):
             while True:
                 opcode, payload = self.frame()
                 if opcode == 8: return
+                if opcode == 9: self.send(payload, opcode=0xA)   # answer the server's ping, as every client must
                 if opcode != 1: continue
                 message = json.loads(payload)
                 if message.get("type") == "subscribed": self.ready.set()
@@ -151,8 +154,11 @@ def soak(server, token, feed, capacity):
         figures = wrk(server.port, MINUTE, rate, token, feed)
         figures.pop("raw")
         figures["rss_mb"] = round(server.rss() / 1e6, 1)
+        figures["anon_mb"] = round(server.rss("RssAnon") / 1e6, 1)
+        figures["file_mb"] = round(server.rss("RssFile") / 1e6, 1)
         minutes.append(figures)
-        print(f"  minute {minute + 1}: {figures['requests']} requests, {figures['errors']} errors, p99 {figures['p99_ms']} ms, RSS {figures['rss_mb']} MB", flush=True)
+        print(f"  minute {minute + 1}: {figures['requests']} requests, {figures['errors']} errors, p99 {figures['p99_ms']} ms, "
+              f"RSS {figures['rss_mb']} MB (anonymous {figures['anon_mb']}, files {figures['file_mb']})", flush=True)
     stop.set(); writing.join()
     time.sleep(2)
     # Only the writer writes to the subscribed datastream (the mix writes to "load"): each of its
@@ -164,8 +170,10 @@ def soak(server, token, feed, capacity):
         ordered = seen == sorted(seen)
         lost.append({"changes": s.changes, "writer_values_seen": len(seen), "missing": len(missing), "in_order": ordered, "failed": s.failed})
     first, last = minutes[0]["rss_mb"], minutes[-1]["rss_mb"]
+    anon_first, anon_last = minutes[0]["anon_mb"], minutes[-1]["anon_mb"]
     results["soak"] = {"rate": rate, "minutes": minutes, "writer_values": len(writes), "subscribers": lost,
                        "rss_growth_after_first_minute_pct": round(100 * (last - first) / first, 2),
+                       "anonymous_growth_after_first_minute_pct": round(100 * (anon_last - anon_first) / anon_first, 2),
                        "errors": sum(m["errors"] for m in minutes)}
 
 
@@ -285,7 +293,8 @@ def main():
     print(f"== soak: {SOAK_MINUTES} minutes at half capacity, {SUBSCRIBERS} WebSocket subscribers", flush=True)
     soak(server, token, feed, capacity["rps"])
     s = results["soak"]
-    print(f"  errors {s['errors']}, RSS growth after the first minute {s['rss_growth_after_first_minute_pct']} %, writer values {s['writer_values']}", flush=True)
+    print(f"  errors {s['errors']}, RSS growth after the first minute {s['rss_growth_after_first_minute_pct']} % "
+          f"(anonymous {s['anonymous_growth_after_first_minute_pct']} %), writer values {s['writer_values']}", flush=True)
     for i, sub in enumerate(s["subscribers"]): print(f"  subscriber {i}: {sub}", flush=True)
     print("== SIGTERM at full load", flush=True)
     sigterm(server, token, feed)
