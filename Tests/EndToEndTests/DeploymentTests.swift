@@ -38,7 +38,7 @@ extension GatewayBinaryTests {
     }
 
     @Test("deploy/: the Dockerfile copies what exists, runs as a user of its own with a volume; the systemd unit runs what the binary offers")
-    func deploymentFiles() throws {
+    func deploymentFiles() async throws {
         let root = Self.packageRoot
         let dockerfile = try String(contentsOf: root.appendingPathComponent("deploy/Dockerfile"), encoding: .utf8)
         for line in dockerfile.split(separator: "\n") where line.hasPrefix("COPY ") && !line.contains("--from=") {
@@ -54,11 +54,11 @@ extension GatewayBinaryTests {
         // Every command the unit runs is one the binary accepts.
         for line in unit.split(separator: "\n") where line.hasPrefix("ExecStart") {
             let words = line.split(separator: "=", maxSplits: 1)[1].split(separator: " ").map(String.init)
-            let help = try run(Array(words.dropFirst()) + ["--help"], in: root)
+            let help = try await run(Array(words.dropFirst()) + ["--help"], in: root)
             #expect(help.status == 0, "\(line): \(help.output)")
         }
         // The shipped plugins.yaml is valid with the unit's and the container's variables set.
-        let checked = try run(["check", "--config", root.appendingPathComponent("plugins.yaml").path], in: root)
+        let checked = try await run(["check", "--config", root.appendingPathComponent("plugins.yaml").path], in: root)
         #expect(checked.status == 0, "\(checked.output)")
     }
 }

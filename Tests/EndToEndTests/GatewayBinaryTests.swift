@@ -36,7 +36,16 @@ struct GatewayBinaryTests {
 
     /// Runs the binary to its end: `output` is what it wrote to standard output followed by what it
     /// wrote to standard error, `errors` the latter alone.
-    func run(_ arguments: [String], in directory: URL) throws -> (status: Int32, output: String, errors: String) {
+    ///
+    /// The process is waited for on a thread of its own, never on one of the tasks' threads (two on
+    /// this machine): blocking those would stall every other test running meanwhile.
+    func run(_ arguments: [String], in directory: URL) async throws -> (status: Int32, output: String, errors: String) {
+        try await withCheckedThrowingContinuation { continuation in
+            Thread.detachNewThread { continuation.resume(with: Result { try self.runBlocking(arguments, in: directory) }) }
+        }
+    }
+
+    private func runBlocking(_ arguments: [String], in directory: URL) throws -> (status: Int32, output: String, errors: String) {
         let process = Process()
         process.executableURL = try Self.binary()
         process.arguments = arguments
@@ -61,7 +70,7 @@ struct GatewayBinaryTests {
     }
 
     @Test("`gateway plugin new` scaffolds a plugin and registers it; it never overwrites, and refuses a bad id")
-    func pluginNew() throws {
+    func pluginNew() async throws {
         let directory = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
         for path in ["Package.swift", "plugins.yaml", "Sources/gateway/BundledPlugins.swift"] {
@@ -69,7 +78,7 @@ struct GatewayBinaryTests {
             try FileManager.default.createDirectory(at: target.deletingLastPathComponent(), withIntermediateDirectories: true)
             try FileManager.default.copyItem(at: Self.packageRoot.appendingPathComponent(path), to: target)
         }
-        let made = try run(["plugin", "new", "bus-stops"], in: directory)
+        let made = try await run(["plugin", "new", "bus-stops"], in: directory)
         #expect(made.status == 0, "\(made.output)")
         func read(_ path: String) throws -> String { try String(contentsOf: directory.appendingPathComponent(path), encoding: .utf8) }
         #expect(try read("Plugins/BusStops/BusStopsPlugin.swift").contains("public static let id = \"bus-stops\""))
@@ -81,33 +90,33 @@ struct GatewayBinaryTests {
         let bundled = try read("Sources/gateway/BundledPlugins.swift")
         #expect(bundled.hasPrefix("import BusStopsPlugin\n") && bundled.contains("    PluginRegistration(BusStopsPlugin.self),\n]"))
         // The new block is valid configuration.
-        let check = try run(["check"], in: directory)
+        let check = try await run(["check"], in: directory)
         #expect(check.status != 0 && check.output.contains("unknown plugin"), "only a rebuilt gateway knows the new id: \(check.output)")
         #expect(try read("plugins.yaml").hasSuffix("\n  bus-stops:\n    enabled: true\n    config:\n      greeting: Hello\n"))
 
-        let again = try run(["plugin", "new", "bus-stops"], in: directory)
+        let again = try await run(["plugin", "new", "bus-stops"], in: directory)
         #expect(again.status != 0 && again.output.contains("exists already"), "\(again.output)")
-        let bad = try run(["plugin", "new", "Bus_Stops"], in: directory)
+        let bad = try await run(["plugin", "new", "Bus_Stops"], in: directory)
         #expect(bad.status != 0 && bad.output.contains("is not a plugin id"), "\(bad.output)")
         // Where the files have another shape, the lines to add are printed instead.
         let elsewhere = directory.appendingPathComponent("elsewhere")
         try FileManager.default.createDirectory(at: elsewhere, withIntermediateDirectories: true)
-        let printed = try run(["plugin", "new", "tides"], in: elsewhere)
+        let printed = try await run(["plugin", "new", "tides"], in: elsewhere)
         #expect(printed.status == 0)
         #expect(printed.output.contains("add to Sources/gateway/BundledPlugins.swift:\n    import TidesPlugin\n    PluginRegistration(TidesPlugin.self),"), "\(printed.output)")
     }
 
     @Test("`gateway check` accepts the shipped plugins.yaml and rejects a bad one with its line")
-    func check() throws {
+    func check() async throws {
         let directory = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
         try FileManager.default.copyItem(at: Self.packageRoot.appendingPathComponent("plugins.yaml"), to: directory.appendingPathComponent("plugins.yaml"))
-        let good = try run(["check"], in: directory)
+        let good = try await run(["check"], in: directory)
         #expect(good.status == 0, "\(good.output)")
         #expect(good.output.contains("is valid"))
 
         try "server:\n  port: 8080\ncache:\n  maxBytes: lots\n".write(to: directory.appendingPathComponent("bad.yaml"), atomically: true, encoding: .utf8)
-        let bad = try run(["check", "--config", "bad.yaml"], in: directory)
+        let bad = try await run(["check", "--config", "bad.yaml"], in: directory)
         #expect(bad.status != 0)
         #expect(bad.output.contains("bad.yaml:4:13: cache.maxBytes: \"lots\" is not a size"), "\(bad.output)")
     }
@@ -144,8 +153,8 @@ struct GatewayBinaryTests {
         let directory = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
         try FileManager.default.copyItem(at: Self.packageRoot.appendingPathComponent("plugins.yaml"), to: directory.appendingPathComponent("plugins.yaml"))
-        let masterKey = try #require(try run(["key", "create", "--label", "e2e", "--log-level", "error"], in: directory).output
-            .split(separator: "\n").first { $0.hasPrefix("gk_") }.map(String.init))
+        let created = try await run(["key", "create", "--label", "e2e", "--log-level", "error"], in: directory)
+        let masterKey = try #require(created.output.split(separator: "\n").first { $0.hasPrefix("gk_") }.map(String.init))
         let server = try await GatewayProcess(directory: directory, logLevel: "warning")
         let url = server.url
         let (data, response) = try await URLSession.shared.data(from: URL(string: url + "/healthz")!)
@@ -163,10 +172,10 @@ struct GatewayBinaryTests {
         }
 
         // `gateway cache purge` reaches the running gateway through its admin endpoint.
-        let purge = try run(["cache", "purge", "--url", url, "--key", masterKey, "--all"], in: directory)
+        let purge = try await run(["cache", "purge", "--url", url, "--key", masterKey, "--all"], in: directory)
         #expect(purge.status == 0, "\(purge.output)")
         #expect(purge.output.contains("purged"))
-        let refused = try run(["cache", "purge", "--url", url, "--key", "gk_wrong", "--tag", "x"], in: directory)
+        let refused = try await run(["cache", "purge", "--url", url, "--key", "gk_wrong", "--tag", "x"], in: directory)
         #expect(refused.status != 0)
 
         server.stop()
@@ -176,21 +185,21 @@ struct GatewayBinaryTests {
 
 extension GatewayBinaryTests {
     @Test("`routes`, `plugins` and `openapi` work on the shipped configuration, and every bundled plugin is in the OpenAPI document")
-    func inspectionCommands() throws {
+    func inspectionCommands() async throws {
         let directory = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
         try FileManager.default.copyItem(at: Self.packageRoot.appendingPathComponent("plugins.yaml"), to: directory.appendingPathComponent("plugins.yaml"))
-        let routes = try run(["routes", "--log-level", "error"], in: directory)
+        let routes = try await run(["routes", "--log-level", "error"], in: directory)
         #expect(routes.status == 0, "\(routes.output)")
         #expect(routes.output.contains("/healthz"))
         #expect(routes.output.contains("gateway.openapi"))
 
-        let plugins = try run(["plugins", "--log-level", "error"], in: directory)
+        let plugins = try await run(["plugins", "--log-level", "error"], in: directory)
         #expect(plugins.status == 0, "\(plugins.output)")
         #expect(plugins.output.hasPrefix("ID"))
         let ids = plugins.output.split(separator: "\n").dropFirst().compactMap { $0.split(separator: " ").first.map(String.init) }
 
-        let openapi = try run(["openapi", "--log-level", "error"], in: directory)
+        let openapi = try await run(["openapi", "--log-level", "error"], in: directory)
         #expect(openapi.status == 0)
         let document = try JSONSerialization.jsonObject(with: Data(openapi.output.utf8)) as? [String: Any]
         let tags = Set(((document?["tags"] as? [[String: Any]]) ?? []).compactMap { $0["name"] as? String })
@@ -199,13 +208,13 @@ extension GatewayBinaryTests {
             #expect(tags.contains(id), "bundled plugin \(id) is missing from the OpenAPI document")
         }
 
-        let call = try run(["call", "nothing.here", "--log-level", "error"], in: directory)
+        let call = try await run(["call", "nothing.here", "--log-level", "error"], in: directory)
         #expect(call.status != 0)
         #expect(call.output.contains("no operation named 'nothing.here'"))
     }
 
     @Test("`routes`, `plugins`, `openapi` and `check` never create, open or migrate the configured database")
-    func readOnlyCommands() throws {
+    func readOnlyCommands() async throws {
         let directory = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
         let shipped = try String(contentsOf: Self.packageRoot.appendingPathComponent("plugins.yaml"), encoding: .utf8)
@@ -219,7 +228,7 @@ extension GatewayBinaryTests {
         let expected = ["routes": "gateway.openapi", "plugins": "ENABLED", "openapi": "\"openapi\" : \"3.1", "check": "is valid"]
         for config in ["plugins.yaml", "unreachable.yaml"] {
             for (command, output) in expected.sorted(by: { $0.key < $1.key }) {
-                let result = try run([command, "--config", config], in: directory)
+                let result = try await run([command, "--config", config], in: directory)
                 #expect(result.status == 0, "`gateway \(command) --config \(config)`: \(result.output.prefix(2000))")
                 #expect(result.output.contains(output), "`gateway \(command) --config \(config)`: \(result.output.prefix(2000))")
                 #expect(result.output.contains("migrating") == false, "`gateway \(command)` migrated: \(result.output.prefix(2000))")
@@ -229,69 +238,69 @@ extension GatewayBinaryTests {
     }
 
     @Test("a bad configuration exits 78 with its located message, a failed start 1 with its reason, a usage mistake 64")
-    func exitCodes() throws {
+    func exitCodes() async throws {
         let directory = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
         try "server:\n  port: 8080\ncache:\n  maxBytes: lots\n".write(to: directory.appendingPathComponent("bad.yaml"), atomically: true, encoding: .utf8)
         for command in ["check", "serve"] {
-            let bad = try run([command, "--config", "bad.yaml"], in: directory)
+            let bad = try await run([command, "--config", "bad.yaml"], in: directory)
             #expect(bad.status == 78, "`gateway \(command)` of a bad file: \(bad.output)")
             #expect(bad.errors.contains("bad.yaml:4:13: cache.maxBytes: \"lots\" is not a size"), "\(bad.output)")
             #expect(bad.output.contains("Usage:") == false, "a configuration error is not a usage mistake: \(bad.output)")
         }
 
         try "storage: postgres://nobody@127.0.0.1:1/x\nplugins: {}\n".write(to: directory.appendingPathComponent("unreachable.yaml"), atomically: true, encoding: .utf8)
-        let failed = try run(["serve", "--config", "unreachable.yaml", "--port", "0", "--log-level", "critical"], in: directory)
+        let failed = try await run(["serve", "--config", "unreachable.yaml", "--port", "0", "--log-level", "critical"], in: directory)
         #expect(failed.status == 1, "\(failed.output)")
         #expect(failed.errors.contains("opening the database postgres://nobody@127.0.0.1:1/x failed: PostgreSQL: connectionError"), "\(failed.output)")
         #expect(failed.output.contains("Usage:") == false, "\(failed.output)")
 
-        let usage = try run(["serve", "--no-such-flag"], in: directory)
+        let usage = try await run(["serve", "--no-such-flag"], in: directory)
         #expect(usage.status == 64, "\(usage.output)")
         #expect(usage.errors.contains("Unknown option '--no-such-flag'") && usage.errors.contains("Usage: gateway serve"), "\(usage.output)")
     }
 
     @Test("`migrate` applies the gateway's migrations once")
-    func migrate() throws {
+    func migrate() async throws {
         let directory = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
         try FileManager.default.copyItem(at: Self.packageRoot.appendingPathComponent("plugins.yaml"), to: directory.appendingPathComponent("plugins.yaml"))
-        let first = try run(["migrate", "--log-level", "error"], in: directory)
+        let first = try await run(["migrate", "--log-level", "error"], in: directory)
         #expect(first.status == 0, "\(first.output)")
         #expect(first.output.contains("applied gateway 1"))
-        let second = try run(["migrate", "--log-level", "error"], in: directory)
+        let second = try await run(["migrate", "--log-level", "error"], in: directory)
         #expect(second.output.contains("up to date"))
     }
 }
 
 extension GatewayBinaryTests {
     @Test("`user` and `key` manage accounts and master keys from the command line")
-    func accountCommands() throws {
+    func accountCommands() async throws {
         let directory = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
         try FileManager.default.copyItem(at: Self.packageRoot.appendingPathComponent("plugins.yaml"), to: directory.appendingPathComponent("plugins.yaml"))
-        let added = try run(["user", "add", "root", "--admin", "--password", "a long admin password", "--log-level", "error"], in: directory)
+        let added = try await run(["user", "add", "root", "--admin", "--password", "a long admin password", "--log-level", "error"], in: directory)
         #expect(added.status == 0, "\(added.output)")
         #expect(added.output.contains("created administrator root"))
-        let duplicate = try run(["user", "add", "ROOT", "--password", "another long password", "--log-level", "error"], in: directory)
+        let duplicate = try await run(["user", "add", "ROOT", "--password", "another long password", "--log-level", "error"], in: directory)
         #expect(duplicate.status != 0)
         #expect(duplicate.output.contains("taken"))
-        let list = try run(["user", "list", "--log-level", "error"], in: directory)
+        let list = try await run(["user", "list", "--log-level", "error"], in: directory)
         #expect(list.output.contains("root") && list.output.contains("admin"))
-        let disabled = try run(["user", "disable", "root", "--log-level", "error"], in: directory)
+        let disabled = try await run(["user", "disable", "root", "--log-level", "error"], in: directory)
         #expect(disabled.output.contains("root disabled"))
-        #expect(try run(["user", "list", "--log-level", "error"], in: directory).output.contains("disabled"))
+        #expect(try await run(["user", "list", "--log-level", "error"], in: directory).output.contains("disabled"))
 
-        let created = try run(["key", "create", "--label", "ops", "--log-level", "error"], in: directory)
+        let created = try await run(["key", "create", "--label", "ops", "--log-level", "error"], in: directory)
         #expect(created.status == 0, "\(created.output)")
         let secretLines = created.output.split(separator: "\n").filter { $0.hasPrefix("gk_") }
         #expect(secretLines.count == 1 && secretLines[0].count > 30, "\(created.output)")
-        let keys = try run(["key", "list", "--log-level", "error"], in: directory)
+        let keys = try await run(["key", "list", "--log-level", "error"], in: directory)
         let id = try #require(keys.output.split(separator: "\n").dropFirst().first?.split(separator: " ").first.map(String.init))
         #expect(keys.output.contains("ops") && keys.output.contains("active"))
-        #expect(try run(["key", "revoke", id, "--log-level", "error"], in: directory).output.contains("revoked \(id)"))
-        #expect(try run(["key", "list", "--log-level", "error"], in: directory).output.contains("revoked"))
-        let missing = try run(["key", "revoke", "nope", "--log-level", "error"], in: directory)
+        #expect(try await run(["key", "revoke", id, "--log-level", "error"], in: directory).output.contains("revoked \(id)"))
+        #expect(try await run(["key", "list", "--log-level", "error"], in: directory).output.contains("revoked"))
+        let missing = try await run(["key", "revoke", "nope", "--log-level", "error"], in: directory)
         #expect(missing.status != 0)
     }
 }

@@ -19,12 +19,19 @@ final class GatewayProcess: @unchecked Sendable {
         process.standardOutput = pipe
         process.standardError = errors
         try process.run()
-        var output = ""
-        let deadline = Date().addingTimeInterval(30)
-        while !output.contains("\n"), Date() < deadline {
-            let chunk = pipe.fileHandleForReading.availableData
-            if chunk.isEmpty { try await Task.sleep(for: .milliseconds(50)) }
-            output += String(decoding: chunk, as: UTF8.self)
+        // Read on a thread of its own: the read blocks until the server writes, and a blocked task
+        // thread would stall every other test meanwhile.
+        let output: String = await withCheckedContinuation { continuation in
+            Thread.detachNewThread {
+                var output = ""
+                let deadline = Date().addingTimeInterval(30)
+                while !output.contains("\n"), Date() < deadline {
+                    let chunk = pipe.fileHandleForReading.availableData
+                    if chunk.isEmpty { Thread.sleep(forTimeInterval: 0.05) }
+                    output += String(decoding: chunk, as: UTF8.self)
+                }
+                continuation.resume(returning: output)
+            }
         }
         guard let found = output.split(separator: " ").first(where: { $0.hasPrefix("http://") || $0.hasPrefix("https://") }).map(String.init) else {
             if process.isRunning { process.terminate() }

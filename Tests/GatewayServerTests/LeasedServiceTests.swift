@@ -60,7 +60,9 @@ struct LeasedServiceTests {
         try await TestGateway.with(notes, yaml: notesYAML, storage: storage) { gateway in
             let database = gateway.gateway.database.sql
             let probe = LeaseProbe()
-            let ttl = Duration.seconds(1)
+            // Renewals every 1.7 s: a loaded machine delays one by a second without losing the lease.
+            // (A stop gives the lease up at once, so the take-over below does not wait for it.)
+            let ttl = Duration.seconds(5)
             let first = LeasedService("test.work", database: database, ttl: ttl, holder: "first", logger: Self.logger, work: probe.work("first"))
             let second = LeasedService("test.work", database: database, ttl: ttl, holder: "second", logger: Self.logger, work: probe.work("second"))
             try await Self.running([second]) { _ in
@@ -83,7 +85,7 @@ struct LeasedServiceTests {
             try await database.raw("INSERT INTO gateway_leases (name, holder, expires_at) VALUES ('test.dead', 'gone', \(bind: now + 1500))").run()
             let survivor = LeaseProbe()
             let start = ContinuousClock.now
-            try await Self.running([LeasedService("test.dead", database: database, ttl: ttl, holder: "survivor", logger: Self.logger,
+            try await Self.running([LeasedService("test.dead", database: database, ttl: .seconds(1), holder: "survivor", logger: Self.logger,
                                                   work: survivor.work("survivor"))]) { _ in
                 let survivorTookOver = try await Self.waitFor { survivor.current == ["survivor"] }
                 #expect(survivorTookOver)
