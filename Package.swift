@@ -11,7 +11,7 @@ let strictSettings: [SwiftSetting] = [
 /// The bundled plugins by folder: each `Plugins/<Name>` is a target named `<Name>Plugin` that
 /// depends on GatewayCore only. SwiftPM looks for package plugins under Plugins/ by default, hence
 /// the explicit path.
-let bundledPluginFolders: [String] = ["Events", "Feeds", "Suggest", "Todo", "Transit"]
+let bundledPluginFolders: [String] = ["Events", "Feeds", "Suggest", "Todo", "Transit", "Upstream"]
 let bundledPluginTargets = bundledPluginFolders.map { $0 + "Plugin" }
 /// Plugins made with `gateway plugin new`: each has a test target `Tests/<Name>PluginTests` with the
 /// usual dependencies. (The bundled plugins' test targets are declared below, with their own.)
@@ -23,6 +23,8 @@ let pluginExtras: [String: (dependencies: [Target.Dependency], exclude: [String]
                  .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                  .product(name: "Crypto", package: "swift-crypto")],
                 ["Realtime/gtfs-realtime.proto", "Realtime/generate.sh"]),
+    // An upstream service's OpenAPI document may be YAML.
+    "Upstream": ([.product(name: "Yams", package: "Yams")], []),
 ]
 
 func plugin(_ folder: String) -> Target {
@@ -203,6 +205,16 @@ let package = Package(
                            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                            .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                            .product(name: "ZIPFoundation", package: "ZIPFoundation"),
+                           .product(name: "NIOFoundationCompat", package: "swift-nio")],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "UpstreamPluginTests",
+            dependencies: ["UpstreamPlugin", "GatewayTesting", "GatewayServer",
+                           .product(name: "Hummingbird", package: "hummingbird"),
+                           .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                           .product(name: "NIOPosix", package: "swift-nio"),
+                           .product(name: "NIOHTTP1", package: "swift-nio"),
                            .product(name: "NIOFoundationCompat", package: "swift-nio")],
             swiftSettings: strictSettings
         ),

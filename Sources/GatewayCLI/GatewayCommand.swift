@@ -81,11 +81,10 @@ struct ConfigOptions: ParsableArguments {
 
     /// The configuration, validated; a bad file throws its located ``ConfigurationFileError``.
     func load() throws -> GatewayConfiguration {
-        let configuration = try GatewayConfiguration.load(contentsOf: fileURL, knownPlugins: PluginCatalog.registrations.map(\.id))
-        for registration in PluginCatalog.registrations {
-            if let settings = configuration.plugins[registration.id], settings.enabled {
-                try registration.validate(settings.config)
-            }
+        let configuration = try GatewayConfiguration.load(contentsOf: fileURL, knownPlugins: PluginCatalog.registrations.map(\.id),
+                                                          instanceTypes: PluginCatalog.registrations.filter(\.multipleInstances).map(\.id))
+        for instance in PluginInstance.enabled(PluginCatalog.registrations, in: configuration) {
+            try instance.registration.validate(instance.settings.config)
         }
         return configuration
     }
@@ -183,10 +182,14 @@ struct Plugins: AsyncParsableCommand {
     func run() async throws {
         let configuration = try options.load()
         var rows = [["ID", "ENABLED", "MOUNT", "SUMMARY"]]
+        let instances = PluginInstance.enabled(PluginCatalog.registrations, in: configuration)
         for registration in PluginCatalog.registrations {
-            let settings = configuration.plugins[registration.id]
-            let enabled = settings?.enabled ?? false
-            rows.append([registration.id, enabled ? "yes" : "no", enabled ? (settings?.mount ?? "/v1/\(registration.id)") : "-", registration.summary])
+            let enabled = instances.contains { $0.id == registration.id }
+            rows.append([registration.id, enabled ? "yes" : "no", enabled ? (configuration.plugins[registration.id]?.mount ?? "/v1/\(registration.id)") : "-",
+                         registration.summary])
+            for instance in instances where instance.registration.id == registration.id && instance.id != registration.id {
+                rows.append([instance.id, "yes", instance.settings.mount ?? "/v1/\(instance.id)", "\(registration.id): \(registration.summary)"])
+            }
         }
         print(Table.render(rows))
     }
@@ -214,9 +217,8 @@ struct Migrate: AsyncParsableCommand {
         let database = try await Gateway.openDatabase(configuration.storage, baseDirectory: options.fileURL.deletingLastPathComponent(), logger: logger,
                                                     pool: configuration.database)
         do {
-            let enabled = PluginCatalog.registrations.filter { configuration.plugins[$0.id]?.enabled ?? false }
             let applied = try await MigrationRunner(database: database.sql, logger: logger)
-                .migrate([(owner: "gateway", steps: Gateway.hostMigrations)] + enabled.map { (owner: $0.id, steps: $0.migrations) })
+                .migrate([(owner: "gateway", steps: Gateway.hostMigrations)] + Gateway.pluginMigrations(PluginInstance.enabled(PluginCatalog.registrations, in: configuration)))
             print(applied.isEmpty ? "up to date" : applied.map { "applied \($0.plugin) \($0.version): \($0.name)" }.joined(separator: "\n"))
         } catch {
             await database.shutdown()

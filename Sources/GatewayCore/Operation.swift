@@ -64,6 +64,9 @@ public struct ServiceOperation: Sendable {
     public var rawMediaTypes: [String] = []
     /// The media types the body may have (only for operations with a body).
     public let bodyMediaTypes: [String]
+    /// Whether the handler reads the body as it arrives (``OperationRequest/bodyStream``) instead
+    /// of the host collecting it against `server.maxBodySize` first.
+    public var streamsBody = false
 
     @usableFromInline
     let run: @Sendable (OperationRequest, OperationContext) async throws -> OperationReply
@@ -153,6 +156,41 @@ public struct ServiceOperation: Sendable {
         }
     }
 
+    /// Declares an operation that takes its input and gives its reply as they are — the way of a
+    /// plugin that forwards requests elsewhere (a proxy), whose input has no type to decode into.
+    /// Its path may end in a parameter that takes the rest of the path, `{rest...}`, given to the
+    /// handler as it came (still percent-encoded, without its leading `/`). With `streamsBody`, a
+    /// body is handed over as it arrives (``OperationRequest/bodyStream``), never held whole.
+    public static func forwarding(
+        _ name: String, _ method: HTTPRequest.Method, _ path: String, summary: String, details: String? = nil,
+        access: AccessRule = .public, cache: CachePolicy = .none, cost: Int = 1, tags: [String] = [], streamsBody: Bool = true,
+        handler: @escaping @Sendable (OperationRequest, OperationContext) async throws -> OperationReply
+    ) -> ServiceOperation {
+        ServiceOperation(name: name, method: method, path: path, summary: summary, details: details, access: access, cache: cache, cost: cost,
+                         tags: tags, streamsBody: streamsBody && method != .get && method != .head, handler: handler)
+    }
+
+    private init(name: String, method: HTTPRequest.Method, path: String, summary: String, details: String?, access: AccessRule, cache: CachePolicy,
+                 cost: Int, tags: [String], streamsBody: Bool, handler: @escaping @Sendable (OperationRequest, OperationContext) async throws -> OperationReply) {
+        self.name = name
+        self.method = method
+        self.path = path
+        self.summary = summary
+        self.details = details
+        self.access = access
+        self.cache = cache
+        self.cost = max(0, cost)
+        resourceParameter = nil
+        successStatus = .ok
+        self.tags = tags
+        let takesBody = method != .get && method != .head && method != .delete
+        io = OperationIO(path: NoInput.self, query: NoInput.self, body: takesBody ? ForwardedBody.self : NoInput.self, output: RawReply.self)
+        bodyMediaTypes = takesBody ? ForwardedBody.acceptedMediaTypes : []
+        rawMediaTypes = ["*/*"]
+        self.streamsBody = streamsBody && takesBody
+        run = handler
+    }
+
     /// The names of the `{parameters}` in ``path``.
     public var pathParameterNames: [String] {
         ServiceOperation.parameterNames(in: path)
@@ -162,7 +200,8 @@ public struct ServiceOperation: Sendable {
     public static func parameterNames(in template: String) -> [String] {
         template.split(separator: "/").compactMap { segment in
             guard segment.hasPrefix("{"), segment.hasSuffix("}") else { return nil }
-            return String(segment.dropFirst().dropLast())
+            let name = segment.dropFirst().dropLast()
+            return String(name.hasSuffix("...") ? name.dropLast(3) : name)
         }
     }
 }
@@ -283,6 +322,15 @@ public protocol RawBodyInput: Decodable, Sendable {
     init(bytes: ByteBuffer, contentType: String) throws
 }
 
+/// The body of a ``ServiceOperation/forwarding(_:_:_:summary:details:access:cache:cost:tags:streamsBody:handler:)``
+/// operation, for its description: any media type, taken as it is.
+public struct ForwardedBody: RawBodyInput, Sendable {
+    public static var acceptedMediaTypes: [String] { ["*/*"] }
+    public let bytes: ByteBuffer
+    public init(bytes: ByteBuffer, contentType: String) { self.bytes = bytes }
+    public init(from decoder: any Decoder) throws { bytes = ByteBuffer(string: try decoder.singleValueContainer().decode(String.self)) }
+}
+
 /// An operation's reply: its output plus the status and headers the handler chose.
 public struct Reply<Output: Encodable & Sendable>: Sendable {
     public var output: Output
@@ -351,6 +399,8 @@ public struct OperationRequest: Sendable {
     public var body: ByteBuffer?
     /// The body's media type without parameters, lowercased (`application/json`).
     public var contentType: String?
+    /// The body as it arrives, for an operation that ``ServiceOperation/streamsBody`` (then ``body`` is nil).
+    public var bodyStream: ByteStream?
 
     public init(pathParameters: [String: String] = [:], queryParameters: [(name: String, value: String)] = [],
                 body: ByteBuffer? = nil, contentType: String? = nil) {
@@ -368,6 +418,10 @@ public struct OperationReply: Sendable {
         case empty
         case json(any Encodable & Sendable)
         case bytes(ByteBuffer, contentType: String)
+        /// A body sent as it is read from `stream` (a proxied download): never cached, never
+        /// compressed, and neither held whole nor given a validator. `length`, when known, is sent
+        /// as `Content-Length`; the content type, when given, replaces the reply's.
+        case stream(ByteStream, contentType: String?, length: Int?)
     }
 
     public var status: HTTPResponse.Status

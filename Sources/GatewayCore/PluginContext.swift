@@ -146,6 +146,9 @@ public struct UpstreamResponse: Sendable {
 public protocol UpstreamHTTPClient: Sendable {
     /// Sends `request`, reading at most `maxBodySize` bytes of the reply.
     func send(_ request: UpstreamRequest, maxBodySize: Int) async throws -> UpstreamResponse
+    /// Sends `request` and answers once the reply's head has arrived, its body still to read
+    /// (a proxy's way: neither body is ever held whole). See the default in ``ByteStream``'s file.
+    func open(_ request: UpstreamRequest, body: ByteStream?) async throws -> StreamedUpstreamResponse
 }
 
 /// A message for a user's inbox.

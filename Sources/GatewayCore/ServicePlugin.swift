@@ -46,6 +46,11 @@ public protocol ServicePlugin: Sendable {
     /// bodies and outputs refer to as `#/components/schemas/<name>` (a bucket's object schema).
     /// Names should start with the plugin's id.
     var schemas: [String: JSONValue] { get }
+    /// OpenAPI 3.1 path items, by path relative to the mount, for routes the plugin serves but its
+    /// operations cannot describe (an upstream service's own document). The host puts them in
+    /// /openapi.json in place of the generic description of operations whose path ends in
+    /// `{name...}`; schemas they refer to belong in ``schemas``.
+    var documentedPaths: [String: JSONValue] { get }
 
     /// Whether a cached reply may answer `principal` (by default, yes). The response cache answers
     /// from the operation, the caller, the path and the query alone; a plugin whose own checks
@@ -69,6 +74,7 @@ extension ServicePlugin {
     public var services: [any Service] { [] }
     public var importers: [any Importer] { [] }
     public var schemas: [String: JSONValue] { [:] }
+    public var documentedPaths: [String: JSONValue] { [:] }
     public func cacheAdmits(_ principal: Principal) async -> Bool { true }
     public func health() async -> PluginHealth { .ok }
     public func loadDemoData() async throws {}

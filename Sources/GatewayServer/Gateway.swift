@@ -106,7 +106,7 @@ public final class Gateway: Sendable {
         for registration in registrations where !PluginRegistration.isValidID(registration.id) || reservedIDs.contains(registration.id) {
             throw GatewayStartupError("plugin id '\(registration.id)' is not valid (lowercase letters, digits and -; not one of \(reservedIDs.sorted().joined(separator: ", ")))")
         }
-        let enabled = registrations.filter { configuration.plugins[$0.id]?.enabled ?? false }
+        let enabled = PluginInstance.enabled(registrations, in: configuration)
         // Read before the database opens: a bad certificate file stops the start at once.
         let certificates = try configuration.server.tls.map { try CertificateStore($0, baseDirectory: options.baseDirectory) }
         let database = try await openDatabase(options.storage ?? configuration.storage, baseDirectory: options.baseDirectory, logger: logger,
@@ -130,11 +130,19 @@ public final class Gateway: Sendable {
         }
     }
 
-    private static func assemble(configuration: GatewayConfiguration, enabled: [PluginRegistration], database: GatewayDatabase, options: Options,
+    /// The schema steps of the enabled plugins: once per plugin type, under the type's id.
+    public static func pluginMigrations(_ instances: [PluginInstance]) -> [(owner: String, steps: [Migration])] {
+        var seen = Set<String>()
+        return instances.compactMap { instance in
+            seen.insert(instance.registration.id).inserted ? (owner: instance.registration.id, steps: instance.registration.migrations) : nil
+        }
+    }
+
+    private static func assemble(configuration: GatewayConfiguration, enabled: [PluginInstance], database: GatewayDatabase, options: Options,
                                  certificates: CertificateStore?) async throws -> Gateway {
         let logger = options.logger
         let db = database.sql
-        let migrations = [(owner: "gateway", steps: hostMigrations)] + enabled.map { (owner: $0.id, steps: $0.migrations) }
+        let migrations = [(owner: "gateway", steps: hostMigrations)] + pluginMigrations(enabled)
         if options.migrate {
             try await MigrationRunner(database: db, logger: logger).migrate(migrations)
         }
@@ -227,12 +235,13 @@ public final class Gateway: Sendable {
             instance: AccountsService(store: accounts, authenticator: accountAuthenticator, throttle: loginThrottle,
                                       registration: configuration.auth.registration, cache: cache, resets: resets),
             context: accountsContext))
-        for registration in enabled {
-            let settings = configuration.plugins[registration.id] ?? PluginSettings()
+        for plugin in enabled {
+            let registration = plugin.registration
+            let settings = plugin.settings
             var pluginLogger = logger
-            pluginLogger[metadataKey: "plugin"] = .string(registration.id)
+            pluginLogger[metadataKey: "plugin"] = .string(plugin.id)
             let context = PluginContext(
-                pluginID: registration.id, logger: pluginLogger, metrics: metrics.factory, database: db, clock: options.clock,
+                pluginID: plugin.id, logger: pluginLogger, metrics: metrics.factory, database: db, clock: options.clock,
                 http: http, notifier: inbox, history: inbox, events: events, cache: cache, accounts: directory, baseDirectory: options.baseDirectory,
             appKeys: Set(configuration.auth.appKeys))
             let instance: any ServicePlugin
@@ -241,10 +250,10 @@ public final class Gateway: Sendable {
             } catch let error as ConfigurationFileError {
                 throw error
             } catch {
-                throw StartupStepError(step: "starting plugin \(registration.id)", cause: error)
+                throw StartupStepError(step: "starting plugin \(plugin.id)", cause: error)
             }
             plugins.append(LoadedPlugin(
-                id: registration.id, summary: registration.summary, mount: settings.mount ?? "/v1/\(registration.id)",
+                id: plugin.id, summary: registration.summary, mount: settings.mount ?? "/v1/\(plugin.id)",
                 dialectMount: settings.dialectMount ?? "", instance: instance, context: context))
         }
 
@@ -316,7 +325,7 @@ public final class Gateway: Sendable {
         let document = OpenAPIDocumentBuilder.document(
             title: "Gateway", version: GatewayVersion.current, serverURL: configuration.server.publicURL,
             plugins: plugins.map { PluginDescription(id: $0.id, summary: $0.summary, mount: $0.mount, operations: $0.instance.operations,
-                                                     schemas: $0.instance.schemas) })
+                                                     schemas: $0.instance.schemas, documentedPaths: $0.instance.documentedPaths) })
         let openAPIJSON = ByteBuffer(bytes: try OpenAPIDocumentBuilder.json(document))
         let metricsReader: (any Authenticator)? = configuration.server.publicMetrics ? nil : (options.authenticator ?? accountAuthenticator)
         let administrators = options.authenticator ?? accountAuthenticator

@@ -14,10 +14,15 @@ public struct PluginRegistration: Sendable {
     let make: @Sendable (ConfigurationNode?, PluginContext) async throws -> any ServicePlugin
     /// Decodes the plugin's `config:` block without creating the plugin (`gateway check`).
     public let validate: @Sendable (ConfigurationNode?) throws -> Void
+    /// Whether plugins.yaml may switch the type on several times under ids of its own
+    /// (`weather: { type: upstream, ... }`); each instance is created with its id as
+    /// ``PluginContext/pluginID``, which its operation names and tables then start with.
+    public let multipleInstances: Bool
 
-    /// Registers `type`.
-    public init<P: ServicePlugin>(_ type: P.Type) {
+    /// Registers `type`; with `multipleInstances`, plugins.yaml may use it under several ids.
+    public init<P: ServicePlugin>(_ type: P.Type, multipleInstances: Bool = false) {
         id = P.id
+        self.multipleInstances = multipleInstances
         summary = P.summary
         migrations = P.migrations
         @Sendable func configuration(_ node: ConfigurationNode?) throws -> P.Configuration {
@@ -56,5 +61,26 @@ public struct PluginRegistration: Sendable {
     public static func isValidID(_ id: String) -> Bool {
         guard let first = id.unicodeScalars.first, ("a"..."z").contains(first), id.count <= 40 else { return false }
         return id.unicodeScalars.allSatisfy { ("a"..."z").contains($0) || ("0"..."9").contains($0) || $0 == "-" }
+    }
+}
+
+/// One plugin as plugins.yaml switches it on: its id, the type that serves it, and its entry.
+public struct PluginInstance: Sendable {
+    /// Its id: the key of its entry in plugins.yaml.
+    public let id: String
+    public let registration: PluginRegistration
+    public let settings: PluginSettings
+
+    /// The enabled plugins of `configuration`, in the order of `registrations` (the instances of a
+    /// type by id). An entry is served by the type its `type:` names, else by the plugin of its id.
+    public static func enabled(_ registrations: [PluginRegistration], in configuration: GatewayConfiguration) -> [PluginInstance] {
+        var result: [PluginInstance] = []
+        for registration in registrations {
+            for (id, settings) in configuration.plugins.sorted(by: { $0.key < $1.key }) where settings.enabled && (settings.type ?? id) == registration.id {
+                guard id == registration.id || registration.multipleInstances else { continue }
+                result.append(PluginInstance(id: id, registration: registration, settings: settings))
+            }
+        }
+        return result
     }
 }

@@ -33,7 +33,8 @@ public struct TestGateway: Sendable {
         _ body: @Sendable (TestGateway) async throws -> R
     ) async throws -> R {
         try await storage.withFreshLocation { location, directory in
-            var configuration = try GatewayConfiguration.parse(Data(yaml.utf8), file: "plugins.yaml", knownPlugins: registrations.map(\.id))
+            var configuration = try GatewayConfiguration.parse(Data(yaml.utf8), file: "plugins.yaml", knownPlugins: registrations.map(\.id),
+                                                                   instanceTypes: registrations.filter(\.multipleInstances).map(\.id))
             configuration.storage = location
             if !yaml.contains("bcryptCost") { configuration.auth.bcryptCost = 10 }
             var options = Gateway.Options(baseDirectory: directory)

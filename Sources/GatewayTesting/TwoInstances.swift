@@ -11,7 +11,8 @@ extension TestGateway {
     public static func withTwoListening(_ registrations: [PluginRegistration], yaml: String, credentialCacheTTL: Duration = .seconds(5),
                                         _ body: @Sendable (Gateway, Gateway) async throws -> Void) async throws {
         try await TestStorage.postgres.withFreshLocation { location, directory in
-            var configuration = try GatewayConfiguration.parse(Data(yaml.utf8), file: "plugins.yaml", knownPlugins: registrations.map(\.id))
+            var configuration = try GatewayConfiguration.parse(Data(yaml.utf8), file: "plugins.yaml", knownPlugins: registrations.map(\.id),
+                                                                   instanceTypes: registrations.filter(\.multipleInstances).map(\.id))
             configuration.storage = location
             if !yaml.contains("bcryptCost") { configuration.auth.bcryptCost = 10 }
             var options = Gateway.Options(baseDirectory: directory)

@@ -85,7 +85,7 @@ struct GatewayBinaryTests {
         #expect(try read("Plugins/BusStops/BusStopsMigrations.swift").contains("Migration(1, \"create bus_stops_visits\")"))
         #expect(try read("Tests/BusStopsPluginTests/BusStopsPluginTests.swift").contains("MatrixCallers.prepare"))
         let manifest = try read("Package.swift")
-        #expect(manifest.contains(#"let bundledPluginFolders: [String] = ["Events", "Feeds", "Suggest", "Todo", "Transit", "BusStops"]"#))
+        #expect(manifest.contains(#"let bundledPluginFolders: [String] = ["Events", "Feeds", "Suggest", "Todo", "Transit", "Upstream", "BusStops"]"#))
         #expect(manifest.contains(#"let scaffoldedPluginTests: [String] = ["BusStops"]"#))
         let bundled = try read("Sources/gateway/BundledPlugins.swift")
         #expect(bundled.hasPrefix("import BusStopsPlugin\n") && bundled.contains("    PluginRegistration(BusStopsPlugin.self),\n]"))
@@ -197,7 +197,12 @@ extension GatewayBinaryTests {
         let plugins = try await run(["plugins", "--log-level", "error"], in: directory)
         #expect(plugins.status == 0, "\(plugins.output)")
         #expect(plugins.output.hasPrefix("ID"))
-        let ids = plugins.output.split(separator: "\n").dropFirst().compactMap { $0.split(separator: " ").first.map(String.init) }
+        // The enabled ones (a type that serves ids of the file's choice, `upstream`, is off until an entry names it).
+        let ids = plugins.output.split(separator: "\n").dropFirst().compactMap { row -> String? in
+            let columns = row.split(separator: " ", omittingEmptySubsequences: true)
+            return columns.count > 1 && columns[1] == "yes" ? String(columns[0]) : nil
+        }
+        #expect(ids.count >= 5, "\(plugins.output)")
 
         let openapi = try await run(["openapi", "--log-level", "error"], in: directory)
         #expect(openapi.status == 0)

@@ -60,9 +60,11 @@ struct LeasedServiceTests {
         try await TestGateway.with(notes, yaml: notesYAML, storage: storage) { gateway in
             let database = gateway.gateway.database.sql
             let probe = LeaseProbe()
-            // Renewals every 1.7 s: a loaded machine delays one by a second without losing the lease.
-            // (A stop gives the lease up at once, so the take-over below does not wait for it.)
-            let ttl = Duration.seconds(5)
+            // Renewals every 5 s of a 15 s lease: a machine busy with the whole suite may stall one for
+            // seconds without the lease expiring under its holder (which would let the other start
+            // before the holder's next renewal stops it). A stop gives the lease up at once, so the
+            // take-over below does not wait for it.
+            let ttl = Duration.seconds(15)
             let first = LeasedService("test.work", database: database, ttl: ttl, holder: "first", logger: Self.logger, work: probe.work("first"))
             let second = LeasedService("test.work", database: database, ttl: ttl, holder: "second", logger: Self.logger, work: probe.work("second"))
             try await Self.running([second]) { _ in

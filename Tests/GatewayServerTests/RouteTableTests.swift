@@ -30,6 +30,25 @@ struct RouteTableTests {
         return nil
     }
 
+    @Test("{name...} takes the rest of the path as it came, only where nothing more precise matches; it must come last")
+    func restParameters() throws {
+        var table = RouteTable<String>()
+        try table.add(.get, "/v1/svc/{path...}", "rest")
+        try table.add(.get, "/v1/svc/items/{id}", "item")
+        try table.add(.get, "/v1/svc/admin/{tail...}", "admin")
+        try table.add(.get, "/v1/other", "other")
+        #expect(try found(table, .get, "/v1/svc/items/7")?.0 == "item")
+        #expect(try found(table, .get, "/v1/svc/items/7/parts")?.1 == ["path": "items/7/parts"], "a deeper path falls back to the rest")
+        #expect(try found(table, .get, "/v1/svc/a%2Fb/c%20d/")?.1 == ["path": "a%2Fb/c%20d"], "kept encoded, without trailing slashes")
+        #expect(try found(table, .get, "/v1/svc")?.1 == ["path": ""], "zero segments")
+        #expect(try found(table, .get, "/v1/svc/admin/x/y")?.0 == "admin")
+        #expect(try found(table, .get, "/v1/svc/admin")?.1 == ["tail": ""])
+        #expect(try found(table, .get, "/v1/others") == nil)
+        guard case .methodNotAllowed = try table.resolve(.post, path: "/v1/svc/anything") else { Issue.record("POST at a rest route"); return }
+        #expect(throws: (any Error).self) { try table.add(.get, "/v1/{rest...}/more", "bad") }
+        #expect(throws: (any Error).self) { try table.add(.get, "/v1/svc/{other...}", "clash") }
+    }
+
     @Test("literal segments, byte for byte, and literals before parameters")
     func literals() throws {
         let table = try table()

@@ -9,28 +9,50 @@ import GatewayCore
 public struct GatewayConfiguration: Decodable, Sendable {
     /// Reads and validates a configuration file: strict decoding, then plugin ids checked against
     /// the bundled ones. Throws the first problem with its line.
-    public static func load(contentsOf file: URL, knownPlugins: [String], environment: [String: String] = ProcessInfo.processInfo.environment) throws(ConfigurationFileError) -> GatewayConfiguration {
+    public static func load(contentsOf file: URL, knownPlugins: [String], instanceTypes: [String] = [],
+                            environment: [String: String] = ProcessInfo.processInfo.environment) throws(ConfigurationFileError) -> GatewayConfiguration {
         let data: Data
         do {
             data = try Data(contentsOf: file)
         } catch {
             throw ConfigurationFileError(file: file.lastPathComponent, line: nil, column: nil, keyPath: "", message: "cannot be read (\(error.localizedDescription))")
         }
-        return try parse(data, file: file.lastPathComponent, knownPlugins: knownPlugins, environment: environment,
+        return try parse(data, file: file.lastPathComponent, knownPlugins: knownPlugins, instanceTypes: instanceTypes, environment: environment,
                          baseDirectory: file.deletingLastPathComponent())
     }
 
     /// Validates configuration text (see ``load(contentsOf:knownPlugins:environment:)``); relative
     /// `${file:PATH}` paths are read from `baseDirectory`.
-    public static func parse(_ data: Data, file: String, knownPlugins: [String], environment: [String: String] = ProcessInfo.processInfo.environment,
+    /// `instanceTypes` are the plugin types an entry of any id may name as its `type:`.
+    public static func parse(_ data: Data, file: String, knownPlugins: [String], instanceTypes: [String] = [],
+                             environment: [String: String] = ProcessInfo.processInfo.environment,
                              baseDirectory: URL = URL(fileURLWithPath: FileManager.default.currentDirectoryPath)) throws(ConfigurationFileError) -> GatewayConfiguration {
         let configuration = try YAMLConfigurationDecoder(environment: environment, baseDirectory: baseDirectory)
             .decode(GatewayConfiguration.self, from: data, file: file)
-        for (id, settings) in configuration.plugins.sorted(by: { $0.key < $1.key }) where !knownPlugins.contains(id) {
+        for (id, settings) in configuration.plugins.sorted(by: { $0.key < $1.key }) {
             var error = settings.origin ?? ConfigurationFileError(file: file, line: nil, column: nil, keyPath: "plugins.\(id)", message: "")
             error.keyPath = "plugins.\(id)"
-            error.message = "unknown plugin '\(id)' (this gateway has: \(knownPlugins.isEmpty ? "none" : knownPlugins.sorted().joined(separator: ", ")))"
-            throw error
+            if let type = settings.type, type != id {
+                error.keyPath = "plugins.\(id).type"
+                if !instanceTypes.contains(type) {
+                    error.message = knownPlugins.contains(type)
+                        ? "the plugin '\(type)' serves only the id '\(type)' (types that serve ids of your choice: \(instanceTypes.isEmpty ? "none" : instanceTypes.sorted().joined(separator: ", ")))"
+                        : "unknown plugin type '\(type)' (types that serve ids of your choice: \(instanceTypes.isEmpty ? "none" : instanceTypes.sorted().joined(separator: ", ")))"
+                    throw error
+                }
+                error.keyPath = "plugins.\(id)"
+                if knownPlugins.contains(id) {
+                    error.message = "'\(id)' is the id of a plugin of this gateway; give the \(type) another id"
+                    throw error
+                }
+                if !PluginRegistration.isValidID(id) || Gateway.reservedIDs.contains(id) {
+                    error.message = "'\(id)' is not a plugin id: lowercase letters, digits and -, starting with a letter, at most 40, not one of \(Gateway.reservedIDs.sorted().joined(separator: ", "))"
+                    throw error
+                }
+            } else if !knownPlugins.contains(id) {
+                error.message = "unknown plugin '\(id)' (this gateway has: \(knownPlugins.isEmpty ? "none" : knownPlugins.sorted().joined(separator: ", ")); give an entry of your own id a type: \(instanceTypes.isEmpty ? "none" : instanceTypes.sorted().joined(separator: ", ")))"
+                throw error
+            }
         }
         return configuration
     }
@@ -367,6 +389,9 @@ public struct PluginCacheSettings: Decodable, Sendable {
 
 /// One entry under `plugins:`.
 public struct PluginSettings: Decodable, Sendable {
+    /// The plugin type serving the entry, for a type that serves ids of the file's choice
+    /// (`weather: { type: upstream }`); absent, the entry's id names its plugin.
+    public var type: String?
     public var enabled: Bool
     /// Where its native API is mounted; default `/v1/<id>`.
     public var mount: String?
@@ -379,7 +404,7 @@ public struct PluginSettings: Decodable, Sendable {
     /// Where the entry stands in the file, for errors about the entry as a whole.
     var origin: ConfigurationFileError?
 
-    enum CodingKeys: String, CodingKey { case enabled, mount, dialectMount, limits, cache, config }
+    enum CodingKeys: String, CodingKey { case type, enabled, mount, dialectMount, limits, cache, config }
 
     public init(enabled: Bool = true, mount: String? = nil) {
         self.enabled = enabled
@@ -391,6 +416,7 @@ public struct PluginSettings: Decodable, Sendable {
         if let yaml = decoder as? YAMLNodeDecoder {
             origin = yaml.fail("")
         }
+        type = try container.decodeIfPresent(String.self, forKey: .type)
         enabled = try container.decodeIfPresent(Bool.self, forKey: .enabled) ?? true
         mount = try container.decodeIfPresent(String.self, forKey: .mount)
         for key in [CodingKeys.mount, .dialectMount] {

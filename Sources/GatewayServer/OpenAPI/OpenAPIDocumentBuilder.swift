@@ -15,13 +15,17 @@ public struct PluginDescription: Sendable {
     public var operations: [GatewayCore.ServiceOperation]
     /// The plugin's named schemas (``ServicePlugin/schemas``), put in the document's components.
     public var schemas: [String: JSONValue]
+    /// Path items the plugin documents itself (``ServicePlugin/documentedPaths``).
+    public var documentedPaths: [String: JSONValue]
 
-    public init(id: String, summary: String, mount: String, operations: [GatewayCore.ServiceOperation], schemas: [String: JSONValue] = [:]) {
+    public init(id: String, summary: String, mount: String, operations: [GatewayCore.ServiceOperation], schemas: [String: JSONValue] = [:],
+                documentedPaths: [String: JSONValue] = [:]) {
         self.id = id
         self.summary = summary
         self.mount = mount
         self.operations = operations
         self.schemas = schemas
+        self.documentedPaths = documentedPaths
     }
 }
 
@@ -63,10 +67,41 @@ public enum OpenAPIDocumentBuilder {
         }
         for plugin in plugins {
             tags.append(OpenAPI.Tag(name: plugin.id, description: plugin.summary))
+            // Path items the plugin documents itself (an upstream service's own document); those
+            // that do not decode as OpenAPI 3.1 (a 3.0 document's `nullable`, say) are left out.
+            var documented: [String: OpenAPI.PathItem] = [:]
+            let decoder = JSONDecoder()
+            for (path, item) in plugin.documentedPaths {
+                if let decoded = try? decoder.decode(OpenAPI.PathItem.self, from: Data(item.serialized().readableBytesView)) {
+                    documented[joined(mount: plugin.mount, path: path)] = decoded
+                }
+            }
             for operation in plugin.operations {
-                let path = joined(mount: plugin.mount, path: operation.path)
+                // A route taking the rest of the path (`{path...}`) is one parameter to OpenAPI,
+                // or, where the plugin documents its paths itself, described by those instead.
+                if operation.path.hasSuffix("...}") && !documented.isEmpty { continue }
+                let path = joined(mount: plugin.mount, path: operation.path).replacingOccurrences(of: "...}", with: "}")
                 guard let method = OpenAPI.HttpMethod(rawValue: operation.method.rawValue) else { continue }
-                add(describe(operation, tag: plugin.id), method: method, at: OpenAPI.Path(rawValue: path), to: &paths)
+                var described = describe(operation, tag: plugin.id)
+                // A documented description of the same call wins, under the gateway's name and policies.
+                if let given = documented[path]?[method] {
+                    var merged = given
+                    merged.operationId = described.operationId
+                    merged.tags = described.tags
+                    merged.security = described.security
+                    merged.vendorExtensions = described.vendorExtensions
+                    for (status, response) in described.responses where merged.responses[status] == nil { merged.responses[status] = response }
+                    described = merged
+                    documented[path]?[method] = nil
+                }
+                add(described, method: method, at: OpenAPI.Path(rawValue: path), to: &paths)
+            }
+            for (path, decoded) in documented.sorted(by: { $0.key < $1.key }) {
+                let at = OpenAPI.Path(rawValue: path)
+                var item = paths[at] ?? OpenAPI.PathItem()
+                for endpoint in decoded.endpoints where item[endpoint.method] == nil { item[endpoint.method] = endpoint.operation }
+                if item.parameters.isEmpty { item.parameters = decoded.parameters }
+                if !item.endpoints.isEmpty { paths[at] = item }
             }
         }
 

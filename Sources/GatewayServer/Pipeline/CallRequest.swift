@@ -13,6 +13,8 @@ public enum CallRequest {
         let pathNames = Set(operation.pathParameterNames)
         for (name, value) in arguments {
             if pathNames.contains(name) {
+                // `{name...}` takes the rest of a path: its slashes stay.
+                path = path.replacingOccurrences(of: "{\(name)...}", with: value.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? value)
                 path = path.replacingOccurrences(of: "{\(name)}", with: value.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed.subtracting(CharacterSet(charactersIn: "/"))) ?? value)
             } else {
                 remaining.append((name, value))

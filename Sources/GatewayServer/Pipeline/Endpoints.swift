@@ -81,6 +81,8 @@ final class MountedRoute: Sendable {
     let tags: [String]
     /// Whether the handler reads a body (a dialect route's body is always read: its credential may be there).
     let readsBody: Bool
+    /// Whether the handler takes the body as it arrives (``ServiceOperation/streamsBody``).
+    let streamsBody: Bool
     /// The plugin's ``ServicePlugin/cacheAdmits(_:)``.
     let cacheAdmits: @Sendable (Principal) async -> Bool
     /// The plugin's hook, when it is an ``AuthorizingPlugin``.
@@ -106,7 +108,8 @@ final class MountedRoute: Sendable {
             cost = operation.cost
             resourceParameter = operation.resourceParameter
             tags = operation.tags
-            readsBody = operation.io.hasBody
+            readsBody = operation.io.hasBody && !operation.streamsBody
+            streamsBody = operation.streamsBody
             self.metrics = metrics.endpointSeries(operation.name, commonStatus: Int(operation.successStatus.code))
         case .dialect(let dialect, let route):
             operation = nil
@@ -118,6 +121,7 @@ final class MountedRoute: Sendable {
             resourceParameter = route.resourceParameter
             tags = route.tags
             readsBody = true
+            streamsBody = false
             self.metrics = metrics.endpointSeries(name, commonStatus: 200)
         }
         cacheAdmits = { await instance.cacheAdmits($0) }

@@ -31,6 +31,20 @@ extension GatewayResponder {
         case .bytes(let buffer, let type):
             bytes = buffer
             if let type { Self.put(HTTPField(name: .contentType, value: type), into: &headers, replacing: replace) }
+        case .stream(let stream, let type, let length):
+            // Sent as it is read: no validator, no cache, nothing held.
+            if let type { Self.put(HTTPField(name: .contentType, value: type), into: &headers, replacing: replace) }
+            Self.put(HTTPField(name: Self.requestIDField, value: requestID), into: &headers, replacing: replace)
+            if reply.status.kind == .successful && !isRead && !mounted.cache.invalidates.isEmpty {
+                await cache.invalidate(tags: mounted.invalidatedTags.map { $0.resolve(parameters) })
+            }
+            headers[.contentLength] = length.map(String.init)
+            if !replace.contains(.cacheControl) && isRead { Self.put(Self.noCache, into: &headers, replacing: replace) }
+            return Response(status: reply.status, headers: headers.httpFields,
+                            body: length.map { length in ResponseBody(contentLength: length) { writer in
+                                for try await piece in stream { try await writer.write(piece) }
+                                try await writer.finish(nil)
+                            } } ?? ResponseBody(asyncSequence: stream))
         }
         Self.put(HTTPField(name: Self.requestIDField, value: requestID), into: &headers, replacing: replace)
         if reply.status.kind == .successful && !isRead && !mounted.cache.invalidates.isEmpty {

@@ -105,9 +105,9 @@ extension GatewayResponder {
         } else {
             if mounted.readsBody { body = try await collectBody(request) }
             let contentType = request.headers.value(.contentType).map { Self.mediaType($0) }
-            guard let answer = try await mounted.operation?(
-                OperationRequest(pathParameters: parameters, queryParameters: query, body: body, contentType: contentType), context: operationContext)
-            else { throw GatewayError.internalError() }
+            var input = OperationRequest(pathParameters: parameters, queryParameters: query, body: body, contentType: contentType)
+            if mounted.streamsBody { input.bodyStream = ByteStream(request.body) }
+            guard let answer = try await mounted.operation?(input, context: operationContext) else { throw GatewayError.internalError() }
             reply = RouteReply(answer)
         }
         return try await respond(with: reply, of: mounted, isRead: isRead, parameters: parameters, query: query, request: request, cacheKey: cacheKey,
@@ -170,6 +170,8 @@ struct RouteReply {
         case json(any Encodable & Sendable)
         /// Bytes; a content type sets (or replaces) the reply's `Content-Type`.
         case bytes(ByteBuffer, contentType: String?)
+        /// Bytes sent as they are read (see ``OperationReply/Body/stream(_:contentType:length:)``).
+        case stream(ByteStream, contentType: String?, length: Int?)
     }
 
     var status: HTTPResponse.Status
@@ -188,6 +190,7 @@ struct RouteReply {
         case .empty: body = .empty
         case .json(let value): body = .json(value)
         case .bytes(let bytes, let contentType): body = .bytes(bytes, contentType: contentType)
+        case .stream(let stream, let contentType, let length): body = .stream(stream, contentType: contentType, length: length)
         }
         nextCursor = reply.nextCursor
         isDialect = false

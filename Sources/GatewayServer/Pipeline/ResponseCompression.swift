@@ -58,9 +58,13 @@ struct ResponseCompression: Sendable {
     static let acceptEncoding = HTTPField.Name("Accept-Encoding")!
 
     /// Codes `response` when it and the request allow it.
+    /// The largest body compressed; the replies of an API are far smaller.
+    static let maximumSize = 8 << 20
+
     func apply(to response: inout Response, request: Request) async throws {
         // Cheap tests first: most replies of an API are short.
-        guard let length = response.body.contentLength, length >= minimumSize,
+        // Large bodies (a proxied download) go as they are: compressing means holding them whole.
+        guard let length = response.body.contentLength, length >= minimumSize, length <= Self.maximumSize,
               response.status.code >= 200, response.status != .noContent, response.status != .notModified,
               response.headers[.contentEncoding] == nil,
               let type = response.headers[.contentType], Self.isCompressible(type),

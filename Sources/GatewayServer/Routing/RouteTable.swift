@@ -8,6 +8,10 @@ import HTTPTypes
 /// is `/v2/feeds/5`). Resolution tells apart "no such path" (404) and "path exists, method does
 /// not" (405, with the allowed methods), and percent-decodes parameter values, refusing invalid
 /// encodings with a 400.
+///
+/// A template may end in a parameter that takes the rest of the path, `{name...}`: it matches
+/// what no other route of the place matches, zero or more segments, and its value is the rest as
+/// it came (percent-encoded still, without the leading `/`), for a route that forwards it.
 struct RouteTable<Endpoint: Sendable>: Sendable {
     /// A node of the segment tree. Nodes live in one array and refer to each other by index, so
     /// that resolving a path reads them in place: walking a tree of objects would count references
@@ -15,6 +19,8 @@ struct RouteTable<Endpoint: Sendable>: Sendable {
     private struct Node: Sendable {
         var literals: [Substring: Int] = [:]
         var parameter: (name: String, node: Int)?
+        /// A `{name...}` parameter taking the rest of the path, and the node of its routes.
+        var rest: (name: String, node: Int)?
         /// Few per node, so searched in order.
         var endpoints: [(method: HTTPRequest.Method, endpoint: Endpoint)] = []
         var template: String?
@@ -27,6 +33,8 @@ struct RouteTable<Endpoint: Sendable>: Sendable {
 
     /// The nodes; the root is the first.
     private var nodes: [Node] = [Node()]
+    /// Whether any template ends in `{name...}` (only then are nodes checked for one).
+    private var hasRest = false
 
     /// The literal edges again, flat, for matching a path's bytes without making a substring or
     /// hashing one per segment: node `n`'s edges are `edges[edgeRanges[n]]`, and an edge's text is
@@ -65,8 +73,25 @@ struct RouteTable<Endpoint: Sendable>: Sendable {
     /// when two templates name the same segment's parameter differently.
     mutating func add(_ method: HTTPRequest.Method, _ template: String, _ endpoint: Endpoint) throws {
         var node = 0
-        for segment in template.split(separator: "/") {
-            if segment.hasPrefix("{") && segment.hasSuffix("}") {
+        let segments = template.split(separator: "/")
+        for (index, segment) in segments.enumerated() {
+            if segment.hasPrefix("{") && segment.hasSuffix("...}") {
+                let name = String(segment.dropFirst().dropLast(4))
+                guard index == segments.count - 1 else {
+                    throw Conflict(description: "\(template): {\(name)...} takes the rest of the path and must be the last segment")
+                }
+                if let existing = nodes[node].rest {
+                    guard existing.name == name else {
+                        throw Conflict(description: "\(template): {\(name)...} clashes with {\(existing.name)...} at the same place")
+                    }
+                    node = existing.node
+                } else {
+                    nodes.append(Node())
+                    hasRest = true
+                    nodes[node].rest = (name, nodes.count - 1)
+                    node = nodes.count - 1
+                }
+            } else if segment.hasPrefix("{") && segment.hasSuffix("}") {
                 let name = String(segment.dropFirst().dropLast())
                 if let existing = nodes[node].parameter {
                     guard existing.name == name else {
@@ -108,12 +133,24 @@ struct RouteTable<Endpoint: Sendable>: Sendable {
         // parameters are byte ranges, made into strings only once the route is known.
         var path = path
         var captured: [(name: String, range: Range<Int>)] = []
+        var restName: String?
         let found: Int? = path.withUTF8 { bytes in
             edges.withUnsafeBufferPointer { edges in
                 edgeRanges.withUnsafeBufferPointer { ranges in
                     edgeText.withUnsafeBufferPointer { text in
                         var node = 0
                         var position = 0
+                        // The deepest `{name...}` passed: where a path that leads nowhere else goes.
+                        var fallback: (node: Int, name: String, start: Int, captured: Int)?
+                        func takeRest() -> Int? {
+                            guard let fallback else { return nil }
+                            captured.removeSubrange(fallback.captured...)
+                            var end = bytes.count
+                            while end > fallback.start && bytes[end - 1] == UInt8(ascii: "/") { end -= 1 }
+                            captured.append((fallback.name, fallback.start..<end))
+                            restName = fallback.name
+                            return fallback.node
+                        }
                         while position < bytes.count {
                             var end = position
                             while end < bytes.count && bytes[end] != UInt8(ascii: "/") { end += 1 }
@@ -121,6 +158,7 @@ struct RouteTable<Endpoint: Sendable>: Sendable {
                             position = end + 1
                             let length = end - start
                             if length == 0 { continue }
+                            if hasRest, let rest = nodes[node].rest { fallback = (rest.node, rest.name, start, captured.count) }
                             var next = -1
                             for edge in edges[ranges[node]] where edge.count >= length {
                                 if edge.count > length { break }
@@ -135,8 +173,12 @@ struct RouteTable<Endpoint: Sendable>: Sendable {
                                 captured.append((parameter.name, start..<end))
                                 node = parameter.node
                             } else {
-                                return nil
+                                return takeRest()
                             }
+                        }
+                        if hasRest && nodes[node].endpoints.isEmpty {
+                            if let rest = nodes[node].rest { fallback = (rest.node, rest.name, bytes.count, captured.count) }
+                            return takeRest() ?? node
                         }
                         return node
                     }
@@ -160,6 +202,10 @@ struct RouteTable<Endpoint: Sendable>: Sendable {
             for (name, range) in captured {
                 let utf8 = path.utf8
                 let raw = Substring(utf8[utf8.index(utf8.startIndex, offsetBy: range.lowerBound) ..< utf8.index(utf8.startIndex, offsetBy: range.upperBound)])
+                if name == restName {
+                    parameters[name] = String(raw)
+                    continue
+                }
                 guard let value = PercentDecoding.decode(raw) else {
                     throw GatewayError.badRequest("The path segment '\(raw.prefix(80))' is not validly percent-encoded.")
                 }

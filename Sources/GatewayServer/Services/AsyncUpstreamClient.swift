@@ -13,7 +13,47 @@ public struct AsyncUpstreamClient: UpstreamHTTPClient {
         self.client = client
     }
 
+    /// The client of proxied requests (``open(_:body:)``): it never follows a redirect (the caller
+    /// gets it, as from the upstream itself), keeps many connections per upstream, and gives up
+    /// on a reply whose body stalls for a minute. One per process, like `HTTPClient.shared`.
+    static let proxying: HTTPClient = {
+        var configuration = HTTPClient.Configuration(redirectConfiguration: .disallow,
+                                                     timeout: .init(connect: .seconds(5), read: .seconds(60)))
+        configuration.connectionPool = .init(idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: 512)
+        configuration.decompression = .disabled
+        return HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+    }()
+
     public func send(_ request: UpstreamRequest, maxBodySize: Int) async throws -> UpstreamResponse {
+        var outbound = Self.outbound(request)
+        if let body = request.body { outbound.body = .bytes(body) }
+        do {
+            let response = try await client.execute(outbound, timeout: Self.timeAmount(request.timeout))
+            let body = try await response.body.collect(upTo: maxBodySize)
+            return UpstreamResponse(status: HTTPResponse.Status(code: Int(response.status.code)), headers: Self.fields(response.headers), body: body)
+        } catch {
+            throw Self.problem(error, url: request.url)
+        }
+    }
+
+    public func open(_ request: UpstreamRequest, body: ByteStream?) async throws -> StreamedUpstreamResponse {
+        var outbound = Self.outbound(request)
+        if let body {
+            let length = request.headers[.contentLength].flatMap(Int64.init)
+            outbound.body = .stream(body, length: length.map { .known($0) } ?? .unknown)
+        } else if let buffer = request.body {
+            outbound.body = .bytes(buffer)
+        }
+        do {
+            let response = try await Self.proxying.execute(outbound, timeout: Self.timeAmount(request.timeout))
+            return StreamedUpstreamResponse(status: HTTPResponse.Status(code: Int(response.status.code)), headers: Self.fields(response.headers),
+                                            body: ByteStream(response.body))
+        } catch {
+            throw Self.problem(error, url: request.url)
+        }
+    }
+
+    private static func outbound(_ request: UpstreamRequest) -> HTTPClientRequest {
         var outbound = HTTPClientRequest(url: request.url)
         outbound.method = HTTPMethod(rawValue: request.method.rawValue)
         for field in request.headers { outbound.headers.add(name: field.name.rawName, value: field.value) }
@@ -23,21 +63,25 @@ public struct AsyncUpstreamClient: UpstreamHTTPClient {
             outbound.headers.add(name: "traceparent", value: trace.traceparent)
             if let state = trace.tracestate { outbound.headers.add(name: "tracestate", value: state) }
         }
-        if let body = request.body { outbound.body = .bytes(body) }
-        let timeout = TimeAmount.nanoseconds(Int64(request.timeout.components.seconds) * 1_000_000_000
-            + request.timeout.components.attoseconds / 1_000_000_000)
-        do {
-            let response = try await client.execute(outbound, timeout: timeout)
-            let body = try await response.body.collect(upTo: maxBodySize)
-            var headers = HTTPFields()
-            for (name, value) in response.headers { if let field = HTTPField.Name(name) { headers.append(HTTPField(name: field, value: value)) } }
-            return UpstreamResponse(status: HTTPResponse.Status(code: Int(response.status.code)), headers: headers, body: body)
-        } catch let error as HTTPClientError where error == .deadlineExceeded || error == .readTimeout || error == .connectTimeout {
-            throw GatewayError.gatewayTimeout("The upstream service at \(request.url) did not answer in time.")
-        } catch let error as GatewayError {
-            throw error
-        } catch {
-            throw GatewayError.badGateway("The upstream service at \(request.url) failed: \(error)")
+        return outbound
+    }
+
+    private static func timeAmount(_ duration: Duration) -> TimeAmount {
+        .nanoseconds(Int64(duration.components.seconds) * 1_000_000_000 + duration.components.attoseconds / 1_000_000_000)
+    }
+
+    private static func fields(_ headers: HTTPHeaders) -> HTTPFields {
+        var fields = HTTPFields()
+        for (name, value) in headers { if let field = HTTPField.Name(name) { fields.append(HTTPField(name: field, value: value)) } }
+        return fields
+    }
+
+    /// A failure as the 504 or 502 problem the contract promises.
+    private static func problem(_ error: any Error, url: String) -> any Error {
+        if let error = error as? HTTPClientError, error == .deadlineExceeded || error == .readTimeout || error == .connectTimeout {
+            return GatewayError.gatewayTimeout("The upstream service at \(url) did not answer in time.")
         }
+        if error is GatewayError || error is CancellationError { return error }
+        return GatewayError.badGateway("The upstream service at \(url) failed: \(error)")
     }
 }

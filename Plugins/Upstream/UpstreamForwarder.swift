@@ -1,0 +1,230 @@
+import Foundation
+import GatewayCore
+import HTTPTypes
+import NIOCore
+import Synchronization
+
+/// Sends one call on to the service: the upstream path and query made from the route, the
+/// request's fields cleaned of the gateway's own credentials and of hop-by-hop fields, the
+/// configured transforms applied; retried on another instance where that is safe; the reply's
+/// body streamed back (or, for a cached route, read whole when it is small enough to keep).
+struct UpstreamForwarder: Sendable {
+    let settings: UpstreamSettings
+    let pool: UpstreamPool
+    let http: any UpstreamHTTPClient
+    let serviceName: String
+
+    /// Replies of cached routes up to this size are read whole so that the cache can keep them.
+    static let cacheableSize = 4 << 20
+
+    /// Fields that concern one connection only (RFC 9110 §7.6.1), never forwarded either way.
+    static let hopByHop: Set<String> = ["connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade",
+                                        "proxy-authorization", "proxy-authenticate"]
+    /// The gateway's own credentials: they are for the gateway, never for the service behind it.
+    static let gatewayCredentials: [HTTPField.Name] = [.authorization, HTTPField.Name("X-Api-Key")!]
+    static let forwardedFor = HTTPField.Name("X-Forwarded-For")!
+    static let forwardedProto = HTTPField.Name("X-Forwarded-Proto")!
+    static let requestID = HTTPField.Name("X-Request-Id")!
+
+    func forward(_ route: UpstreamSettings.Route, _ request: OperationRequest, _ context: OperationContext) async throws -> OperationReply {
+        try pool.admit()
+        let target = try Self.path(route.upstreamPath, parameters: request.pathParameters) + query(request.queryParameters)
+        let headers = requestFields(context)
+        if request.bodyStream != nil, let length = context.headers[.contentLength].flatMap(Int.init), length > settings.maxBodySize {
+            throw GatewayError.contentTooLarge(limit: settings.maxBodySize)
+        }
+        let body = request.bodyStream.map { limited($0) }
+        // A body that streams can be sent once only: such a request is never retried.
+        let idempotent = [.get, .head, .put, .delete, .options].contains(route.method) && body == nil
+        let attempts = idempotent ? settings.retries + 1 : 1
+        var tried = Set<Int>()
+        for attempt in 1...attempts {
+            let (index, base) = pool.pick(excluding: tried)
+            tried.insert(index)
+            let upstream = UpstreamRequest(method: route.method, url: base + target, headers: headers, body: request.body, timeout: route.timeout)
+            let response: StreamedUpstreamResponse
+            do {
+                response = try await http.open(upstream, body: body)
+            } catch let error as GatewayError where error.status == 502 || error.status == 504 {
+                pool.release(index)
+                pool.record(index, success: false)
+                if attempt < attempts { continue }
+                throw error.status == 504
+                    ? GatewayError.gatewayTimeout("The upstream service '\(serviceName)' did not answer within \(Self.text(route.timeout)).")
+                    : GatewayError.badGateway("The upstream service '\(serviceName)' could not be reached.")
+            } catch {
+                pool.release(index)
+                throw error
+            }
+            let failed = response.status.code >= 500
+            pool.record(index, success: !failed)
+            if failed && [502, 503, 504].contains(response.status.code) && attempt < attempts {
+                pool.release(index)
+                continue
+            }
+            return try await reply(response, route: route, release: Release { pool.release(index) })
+        }
+        throw GatewayError.badGateway("The upstream service '\(serviceName)' could not be reached.")
+    }
+
+    /// The reply to the caller: the service's status and fields (cleaned and transformed), its body
+    /// streamed — or read whole for a cached route's small 200.
+    private func reply(_ response: StreamedUpstreamResponse, route: UpstreamSettings.Route, release: Release) async throws -> OperationReply {
+        var fields = HTTPFields()
+        var contentType: String?
+        var length: Int?
+        for field in response.headers {
+            let name = field.name.canonicalName
+            if Self.hopByHop.contains(name) { continue }
+            if field.name == .contentType { contentType = field.value; continue }
+            if field.name == .contentLength { length = Int(field.value); continue }
+            fields.append(field)
+        }
+        for name in settings.responseRemove { fields[name] = nil }
+        for field in settings.responseSet { fields[field.name] = field.value }
+        let stream = Self.releasing(response.body, release)
+        if route.cache.isCacheable && response.status == .ok && (length ?? 0) <= Self.cacheableSize {
+            // Read up to the cacheable size; a longer body goes on as a stream of what was read and the rest.
+            var iterator = stream.makeAsyncIterator()
+            var collected = ByteBuffer()
+            while collected.readableBytes <= Self.cacheableSize, var piece = try await iterator.next() {
+                collected.writeBuffer(&piece)
+            }
+            if collected.readableBytes <= Self.cacheableSize {
+                return OperationReply(status: response.status, headers: fields, body: .bytes(collected, contentType: contentType ?? "application/octet-stream"))
+            }
+            let rest = iterator
+            let first = TakeOnce(collected)
+            return OperationReply(status: response.status, headers: fields, body: .stream(ByteStream(next: {
+                if let head = first.take() { return head }
+                var copy = rest
+                return try await copy.next()
+            }), contentType: contentType, length: length))
+        }
+        return OperationReply(status: response.status, headers: fields, body: .stream(stream, contentType: contentType, length: length))
+    }
+
+    /// The request's fields for the service: the caller's, without hop-by-hop fields, `Host`, the
+    /// length (sent with the body) and the gateway's credentials; then the forwarding fields, the
+    /// configured transforms, the service's credential and the caller's user id.
+    private func requestFields(_ context: OperationContext) -> HTTPFields {
+        var fields = HTTPFields()
+        var forwarded: String?
+        for field in context.headers {
+            let name = field.name.canonicalName
+            if Self.hopByHop.contains(name) || name == "host" || name == "content-length" || name == "expect" { continue }
+            if Self.gatewayCredentials.contains(field.name) { continue }
+            if let user = settings.userHeader, field.name == user { continue }
+            if field.name == Self.forwardedFor { forwarded = forwarded.map { $0 + ", " + field.value } ?? field.value; continue }
+            if field.name == Self.requestID { continue }
+            fields.append(field)
+        }
+        let client = context.principal.address
+        fields[Self.forwardedFor] = forwarded.map { $0 + ", " + client } ?? client
+        if fields[Self.forwardedProto] == nil { fields[Self.forwardedProto] = "http" }
+        fields[Self.requestID] = context.requestID
+        for name in settings.requestRemove { fields[name] = nil }
+        for field in settings.requestSet { fields[field.name] = field.value }
+        if let credential = settings.credential { fields[credential.name] = credential.value }
+        if let user = settings.userHeader, let id = context.principal.userID { fields[user] = id }
+        if let length = context.headers[.contentLength] { fields[.contentLength] = length }
+        return fields
+    }
+
+    /// `?a=1&b=2` after the configured removals and settings; empty when there is nothing.
+    private func query(_ parameters: [(name: String, value: String)]) -> String {
+        var pairs = parameters.filter { !settings.queryRemove.contains($0.name) }
+        for (name, value) in settings.querySet {
+            pairs.removeAll { $0.name == name }
+            pairs.append((name, value))
+        }
+        guard !pairs.isEmpty else { return "" }
+        return "?" + pairs.map { Self.encode($0.name) + "=" + Self.encode($0.value) }.joined(separator: "&")
+    }
+
+    /// Counts a streamed body against ``UpstreamSettings/maxBodySize`` as it goes.
+    private func limited(_ stream: ByteStream) -> ByteStream {
+        let limit = settings.maxBodySize
+        let iterator = stream.makeAsyncIterator()
+        let read = ByteCount()
+        return ByteStream(next: {
+            var copy = iterator
+            let piece = try await copy.next()
+            if read.add(piece?.readableBytes ?? 0) > limit { throw GatewayError.contentTooLarge(limit: limit) }
+            return piece
+        })
+    }
+
+    /// The upstream path: text as written, `{name}` the decoded value encoded again as one
+    /// segment, `{name...}` the rest as it came. A rest that climbs (`..`) is refused.
+    static func path(_ parts: [UpstreamSettings.PathPart], parameters: [String: String]) throws -> String {
+        var path = ""
+        for part in parts {
+            switch part {
+            case .text(let text):
+                path += "/" + text
+            case .parameter(let name):
+                path += "/" + segment(parameters[name] ?? "")
+            case .rest(let name):
+                let rest = parameters[name] ?? ""
+                for piece in rest.split(separator: "/") {
+                    let decoded = piece.removingPercentEncoding ?? String(piece)
+                    if decoded == ".." || decoded == "." {
+                        throw GatewayError.badRequest("A path segment may not be '.' or '..'.")
+                    }
+                }
+                if !rest.isEmpty { path += "/" + rest }
+            }
+        }
+        return path.isEmpty ? "/" : path
+    }
+
+    private static let unreserved = CharacterSet(charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+    private static let segmentCharacters = unreserved.union(CharacterSet(charactersIn: "!$&'()*+,;=:@"))
+
+    static func segment(_ text: String) -> String { text.addingPercentEncoding(withAllowedCharacters: segmentCharacters) ?? text }
+    static func encode(_ text: String) -> String { text.addingPercentEncoding(withAllowedCharacters: unreserved) ?? text }
+
+    static func text(_ duration: Duration) -> String {
+        let milliseconds = duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000
+        return milliseconds % 1000 == 0 ? "\(milliseconds / 1000)s" : "\(milliseconds)ms"
+    }
+
+    /// `body`, with `release` called once it ends, fails, or is dropped unread.
+    static func releasing(_ body: ByteStream, _ release: Release) -> ByteStream {
+        let iterator = body.makeAsyncIterator()
+        return ByteStream(next: { [release] in
+            var copy = iterator
+            do {
+                let piece = try await copy.next()
+                if piece == nil { release.fire() }
+                return piece
+            } catch {
+                release.fire()
+                throw error
+            }
+        })
+    }
+}
+
+/// Something to do once: when fired, or at the latest when dropped.
+final class Release: Sendable {
+    private let action: Mutex<(@Sendable () -> Void)?>
+    init(_ action: @escaping @Sendable () -> Void) { self.action = Mutex(action) }
+    func fire() { action.withLock { action in defer { action = nil }; return action }?() }
+    deinit { fire() }
+}
+
+/// A value taken once.
+final class TakeOnce<Value: Sendable>: Sendable {
+    private let value: Mutex<Value?>
+    init(_ value: Value) { self.value = Mutex(value) }
+    func take() -> Value? { value.withLock { value in defer { value = nil }; return value } }
+}
+
+/// Bytes counted from several tasks.
+final class ByteCount: Sendable {
+    private let count = Atomic<Int>(0)
+    /// Adds `bytes`; the new total.
+    func add(_ bytes: Int) -> Int { count.add(bytes, ordering: .relaxed).newValue }
+}
