@@ -41,6 +41,8 @@ public struct GatewayError: Error, Sendable, Equatable, CustomStringConvertible 
         case unsupportedMediaType = "unsupported-media-type"
         case invalid = "invalid-input"
         case quotaExceeded = "quota-exceeded"
+        /// A call of a batch or a step of a composite was not made: one it depends on failed.
+        case failedDependency = "failed-dependency"
         case internalError = "internal-error"
         case badGateway = "bad-gateway"
         case unavailable = "unavailable"
@@ -187,6 +189,10 @@ public struct GatewayError: Error, Sendable, Equatable, CustomStringConvertible 
     public static func unavailable(_ detail: String, retryAfter: Int? = nil) -> GatewayError {
         GatewayError(.unavailable, status: 503, title: "Service unavailable", detail: detail,
                      headers: retryAfter.map { [.retryAfter: String($0)] } ?? [:])
+    }
+    /// 424: not done, because something it depends on failed.
+    public static func failedDependency(_ detail: String) -> GatewayError {
+        GatewayError(.failedDependency, status: 424, title: "Failed dependency", detail: detail)
     }
     /// 504: an upstream service did not answer in time.
     public static func gatewayTimeout(_ detail: String) -> GatewayError {

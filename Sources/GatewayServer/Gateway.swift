@@ -94,7 +94,7 @@ public final class Gateway: Sendable {
     }
 
     /// Ids a plugin may not take: the host's own paths under /v1.
-    public static let reservedIDs: Set<String> = ["accounts", "auth", "me", "admin", "plugins", "batch", "gateway"]
+    public static let reservedIDs: Set<String> = ["accounts", "auth", "me", "admin", "plugins", "batch", "composite", "gateway"]
 
     /// The host's own schema steps (owner `gateway`).
     public static let hostMigrations: [Migration] = UserInbox.migrations + AccountStore.migrations + ClusterRateLimiter.migrations
@@ -235,6 +235,23 @@ public final class Gateway: Sendable {
             instance: AccountsService(store: accounts, authenticator: accountAuthenticator, throttle: loginThrottle,
                                       registration: configuration.auth.registration, cache: cache, resets: resets),
             context: accountsContext))
+        // The host's compositions: /v1/batch, and the composite endpoints of plugins.yaml. Their
+        // calls go through the pipeline, attached below once it is built.
+        let caller = InternalCaller()
+        func hostContext(_ id: String) -> PluginContext {
+            var hostLogger = logger
+            hostLogger[metadataKey: "plugin"] = .string(id)
+            return PluginContext(pluginID: id, logger: hostLogger, metrics: metrics.factory, database: db, clock: options.clock, http: http, notifier: inbox,
+                                 history: inbox, events: events, cache: cache, accounts: directory, baseDirectory: options.baseDirectory,
+                                 appKeys: Set(configuration.auth.appKeys))
+        }
+        plugins.append(LoadedPlugin(id: BatchService.id, summary: BatchService.summary, mount: "/v1/batch", dialectMount: "",
+                                    instance: BatchService(caller: caller, maxCalls: configuration.batch.maxCalls), context: hostContext(BatchService.id)))
+        let composites = CompositeService(caller: caller, composites: configuration.composites)
+        if !configuration.composites.isEmpty {
+            plugins.append(LoadedPlugin(id: CompositeService.id, summary: CompositeService.summary, mount: "", dialectMount: "",
+                                        instance: composites, context: hostContext(CompositeService.id)))
+        }
         for plugin in enabled {
             let registration = plugin.registration
             let settings = plugin.settings
@@ -350,6 +367,13 @@ public final class Gateway: Sendable {
             authenticator: options.authenticator ?? accountAuthenticator,
             rateLimiter: rateLimiter,
             cache: cache, metrics: metrics, logger: logger)
+        var callable: [String: (operation: GatewayCore.ServiceOperation, mount: String)] = [:]
+        for plugin in plugins {
+            for operation in plugin.instance.operations { callable[operation.name] = (operation, plugin.mount) }
+        }
+        caller.attach(responder, operations: callable)
+        let unknown = composites.unknownOperations()
+        guard unknown.isEmpty else { throw GatewayStartupError(unknown.joined(separator: "; ")) }
         return Gateway(configuration: configuration, database: database, plugins: plugins, accounts: accounts, responder: responder, metrics: metrics,
                        openAPIDocument: document, events: events, logger: logger, webSockets: sockets,
                        hostServices: channels, adminEndpoints: adminEndpoints, certificates: certificates,
@@ -376,8 +400,11 @@ public final class Gateway: Sendable {
         self.routeList = routeList
     }
 
-    /// The enabled plugins, without the host's own account service.
-    public var servicePlugins: [LoadedPlugin] { plugins.filter { $0.id != AccountsService.id } }
+    /// The enabled plugins, without the host's own services.
+    public var servicePlugins: [LoadedPlugin] { plugins.filter { !Self.hostPluginIDs.contains($0.id) } }
+
+    /// The host's own services, mounted like plugins: accounts, batches and composites.
+    static let hostPluginIDs: Set<String> = [AccountsService.id, BatchService.id, CompositeService.id]
 
     /// Every route the gateway serves: operations, dialect routes, WebSocket routes and its own endpoints.
     public var routes: [RouteDescription] { routeList }

@@ -171,6 +171,19 @@ struct GatewayBinaryTests {
             #expect((items ?? []).isEmpty == false, "\(what) is loaded: \(String(decoding: body, as: UTF8.self).prefix(300))")
         }
 
+        // The shipped composite: an event of the demo week with its venue, and the transit steps
+        // (no demo stop is near Kaohsiung: an empty list, and the arrivals' problem under errors).
+        let (week, _) = try await URLSession.shared.data(from: URL(string: url + "/v1/events?city=15")!)
+        let first = ((try JSONSerialization.jsonObject(with: week) as? [String: Any])?["items"] as? [[String: Any]])?.first
+        let eventID = try #require(first?["id"] as? Int)
+        let (journeyBody, journeyReply) = try await URLSession.shared.data(from: URL(string: url + "/v1/journeys/events/\(eventID)")!)
+        #expect((journeyReply as? HTTPURLResponse)?.statusCode == 200, "\(String(decoding: journeyBody, as: UTF8.self).prefix(300))")
+        let journey = try JSONSerialization.jsonObject(with: journeyBody) as? [String: Any]
+        #expect((journey?["event"] as? [String: Any])?["id"] as? Int == eventID)
+        #expect((journey?["venue"] as? [String: Any])?["lat"] is Double)
+        #expect(journey?["stops"] is [Any])
+        #expect((journey?["errors"] as? [String: Any])?["arrivals"] != nil)
+
         // `gateway cache purge` reaches the running gateway through its admin endpoint.
         let purge = try await run(["cache", "purge", "--url", url, "--key", masterKey, "--all"], in: directory)
         #expect(purge.status == 0, "\(purge.output)")

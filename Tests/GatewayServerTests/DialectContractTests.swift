@@ -193,6 +193,7 @@ extension GatewayError {
         case .badGateway: .badGateway("x")
         case .unavailable: .unavailable("x")
         case .gatewayTimeout: .gatewayTimeout("x")
+        case .failedDependency: .failedDependency("x")
         }
     }
 }

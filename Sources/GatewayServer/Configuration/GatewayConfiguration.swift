@@ -71,6 +71,10 @@ public struct GatewayConfiguration: Decodable, Sendable {
     public var demo: Bool
     /// The plugins by id: which are on, where they are mounted, and their settings.
     public var plugins: [String: PluginSettings]
+    /// `POST /v1/batch`.
+    public var batch = BatchSettings()
+    /// Endpoints composed of calls to operations, by name.
+    public var composites: [String: CompositeSettings] = [:]
 
     public init(
         server: ServerSettings = .init(), storage: StorageLocation = .sqlite(path: "data/gateway.sqlite"),
@@ -86,7 +90,7 @@ public struct GatewayConfiguration: Decodable, Sendable {
         self.plugins = plugins
     }
 
-    enum CodingKeys: String, CodingKey { case server, storage, database, auth, limits, cache, mail, demo, plugins }
+    enum CodingKeys: String, CodingKey { case server, storage, database, auth, limits, cache, mail, demo, plugins, batch, composites }
 
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
@@ -99,6 +103,12 @@ public struct GatewayConfiguration: Decodable, Sendable {
         mail = try container.decodeIfPresent(MailSettings.self, forKey: .mail)
         demo = try container.decodeIfPresent(Bool.self, forKey: .demo) ?? false
         plugins = try container.decodeIfPresent([String: PluginSettings].self, forKey: .plugins) ?? [:]
+        batch = try container.decodeIfPresent(BatchSettings.self, forKey: .batch) ?? .init()
+        composites = try container.decodeIfPresent([String: CompositeSettings].self, forKey: .composites) ?? [:]
+        for name in composites.keys where !PluginRegistration.isValidID(name) {
+            throw DecodingError.dataCorruptedError(forKey: .composites, in: container,
+                                                   debugDescription: "'\(name)' is not a composite name (lowercase letters, digits and -, starting with a letter)")
+        }
     }
 }
 
@@ -376,6 +386,24 @@ public struct CacheSettings: Decodable, Sendable {
             throw DecodingError.dataCorruptedError(forKey: .maxEntries, in: container, debugDescription: "must not be negative")
         }
         maxBytes = try container.decodeIfPresent(ByteSize.self, forKey: .maxBytes) ?? maxBytes
+    }
+}
+
+/// `batch:` — `POST /v1/batch`.
+public struct BatchSettings: Decodable, Sendable {
+    /// The most calls one batch may hold (default 20).
+    public var maxCalls = 20
+
+    public init() {}
+
+    enum CodingKeys: String, CodingKey { case maxCalls }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        maxCalls = try container.decodeIfPresent(Int.self, forKey: .maxCalls) ?? maxCalls
+        guard (1...1000).contains(maxCalls) else {
+            throw DecodingError.dataCorruptedError(forKey: .maxCalls, in: container, debugDescription: "must be between 1 and 1000")
+        }
     }
 }
 

@@ -48,7 +48,7 @@ extension Gateway {
         }
         @Sendable func statuses(reasons: Bool) async -> [PluginStatus] {
             var result: [PluginStatus] = []
-            for plugin in plugins where plugin.id != AccountsService.id {
+            for plugin in plugins where !hostPluginIDs.contains(plugin.id) {
                 let health = await plugin.instance.health()
                 result.append(PluginStatus(id: plugin.id, summary: plugin.summary, mount: plugin.mount, status: health.status.rawValue,
                                            reason: reasons ? health.reason : nil, operations: plugin.instance.operations.count,

@@ -19,13 +19,7 @@ extension Gateway {
     /// `address` stands for the socket's peer.
     public func handle(_ method: HTTPRequest.Method, _ target: String, headers: HTTPFields = [:], body: ByteBuffer? = nil,
                        from address: String = "local") async throws -> InProcessResponse {
-        let head = HTTPRequest(method: method, scheme: "http", authority: "localhost", path: target, headerFields: headers)
-        let request = Request(head: head, body: .init(buffer: body ?? ByteBuffer()))
-        let context = GatewayRequestContext(logger: logger, remoteAddress: address)
-        let response = try await responder.respond(to: request, context: context)
-        let sink = CollectedBody()
-        try await response.body.write(CollectingWriter(sink: sink))
-        return InProcessResponse(status: response.status.code, headers: response.headers, body: sink.buffer)
+        try await responder.handle(method, target, headers: headers, body: body, from: address)
     }
 
     /// Finds an operation by name.
@@ -34,6 +28,19 @@ extension Gateway {
             if let operation = plugin.instance.operations.first(where: { $0.name == name }) { return (plugin, operation) }
         }
         return nil
+    }
+}
+
+extension GatewayResponder {
+    /// A request through the whole pipeline, without a socket: `address` stands for the peer.
+    func handle(_ method: HTTPRequest.Method, _ target: String, headers: HTTPFields, body: ByteBuffer?, from address: String) async throws -> InProcessResponse {
+        let head = HTTPRequest(method: method, scheme: "http", authority: "localhost", path: target, headerFields: headers)
+        let request = Request(head: head, body: .init(buffer: body ?? ByteBuffer()))
+        let context = GatewayRequestContext(logger: logger, remoteAddress: address)
+        let response = try await respond(to: request, context: context)
+        let sink = CollectedBody()
+        try await response.body.write(CollectingWriter(sink: sink))
+        return InProcessResponse(status: response.status.code, headers: response.headers, body: sink.buffer)
     }
 }
 

@@ -34,8 +34,13 @@ enum ProblemResponse {
         }
     }
 
+    /// The problem document of `error`, as bytes.
+    static func body(_ error: GatewayError, path: String, requestID: String) -> ByteBuffer {
+        (try? JSONStreamEncoder.encodeBuffer(Document(error: error, instance: String(path.prefix(512)), requestID: requestID))) ?? ByteBuffer()
+    }
+
     static func make(_ error: GatewayError, path: String, requestID: String) -> Response {
-        let data = (try? JSONStreamEncoder.encodeBuffer(Document(error: error, instance: String(path.prefix(512)), requestID: requestID))) ?? ByteBuffer()
+        let data = body(error, path: path, requestID: requestID)
         var headers = HTTPFields()
         headers[.contentType] = "application/problem+json"
         headers[.cacheControl] = "no-store"
