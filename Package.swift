@@ -114,6 +114,8 @@ let package = Package(
                 .product(name: "HummingbirdHTTP2", package: "hummingbird"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "W3CTraceContext", package: "swift-w3c-trace-context"),
+                // WebSockets to upstream services (an upstream route with websocket: true).
+                .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
             ],
             swiftSettings: strictSettings
         ),
@@ -212,9 +214,12 @@ let package = Package(
             name: "UpstreamPluginTests",
             dependencies: ["UpstreamPlugin", "GatewayTesting", "GatewayServer",
                            .product(name: "Hummingbird", package: "hummingbird"),
+                           .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
+                           .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
                            .product(name: "AsyncHTTPClient", package: "async-http-client"),
                            .product(name: "NIOPosix", package: "swift-nio"),
                            .product(name: "NIOHTTP1", package: "swift-nio"),
+                           .product(name: "NIOWebSocket", package: "swift-nio"),
                            .product(name: "NIOFoundationCompat", package: "swift-nio")],
             swiftSettings: strictSettings
         ),

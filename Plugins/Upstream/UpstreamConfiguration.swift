@@ -84,6 +84,8 @@ extension UpstreamPlugin {
         public var name: String?
         /// One line for the OpenAPI document and `gateway routes`.
         public var summary: String?
+        /// Whether a WebSocket opened at the path goes on to the service (`ws://` or `wss://` of its base URL).
+        public var websocket: Bool?
     }
 
     public struct HealthCheck: Codable, Sendable {
@@ -147,6 +149,8 @@ struct UpstreamSettings: Sendable {
         var cost: Int
         var timeout: Duration
         var summary: String
+        /// Whether WebSockets opened at the path go on to the service (GET routes).
+        var webSocket: Bool
     }
 
     /// A piece of an upstream path template.
@@ -314,6 +318,9 @@ extension UpstreamPlugin.Configuration {
             default: throw ConfigurationError(key: "\(key).cacheScope", "use shared or per-caller")
             }
             if let timeout = route.timeout, timeout.seconds <= 0 { throw ConfigurationError(key: "\(key).timeout", "must be more than 0") }
+            if route.websocket == true && !methods.contains(.get) {
+                throw ConfigurationError(key: "\(key).websocket", "a WebSocket opens with a GET: add GET to the route's methods")
+            }
             if let name = route.name, !name.unicodeScalars.allSatisfy({ ("a"..."z").contains($0) || ("0"..."9").contains($0) || $0 == "-" }) || name.isEmpty {
                 throw ConfigurationError(key: "\(key).name", "use lowercase letters, digits and -")
             }
@@ -330,7 +337,8 @@ extension UpstreamPlugin.Configuration {
                 routes.append(UpstreamSettings.Route(
                     name: name, method: method, path: route.path, upstreamPath: upstream, access: access, cache: cache, cost: route.cost ?? 1,
                     timeout: route.timeout?.duration ?? timeout.duration,
-                    summary: route.summary ?? "\(method.rawValue) \(upstreamText) at the upstream service"))
+                    summary: route.summary ?? "\(method.rawValue) \(upstreamText) at the upstream service",
+                    webSocket: route.websocket == true && method == .get))
             }
         }
         return UpstreamSettings(

@@ -67,6 +67,36 @@ struct UpstreamForwarder: Sendable {
         throw GatewayError.badGateway("The upstream service '\(serviceName)' could not be reached.")
     }
 
+    /// A WebSocket opened at a route, joined to one opened at the service: messages go both ways
+    /// until either side closes.
+    func forwardWebSocket(_ route: UpstreamSettings.Route, _ request: WebSocketRequest, _ connection: any WebSocketConnection,
+                          _ context: OperationContext) async throws {
+        try pool.admit()
+        let target = try Self.path(route.upstreamPath, parameters: request.pathParameters) + query(request.queryParameters)
+        var headers = requestFields(context)
+        // The handshake's own fields are the client library's to make.
+        for field in headers where field.name.canonicalName.hasPrefix("sec-websocket-") && field.name.canonicalName != "sec-websocket-protocol" {
+            headers[field.name] = nil
+        }
+        let (index, base) = pool.pick(excluding: [])
+        defer { pool.release(index) }
+        let url = (base.hasPrefix("https://") ? "wss://" + base.dropFirst(8) : "ws://" + base.dropFirst(7)) + target
+        do {
+            try await http.webSocket(url, headers: headers) { upstream in
+                pool.record(index, success: true)
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    group.addTask { for await message in connection.inbound { try await upstream.send(message) } }
+                    group.addTask { for await message in upstream.inbound { try await connection.send(message) } }
+                    _ = try await group.next()
+                    group.cancelAll()
+                }
+            }
+        } catch let error as GatewayError where error.status == 502 {
+            pool.record(index, success: false)
+            throw error
+        }
+    }
+
     /// The reply to the caller: the service's status and fields (cleaned and transformed), its body
     /// streamed — or read whole for a cached route's small 200.
     private func reply(_ response: StreamedUpstreamResponse, route: UpstreamSettings.Route, release: Release) async throws -> OperationReply {

@@ -51,6 +51,16 @@ public struct UpstreamPlugin: ServicePlugin {
         }
     }
 
+    /// The routes whose WebSockets go on to the service.
+    public var webSockets: [WebSocketRoute] {
+        settings.routes.filter(\.webSocket).map { route in
+            WebSocketRoute(route.path, summary: "WebSocket to \(route.summary)", request: { [forwarder, context] request, connection, operationContext in
+                try route.access.enforce(principal: operationContext.principal, plugin: context.pluginID, method: .get)
+                try await forwarder.forwardWebSocket(route, request, connection, operationContext)
+            })
+        }
+    }
+
     public var services: [any Service] {
         guard let health = settings.health else { return [] }
         return [HealthChecker(pool: pool, http: context.http, path: health.path, interval: health.interval, timeout: health.timeout,

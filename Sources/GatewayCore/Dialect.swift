@@ -373,12 +373,35 @@ public struct WebSocketRoute: Sendable {
     public let path: String
     public let summary: String
     /// Serves one connection until the client goes or the handler returns.
-    public let handler: @Sendable (any WebSocketConnection, OperationContext) async throws -> Void
+    public let serve: @Sendable (WebSocketRequest, any WebSocketConnection, OperationContext) async throws -> Void
 
     public init(_ path: String, summary: String, handler: @escaping @Sendable (any WebSocketConnection, OperationContext) async throws -> Void) {
         self.path = path
         self.summary = summary
-        self.handler = handler
+        serve = { _, connection, context in try await handler(connection, context) }
+    }
+
+    /// A route whose handler reads the upgrade request: its path parameters and query.
+    public init(_ path: String, summary: String, request handler: @escaping @Sendable (WebSocketRequest, any WebSocketConnection, OperationContext) async throws -> Void) {
+        self.path = path
+        self.summary = summary
+        serve = handler
+    }
+}
+
+/// The request a WebSocket was opened with.
+public struct WebSocketRequest: Sendable {
+    /// The percent-decoded path parameters (a `{name...}` one as it came).
+    public var pathParameters: [String: String]
+    /// The percent-decoded query parameters in order.
+    public var queryParameters: [(name: String, value: String)]
+    /// The upgrade request's header fields.
+    public var headers: HTTPFields
+
+    public init(pathParameters: [String: String], queryParameters: [(name: String, value: String)], headers: HTTPFields) {
+        self.pathParameters = pathParameters
+        self.queryParameters = queryParameters
+        self.headers = headers
     }
 }
 

@@ -149,6 +149,15 @@ public protocol UpstreamHTTPClient: Sendable {
     /// Sends `request` and answers once the reply's head has arrived, its body still to read
     /// (a proxy's way: neither body is ever held whole). See the default in ``ByteStream``'s file.
     func open(_ request: UpstreamRequest, body: ByteStream?) async throws -> StreamedUpstreamResponse
+    /// Opens a WebSocket to `url` (`ws://` or `wss://`) with `headers`, runs `session` with it, and
+    /// closes it when `session` returns. Fails with a 502 problem when the upstream refuses it.
+    func webSocket(_ url: String, headers: HTTPFields, session: @escaping @Sendable (any WebSocketConnection) async throws -> Void) async throws
+}
+
+extension UpstreamHTTPClient {
+    public func webSocket(_ url: String, headers: HTTPFields, session: @escaping @Sendable (any WebSocketConnection) async throws -> Void) async throws {
+        throw GatewayError.badGateway("This client cannot open WebSockets.")
+    }
 }
 
 /// A message for a user's inbox.

@@ -4,6 +4,7 @@ import HTTPTypes
 import GatewayServer
 import GatewayTesting
 import Hummingbird
+import HummingbirdWebSocket
 import NIOCore
 import NIOPosix
 import Synchronization
@@ -161,5 +162,31 @@ enum RawClient {
             var buffer = Self.unwrapInboundIn(data)
             received.withLock { $0.writeBuffer(&buffer) }
         }
+    }
+}
+
+/// A WebSocket service on loopback: it first tells what it was opened with (path, query, the
+/// service key field), then echoes every text message.
+func withWebSocketEcho<R: Sendable>(_ body: @Sendable (String) async throws -> R) async throws -> R {
+    let router = Router(context: BasicWebSocketRequestContext.self)
+    router.ws("**") { inbound, outbound, context in
+        let request = context.request
+        let key = request.headers[HTTPField.Name("X-Service-Key")!] ?? "-"
+        let version = request.headers[HTTPField.Name("Sec-WebSocket-Version")!] ?? "-"
+        try await outbound.write(.text("opened \(request.uri.path)?\(request.uri.query ?? "") key=\(key) version=\(version)"))
+        for try await message in inbound.messages(maxSize: 1 << 16) {
+            if case .text(let text) = message { try await outbound.write(.text("echo \(text)")) }
+        }
+    }
+    let port = AsyncStream.makeStream(of: Int.self)
+    let app = Application(router: router, server: .http1WebSocketUpgrade(webSocketRouter: router),
+                          configuration: .init(address: .hostname("127.0.0.1", port: 0)),
+                          onServerRunning: { channel in port.continuation.yield(channel.localAddress?.port ?? 0) })
+    return try await withThrowingTaskGroup(of: Void.self) { group in
+        group.addTask { try await app.runService(gracefulShutdownSignals: []) }
+        var iterator = port.stream.makeAsyncIterator()
+        let bound = await iterator.next() ?? 0
+        defer { group.cancelAll() }
+        return try await body("http://127.0.0.1:\(bound)")
     }
 }

@@ -6,7 +6,10 @@ import GatewayTesting
 import HTTPTypes
 import NIOCore
 import NIOHTTP1
+import NIOWebSocket
 import Synchronization
+import HummingbirdWSClient
+import Logging
 import Testing
 @testable import UpstreamPlugin
 
@@ -352,6 +355,46 @@ struct UpstreamPluginTests {
                     let refused = try await HTTPClient.shared.execute(tooLarge, timeout: .seconds(30))
                     #expect(refused.status.code == 413)
                     _ = try? await refused.body.collect(upTo: 1 << 20)
+                }
+            }
+        }
+    }
+
+    @Test("WebSockets pass through: opened at the service with the route's path and query and the credential, messages both ways; the access rule holds")
+    func webSockets() async throws {
+        setenv("UPSTREAM_TEST_WS_SECRET", "ws-secret", 1)
+        try await withWebSocketEcho { url in
+            let extra = """
+                  credential: { header: X-Service-Key, env: UPSTREAM_TEST_WS_SECRET }
+                  routes:
+                    - { path: "/rooms/{rest...}", upstreamPath: "/chat/{rest...}", methods: [GET], websocket: true, access: user }
+
+            """
+            try await TestGateway.with(upstream, yaml: upstreamYAML("svc", [url], extra)) { gateway in
+                let (token, _) = try await gateway.register("talker")
+                #expect(gateway.gateway.routes.contains { $0.method == "WS" && $0.path == "/v1/svc/rooms/{rest...}" })
+                try await listening(gateway.gateway) { port in
+                    let heard = Mutex<[String]>([])
+                    try await WebSocketClient.connect(url: "ws://127.0.0.1:\(port)/v1/svc/rooms/lobby/1?lang=en",
+                                                      configuration: .init(additionalHeaders: [.authorization: "Bearer \(token)"]),
+                                                      logger: Logger(label: "ws")) { inbound, outbound, _ in
+                        var iterator = inbound.messages(maxSize: 1 << 16).makeAsyncIterator()
+                        if case .text(let text) = try await iterator.next() { heard.withLock { $0.append(text) } }
+                        try await outbound.write(.text("hi"))
+                        if case .text(let text) = try await iterator.next() { heard.withLock { $0.append(text) } }
+                        try await outbound.close(.normalClosure, reason: nil)
+                    }
+                    let messages = heard.withLock { $0 }
+                    #expect(messages == ["opened /chat/lobby/1?lang=en key=ws-secret version=13", "echo hi"], "\(messages)")
+
+                    // A guest may not: the socket closes without a word from the service.
+                    let guestHeard = Mutex<[String]>([])
+                    _ = try? await WebSocketClient.connect(url: "ws://127.0.0.1:\(port)/v1/svc/rooms/lobby", logger: Logger(label: "ws")) { inbound, _, _ in
+                        for try await message in inbound.messages(maxSize: 1 << 16) {
+                            if case .text(let text) = message { guestHeard.withLock { $0.append(text) } }
+                        }
+                    }
+                    #expect(guestHeard.withLock { $0 }.isEmpty)
                 }
             }
         }

@@ -13,8 +13,8 @@ struct MountedWebSocket: Sendable {
     let plugin: PluginContext
 }
 
-/// Adapts a Hummingbird WebSocket to the contract's ``WebSocketConnection``.
-private struct HummingbirdSocket: WebSocketConnection {
+/// Adapts a Hummingbird WebSocket (a client's or the server's) to the contract's ``WebSocketConnection``.
+struct HummingbirdSocket: WebSocketConnection {
     let inbound: AsyncStream<GatewayCore.WebSocketMessage>
     let outbound: WebSocketOutboundWriter
 
@@ -57,6 +57,7 @@ extension Gateway {
                                        headers: fields, plugin: mounted.plugin, credential: credential) { cost in
             try await limit(principal, pluginID, cost)
         }
+        let socketRequest = WebSocketRequest(pathParameters: parameters, queryParameters: queryParameters, headers: fields)
         return .upgrade([:]) { inbound, outbound, _ in
             let (stream, continuation) = AsyncStream<GatewayCore.WebSocketMessage>.makeStream()
             try await withThrowingTaskGroup(of: Void.self) { group in
@@ -70,7 +71,7 @@ extension Gateway {
                     }
                 }
                 group.addTask {
-                    try await mounted.route.handler(HummingbirdSocket(inbound: stream, outbound: outbound), context)
+                    try await mounted.route.serve(socketRequest, HummingbirdSocket(inbound: stream, outbound: outbound), context)
                 }
                 // Whichever ends first ends the connection.
                 _ = try await group.next()

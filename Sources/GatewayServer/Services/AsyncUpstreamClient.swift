@@ -1,6 +1,8 @@
 import AsyncHTTPClient
 import GatewayCore
 import HTTPTypes
+import HummingbirdWSClient
+import Logging
 import NIOCore
 import NIOHTTP1
 
@@ -52,6 +54,42 @@ public struct AsyncUpstreamClient: UpstreamHTTPClient {
             throw Self.problem(error, url: request.url)
         }
     }
+
+    public func webSocket(_ url: String, headers: HTTPFields, session: @escaping @Sendable (any WebSocketConnection) async throws -> Void) async throws {
+        let configuration = WebSocketClientConfiguration(maxFrameSize: 1 << 20, additionalHeaders: headers)
+        do {
+            try await WebSocketClient.connect(url: url, configuration: configuration, logger: Self.socketLogger) { inbound, outbound, _ in
+                let (stream, continuation) = AsyncStream<GatewayCore.WebSocketMessage>.makeStream()
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    group.addTask {
+                        defer { continuation.finish() }
+                        for try await message in inbound.messages(maxSize: 1 << 20) {
+                            switch message {
+                            case .text(let text): continuation.yield(.text(text))
+                            case .binary(let bytes): continuation.yield(.binary(bytes))
+                            }
+                        }
+                    }
+                    group.addTask { try await session(HummingbirdSocket(inbound: stream, outbound: outbound)) }
+                    // Whichever ends first ends the connection.
+                    _ = try await group.next()
+                    group.cancelAll()
+                }
+            }
+        } catch let error as GatewayError {
+            throw error
+        } catch is CancellationError {
+            throw CancellationError()
+        } catch {
+            throw GatewayError.badGateway("The upstream service refused the WebSocket: \(error)")
+        }
+    }
+
+    static let socketLogger: Logger = {
+        var logger = Logger(label: "gateway.upstream-websocket")
+        logger.logLevel = .warning
+        return logger
+    }()
 
     private static func outbound(_ request: UpstreamRequest) -> HTTPClientRequest {
         var outbound = HTTPClientRequest(url: request.url)
