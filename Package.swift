@@ -124,6 +124,7 @@ let package = Package(
             dependencies: [
                 "GatewayCore", "GatewayServer",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "SQLKit", package: "sql-kit"),
                 .product(name: "NIOFoundationCompat", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

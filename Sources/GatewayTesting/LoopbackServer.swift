@@ -1,11 +1,15 @@
 import Hummingbird
+import HummingbirdCore
 import NIOCore
 
 /// Serves `router` on a free loopback port while `body` runs (a fake upstream service, a web hook
-/// receiver), then stops it. `body` gets the port.
-public func withLoopbackServer<R: Sendable>(_ router: Router<BasicRequestContext>, _ body: @Sendable (Int) async throws -> R) async throws -> R {
+/// receiver), then stops it. `body` gets the port. `server` chooses the protocol (WebSocket
+/// upgrades: `.http1WebSocketUpgrade(webSocketRouter: router)`).
+public func withLoopbackServer<Context: InitializableFromSource<ApplicationRequestContextSource>, R: Sendable>(
+    _ router: Router<Context>, server: HTTPServerBuilder = .http1(), _ body: @Sendable (Int) async throws -> R
+) async throws -> R {
     let port = AsyncStream.makeStream(of: Int.self)
-    let app = Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
+    let app = Application(router: router, server: server, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
                           onServerRunning: { channel in port.continuation.yield(channel.localAddress?.port ?? 0) })
     return try await withThrowingTaskGroup(of: Void.self) { group in
         group.addTask { try await app.runService(gracefulShutdownSignals: []) }

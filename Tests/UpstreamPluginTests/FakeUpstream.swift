@@ -178,15 +178,7 @@ func withWebSocketEcho<R: Sendable>(_ body: @Sendable (String) async throws -> R
             if case .text(let text) = message { try await outbound.write(.text("echo \(text)")) }
         }
     }
-    let port = AsyncStream.makeStream(of: Int.self)
-    let app = Application(router: router, server: .http1WebSocketUpgrade(webSocketRouter: router),
-                          configuration: .init(address: .hostname("127.0.0.1", port: 0)),
-                          onServerRunning: { channel in port.continuation.yield(channel.localAddress?.port ?? 0) })
-    return try await withThrowingTaskGroup(of: Void.self) { group in
-        group.addTask { try await app.runService(gracefulShutdownSignals: []) }
-        var iterator = port.stream.makeAsyncIterator()
-        let bound = await iterator.next() ?? 0
-        defer { group.cancelAll() }
-        return try await body("http://127.0.0.1:\(bound)")
+    return try await withLoopbackServer(router, server: .http1WebSocketUpgrade(webSocketRouter: router)) { port in
+        try await body("http://127.0.0.1:\(port)")
     }
 }

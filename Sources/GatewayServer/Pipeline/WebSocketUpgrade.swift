@@ -24,6 +24,27 @@ struct HummingbirdSocket: WebSocketConnection {
         case .binary(let bytes): try await outbound.write(.binary(bytes))
         }
     }
+
+    /// Runs `session` with the socket whose frames arrive on `inbound` (messages up to 1 MiB);
+    /// whichever ends first, the client or the session, ends the connection.
+    static func serve(inbound: WebSocketInboundStream, outbound: WebSocketOutboundWriter,
+                      session: @escaping @Sendable (HummingbirdSocket) async throws -> Void) async throws {
+        let (stream, continuation) = AsyncStream<GatewayCore.WebSocketMessage>.makeStream()
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask {
+                defer { continuation.finish() }
+                for try await message in inbound.messages(maxSize: 1 << 20) {
+                    switch message {
+                    case .text(let text): continuation.yield(.text(text))
+                    case .binary(let bytes): continuation.yield(.binary(bytes))
+                    }
+                }
+            }
+            group.addTask { try await session(HummingbirdSocket(inbound: stream, outbound: outbound)) }
+            _ = try await group.next()
+            group.cancelAll()
+        }
+    }
 }
 
 extension Gateway {
@@ -59,23 +80,8 @@ extension Gateway {
         }
         let socketRequest = WebSocketRequest(pathParameters: parameters, queryParameters: queryParameters, headers: fields)
         return .upgrade([:]) { inbound, outbound, _ in
-            let (stream, continuation) = AsyncStream<GatewayCore.WebSocketMessage>.makeStream()
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                group.addTask {
-                    defer { continuation.finish() }
-                    for try await message in inbound.messages(maxSize: 1 << 20) {
-                        switch message {
-                        case .text(let text): continuation.yield(.text(text))
-                        case .binary(let bytes): continuation.yield(.binary(bytes))
-                        }
-                    }
-                }
-                group.addTask {
-                    try await mounted.route.serve(socketRequest, HummingbirdSocket(inbound: stream, outbound: outbound), context)
-                }
-                // Whichever ends first ends the connection.
-                _ = try await group.next()
-                group.cancelAll()
+            try await HummingbirdSocket.serve(inbound: inbound, outbound: outbound) { socket in
+                try await mounted.route.serve(socketRequest, socket, context)
             }
         }
     }

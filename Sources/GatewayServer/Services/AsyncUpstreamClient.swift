@@ -59,22 +59,7 @@ public struct AsyncUpstreamClient: UpstreamHTTPClient {
         let configuration = WebSocketClientConfiguration(maxFrameSize: 1 << 20, additionalHeaders: headers)
         do {
             try await WebSocketClient.connect(url: url, configuration: configuration, logger: Self.socketLogger) { inbound, outbound, _ in
-                let (stream, continuation) = AsyncStream<GatewayCore.WebSocketMessage>.makeStream()
-                try await withThrowingTaskGroup(of: Void.self) { group in
-                    group.addTask {
-                        defer { continuation.finish() }
-                        for try await message in inbound.messages(maxSize: 1 << 20) {
-                            switch message {
-                            case .text(let text): continuation.yield(.text(text))
-                            case .binary(let bytes): continuation.yield(.binary(bytes))
-                            }
-                        }
-                    }
-                    group.addTask { try await session(HummingbirdSocket(inbound: stream, outbound: outbound)) }
-                    // Whichever ends first ends the connection.
-                    _ = try await group.next()
-                    group.cancelAll()
-                }
+                try await HummingbirdSocket.serve(inbound: inbound, outbound: outbound, session: session)
             }
         } catch let error as GatewayError {
             throw error
