@@ -50,7 +50,7 @@ struct UpstreamForwarder: Sendable {
                 pool.record(index, success: false)
                 if attempt < attempts { continue }
                 throw error.status == 504
-                    ? GatewayError.gatewayTimeout("The upstream service '\(serviceName)' did not answer within \(Self.text(route.timeout)).")
+                    ? GatewayError.gatewayTimeout("The upstream service '\(serviceName)' did not answer within \(ConfigDuration(route.timeout)).")
                     : GatewayError.badGateway("The upstream service '\(serviceName)' could not be reached.")
             } catch {
                 pool.release(index)
@@ -214,11 +214,6 @@ struct UpstreamForwarder: Sendable {
 
     static func segment(_ text: String) -> String { text.addingPercentEncoding(withAllowedCharacters: segmentCharacters) ?? text }
     static func encode(_ text: String) -> String { text.addingPercentEncoding(withAllowedCharacters: unreserved) ?? text }
-
-    static func text(_ duration: Duration) -> String {
-        let milliseconds = duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000
-        return milliseconds % 1000 == 0 ? "\(milliseconds / 1000)s" : "\(milliseconds)ms"
-    }
 
     /// `body`, with `release` called once it ends, fails, or is dropped unread.
     static func releasing(_ body: ByteStream, _ release: Release) -> ByteStream {

@@ -76,6 +76,11 @@ public struct ConfigDuration: ConfigurationText, Sendable, Hashable {
 
     public init(seconds: Double) { self.seconds = seconds }
 
+    /// `duration`, to the millisecond (its ``description`` is its shortest spelling: `300ms`, `5s`).
+    public init(_ duration: Duration) {
+        seconds = Double(duration.components.seconds) + Double(duration.components.attoseconds / 1_000_000_000_000_000) / 1000
+    }
+
     /// `milliseconds` thousandths of a second.
     public static func milliseconds(_ milliseconds: Int) -> ConfigDuration { ConfigDuration(seconds: Double(milliseconds) / 1000) }
     /// `minutes` minutes.

@@ -102,24 +102,14 @@ public struct ServiceOperation: Sendable {
         output outputType: Output.Type,
         handler: @escaping @Sendable (OperationInput<Path, Query, Body>, OperationContext) async throws -> Reply<Output>
     ) {
-        self.name = name
-        self.method = method
-        self.path = path
-        self.summary = summary
-        self.details = details
-        self.access = access
-        self.cache = cache
-        self.cost = max(0, cost)
-        self.resourceParameter = resource
-        self.successStatus = successStatus ?? (method == .post ? .created : .ok)
-        self.tags = tags
-        self.io = OperationIO(path: pathType, query: queryType, body: bodyType, output: outputType)
-        self.bodyMediaTypes = Body.self == NoInput.self ? [] : (Body.self as? any RawBodyInput.Type)?.acceptedMediaTypes ?? ["application/json"]
-        let defaultStatus = self.successStatus
+        let defaultStatus = successStatus ?? (method == .post ? .created : .ok)
         let decode = InputDecoder.decoder(path: Path.self, query: Query.self, body: Body.self)
         let writer = JSONWriter.writer(for: Output.self)
         let paged = Output.self is any PagedOutput.Type
-        self.run = { request, context in
+        self.init(name: name, method: method, path: path, summary: summary, details: details, access: access, cache: cache, cost: cost,
+                  resource: resource, successStatus: defaultStatus, tags: tags,
+                  io: OperationIO(path: pathType, query: queryType, body: bodyType, output: outputType),
+                  bodyMediaTypes: Body.self == NoInput.self ? [] : (Body.self as? any RawBodyInput.Type)?.acceptedMediaTypes ?? ["application/json"]) { request, context in
             let reply = try await handler(try decode(request), context)
             var erased = reply.erased(defaultStatus: defaultStatus, writer: writer)
             if paged { erased.nextCursor = (reply.output as? any PagedOutput)?.nextCursor }
@@ -172,6 +162,20 @@ public struct ServiceOperation: Sendable {
 
     private init(name: String, method: HTTPRequest.Method, path: String, summary: String, details: String?, access: AccessRule, cache: CachePolicy,
                  cost: Int, tags: [String], streamsBody: Bool, handler: @escaping @Sendable (OperationRequest, OperationContext) async throws -> OperationReply) {
+        let takesBody = method != .get && method != .head && method != .delete
+        self.init(name: name, method: method, path: path, summary: summary, details: details, access: access, cache: cache, cost: cost,
+                  resource: nil, successStatus: .ok, tags: tags,
+                  io: OperationIO(path: NoInput.self, query: NoInput.self, body: takesBody ? ForwardedBody.self : NoInput.self, output: RawReply.self),
+                  bodyMediaTypes: takesBody ? ForwardedBody.acceptedMediaTypes : [], run: handler)
+        rawMediaTypes = ["*/*"]
+        self.streamsBody = streamsBody && takesBody
+    }
+
+    /// Sets every stored member: the one place both kinds of operation are made.
+    @usableFromInline
+    init(name: String, method: HTTPRequest.Method, path: String, summary: String, details: String?, access: AccessRule, cache: CachePolicy,
+         cost: Int, resource: String?, successStatus: HTTPResponse.Status, tags: [String], io: OperationIO, bodyMediaTypes: [String],
+         run: @escaping @Sendable (OperationRequest, OperationContext) async throws -> OperationReply) {
         self.name = name
         self.method = method
         self.path = path
@@ -180,15 +184,12 @@ public struct ServiceOperation: Sendable {
         self.access = access
         self.cache = cache
         self.cost = max(0, cost)
-        resourceParameter = nil
-        successStatus = .ok
+        self.resourceParameter = resource
+        self.successStatus = successStatus
         self.tags = tags
-        let takesBody = method != .get && method != .head && method != .delete
-        io = OperationIO(path: NoInput.self, query: NoInput.self, body: takesBody ? ForwardedBody.self : NoInput.self, output: RawReply.self)
-        bodyMediaTypes = takesBody ? ForwardedBody.acceptedMediaTypes : []
-        rawMediaTypes = ["*/*"]
-        self.streamsBody = streamsBody && takesBody
-        run = handler
+        self.io = io
+        self.bodyMediaTypes = bodyMediaTypes
+        self.run = run
     }
 
     /// The names of the `{parameters}` in ``path``.

@@ -5,11 +5,20 @@ import SQLKit
 /// The gateway's own account API — registration, sessions, profile, API keys, notifications and
 /// history — declared as ordinary operations so it runs through the same pipeline, appears in the
 /// OpenAPI document and works with `gateway call`. Mounted at `/v1`.
-struct AccountsService: ServicePlugin {
+/// A service of the host's own (accounts, batches, composites), mounted like a plugin so that it
+/// shares the whole pipeline, but made by the host with its dependencies: plugins.yaml cannot
+/// enable it.
+protocol HostService: ServicePlugin where Configuration == NoConfiguration {}
+
+extension HostService {
+    init(configuration: NoConfiguration, context: PluginContext) async throws {
+        throw GatewayStartupError("\(Self.id) is part of the host and is not created from plugins.yaml")
+    }
+}
+
+struct AccountsService: HostService {
     static let id = "accounts"
     static let summary = "Accounts, sessions, API keys, notifications and history"
-
-    struct Configuration: Decodable, Sendable {}
 
     let store: AccountStore
     let authenticator: AccountAuthenticator
@@ -18,12 +27,6 @@ struct AccountsService: ServicePlugin {
     let database: any SQLDatabase
     let cache: any CacheInvalidator
     let resets: PasswordResets
-
-    /// The host creates this service with its dependencies (``init(store:authenticator:throttle:registration:cache:)``);
-    /// it cannot be enabled from plugins.yaml like a plugin.
-    init(configuration: Configuration, context: PluginContext) async throws {
-        throw GatewayStartupError("the accounts service is part of the host and is not created from plugins.yaml")
-    }
 
     init(store: AccountStore, authenticator: AccountAuthenticator, throttle: LoginThrottle, registration: AuthSettings.Registration,
          cache: any CacheInvalidator, resets: PasswordResets) {

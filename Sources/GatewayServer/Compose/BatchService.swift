@@ -11,18 +11,12 @@ import NIOCore
 /// or a method and path (`{"method": "GET", "path": "/v1/suggest?q=ab"}`), optionally with fields
 /// and a JSON body. `dependsOn` lists calls (by `id`) that must finish first; a call whose
 /// dependency failed (a 4xx or 5xx) is not made and answers 424.
-struct BatchService: ServicePlugin {
+struct BatchService: HostService {
     static let id = "batch"
     static let summary = "Several calls in one request"
 
-    struct Configuration: Decodable, Sendable {}
-
     let caller: InternalCaller
     let maxCalls: Int
-
-    init(configuration: Configuration, context: PluginContext) async throws {
-        throw GatewayStartupError("the batch service is part of the host and is not created from plugins.yaml")
-    }
 
     init(caller: InternalCaller, maxCalls: Int) {
         self.caller = caller

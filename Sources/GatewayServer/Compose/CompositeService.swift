@@ -11,18 +11,12 @@ import NIOCore
 /// optional step's problem appears under `errors` and the reply is still 200; a failed required
 /// step fails the composite with its status (a 5xx becomes 502) and every problem under `errors`.
 /// A step that refers to a failed one is not made (424).
-struct CompositeService: ServicePlugin {
+struct CompositeService: HostService {
     static let id = "composite"
     static let summary = "Endpoints composed in plugins.yaml from calls to other operations"
 
-    struct Configuration: Decodable, Sendable {}
-
     let caller: InternalCaller
     let composites: [(name: String, settings: CompositeSettings)]
-
-    init(configuration: Configuration, context: PluginContext) async throws {
-        throw GatewayStartupError("composites are part of the host and are configured under composites: in plugins.yaml")
-    }
 
     init(caller: InternalCaller, composites: [String: CompositeSettings]) {
         self.caller = caller

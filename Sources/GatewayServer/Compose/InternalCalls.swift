@@ -55,18 +55,13 @@ final class InternalCaller: Sendable {
             group.addTask { await run() }
             group.addTask {
                 try? await Task.sleep(for: timeout)
-                return Task.isCancelled ? nil : CallOutcome(problem: .gatewayTimeout("The call did not finish within \(Self.text(timeout))."))
+                return Task.isCancelled ? nil : CallOutcome(problem: .gatewayTimeout("The call did not finish within \(ConfigDuration(timeout))."))
             }
             var outcome: CallOutcome?
             while outcome == nil, let next = await group.next() { outcome = next }
             group.cancelAll()
             return outcome ?? CallOutcome(problem: .internalError())
         }
-    }
-
-    static func text(_ duration: Duration) -> String {
-        let milliseconds = duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000
-        return milliseconds % 1000 == 0 ? "\(milliseconds / 1000)s" : "\(milliseconds)ms"
     }
 }
 
@@ -75,13 +70,9 @@ struct CallOutcome: Sendable {
     var status: Int
     var headers: HTTPFields
     var body: ByteBuffer
+}
 
-    init(status: Int, headers: HTTPFields, body: ByteBuffer) {
-        self.status = status
-        self.headers = headers
-        self.body = body
-    }
-
+extension CallOutcome {
     /// An outcome that never reached a handler, as its problem document.
     init(problem: GatewayError) {
         status = problem.status
