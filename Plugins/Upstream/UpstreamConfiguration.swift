@@ -25,6 +25,7 @@ extension UpstreamPlugin {
         /// How an instance is chosen: `round-robin` or `least-outstanding` (the fewest requests in flight).
         public var balance = "round-robin"
         /// How long an instance may take to answer (until its reply's head; the body may stream longer).
+        /// A request whose body streams (an upload) gets an hour instead, its upload included.
         public var timeout = ConfigDuration(seconds: 10)
         /// Further attempts, on another instance where there is one, for an idempotent request
         /// (GET, HEAD, PUT and DELETE without a streamed body) that failed to connect, timed out, or

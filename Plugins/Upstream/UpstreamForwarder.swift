@@ -14,6 +14,8 @@ struct UpstreamForwarder: Sendable {
     let http: any UpstreamHTTPClient
     let serviceName: String
 
+    /// How long a request whose body streams may take to be sent and answered.
+    static let uploadTimeout = Duration.seconds(3600)
     /// Replies of cached routes up to this size are read whole so that the cache can keep them.
     static let cacheableSize = 4 << 20
 
@@ -41,7 +43,11 @@ struct UpstreamForwarder: Sendable {
         for attempt in 1...attempts {
             let (index, base) = pool.pick(excluding: tried)
             tried.insert(index)
-            let upstream = UpstreamRequest(method: route.method, url: base + target, headers: headers, body: request.body, timeout: route.timeout)
+            // The wait for the head includes sending the body: a streamed upload (any size, any
+            // client speed) gets an hour for both instead of the route's timeout; the client's
+            // idle read timeout (60 s) still bounds a service that stops answering.
+            let upstream = UpstreamRequest(method: route.method, url: base + target, headers: headers, body: request.body,
+                                           timeout: body == nil ? route.timeout : max(route.timeout, Self.uploadTimeout))
             let response: StreamedUpstreamResponse
             do {
                 response = try await http.open(upstream, body: body)
