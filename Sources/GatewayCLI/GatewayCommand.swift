@@ -64,7 +64,7 @@ struct GatewayCommand: AsyncParsableCommand {
         commandName: "gateway",
         abstract: "An API gateway that hosts service plugins behind one endpoint.",
         version: GatewayVersion.current,
-        subcommands: [Serve.self, Check.self, Plugins.self, Routes.self, Call.self, Migrate.self, OpenAPICommand.self,
+        subcommands: [Serve.self, Check.self, Reload.self, Plugins.self, Routes.self, Call.self, Migrate.self, OpenAPICommand.self,
                       UserCommand.self, KeyCommand.self, CacheCommand.self, ImportCommand.self, PluginCommand.self],
         defaultSubcommand: Serve.self)
 }
@@ -81,9 +81,14 @@ struct ConfigOptions: ParsableArguments {
 
     /// The configuration, validated; a bad file throws its located ``ConfigurationFileError``.
     func load() throws -> GatewayConfiguration {
-        let configuration = try GatewayConfiguration.load(contentsOf: fileURL, knownPlugins: PluginCatalog.registrations.map(\.id),
-                                                          instanceTypes: PluginCatalog.registrations.filter(\.multipleInstances).map(\.id))
-        for instance in PluginInstance.enabled(PluginCatalog.registrations, in: configuration) {
+        try Self.load(fileURL, registrations: PluginCatalog.registrations)
+    }
+
+    /// The configuration in `file`, validated with every enabled plugin's own checks.
+    static func load(_ file: URL, registrations: [PluginRegistration]) throws -> GatewayConfiguration {
+        let configuration = try GatewayConfiguration.load(contentsOf: file, knownPlugins: registrations.map(\.id),
+                                                          instanceTypes: registrations.filter(\.multipleInstances).map(\.id))
+        for instance in PluginInstance.enabled(registrations, in: configuration) {
             try instance.registration.validate(instance.settings.config)
         }
         return configuration
@@ -129,6 +134,10 @@ struct ConfigOptions: ParsableArguments {
         var options = Gateway.Options(baseDirectory: fileURL.deletingLastPathComponent())
         options.logger = logger()
         options.logger.logLevel = logLevel
+        // A reload reads the same file with the same plugins.
+        let file = fileURL
+        let registrations = PluginCatalog.registrations
+        options.configurationSource = { try ConfigOptions.load(file, registrations: registrations) }
         return options
     }
 }

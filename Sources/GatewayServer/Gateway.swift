@@ -11,6 +11,7 @@ import Logging
 import NIOCore
 import OpenAPIKit
 import SQLKit
+import Synchronization
 import ServiceLifecycle
 import UnixSignals
 
@@ -19,12 +20,13 @@ import UnixSignals
 ///
 /// A `Gateway` owns its database: call ``shutdown()`` once when done (``run`` does it itself).
 public final class Gateway: Sendable {
-    /// The configuration it was built from.
-    public let configuration: GatewayConfiguration
+    /// The configuration it serves: the file's as last loaded or reloaded, with the settings that
+    /// need a restart as they were at start.
+    public var configuration: GatewayConfiguration { live.withLock { $0.configuration } }
     /// The database every plugin shares.
     public let database: GatewayDatabase
-    /// The enabled plugins, in the order of their registration.
-    public let plugins: [LoadedPlugin]
+    /// The enabled plugins, in the order of their registration, after the host's own services.
+    public var plugins: [LoadedPlugin] { live.withLock { $0.plugins } }
     /// Users, sessions and API keys.
     public let accounts: AccountStore
     /// The request pipeline.
@@ -32,27 +34,35 @@ public final class Gateway: Sendable {
     /// Metrics of requests and of plugins.
     public let metrics: GatewayMetrics
     /// The OpenAPI document of the enabled plugins.
-    public let openAPIDocument: OpenAPI.Document
+    public var openAPIDocument: OpenAPI.Document { live.withLock { $0.openAPIDocument } }
     /// The event bus plugins publish to.
     public let events: LocalEventBus
     public let logger: Logger
-    let webSockets: RouteTable<MountedWebSocket>
-    let routeList: [RouteDescription]
     /// The certificate of the TLS listener (`server.tls`), read again on SIGHUP.
     public let certificates: CertificateStore?
-    /// The endpoints of the admin listener, by path.
-    let adminEndpoints: [String: GatewayEndpoint]
     /// The host's own background services (the cache invalidation listener on PostgreSQL).
     public let hostServices: [any Service]
+    /// What the plugins and routes are built from, at start and on each reload.
+    let parts: Parts
+    /// What plugins.yaml decides, as served now.
+    let live: Mutex<LiveState>
+    /// The background services of plugins a reload may add or remove.
+    let pluginServices: PluginServiceRunner
+    let reloadQueue = ReloadQueue()
+    /// Where a reload is announced to the other instances on the same PostgreSQL database.
+    let reloadChannel: PostgresChannel?
 
     /// A plugin as the running gateway holds it.
     public struct LoadedPlugin: Sendable {
         public let id: String
         public let summary: String
-        public let mount: String
-        public let dialectMount: String
+        public internal(set) var mount: String
+        public internal(set) var dialectMount: String
         public let instance: any ServicePlugin
         public let context: PluginContext
+        /// Whether a reload may replace or remove it (an instance of a type serving ids of the
+        /// file's choice); its background services then run apart from the others'.
+        var reloadable = false
     }
 
     /// One line of `gateway routes`.
@@ -87,6 +97,10 @@ public final class Gateway: Sendable {
         /// The clock plugins see.
         public var clock: any WallClock = SystemClock()
         public var logger: Logger = Logger(label: "gateway")
+        /// Reads the configuration again for a reload (SIGHUP, `gateway reload`, `POST
+        /// /v1/admin/reload`), throwing its located error when the file cannot be used; nil:
+        /// only ``Gateway/reload(to:)`` reloads.
+        public var configurationSource: (@Sendable () throws -> GatewayConfiguration)?
 
         public init(baseDirectory: URL) {
             self.baseDirectory = baseDirectory
@@ -112,7 +126,8 @@ public final class Gateway: Sendable {
         let database = try await openDatabase(options.storage ?? configuration.storage, baseDirectory: options.baseDirectory, logger: logger,
                                               pool: configuration.database)
         do {
-            return try await assemble(configuration: configuration, enabled: enabled, database: database, options: options, certificates: certificates)
+            return try await assemble(configuration: configuration, enabled: enabled, database: database, options: options, certificates: certificates,
+                                      registrations: registrations)
         } catch {
             await database.shutdown()
             throw error
@@ -139,7 +154,7 @@ public final class Gateway: Sendable {
     }
 
     private static func assemble(configuration: GatewayConfiguration, enabled: [PluginInstance], database: GatewayDatabase, options: Options,
-                                 certificates: CertificateStore?) async throws -> Gateway {
+                                 certificates: CertificateStore?, registrations: [PluginRegistration]) async throws -> Gateway {
         let logger = options.logger
         let db = database.sql
         let migrations = [(owner: "gateway", steps: hostMigrations)] + pluginMigrations(enabled)
@@ -147,16 +162,19 @@ public final class Gateway: Sendable {
             try await MigrationRunner(database: db, logger: logger).migrate(migrations)
         }
         let metrics = GatewayMetrics()
-        // With PostgreSQL, cache invalidations and events travel to every instance on the database.
+        // With PostgreSQL, cache invalidations, events, revocations and reloads travel to every
+        // instance on the database.
         var channels: [PostgresChannel] = []
         var invalidations: PostgresChannel?
         var eventChannel: PostgresChannel?
         var authChannel: PostgresChannel?
+        var reloadChannel: PostgresChannel?
         if case .postgres(let url) = database.location {
             invalidations = PostgresChannel(channel: "gateway_cache", url: url, database: db, logger: logger)
             eventChannel = PostgresChannel(channel: "gateway_events", url: url, database: db, logger: logger)
             authChannel = PostgresChannel(channel: "gateway_auth", url: url, database: db, logger: logger)
-            channels = [invalidations!, eventChannel!, authChannel!]
+            reloadChannel = PostgresChannel(channel: "gateway_reload", url: url, database: db, logger: logger)
+            channels = [invalidations!, eventChannel!, authChannel!, reloadChannel!]
         }
         var eventBroadcast: (@Sendable (String) async -> Void)?
         if let eventChannel { eventBroadcast = { message in await eventChannel.publish(message) } }
@@ -210,194 +228,52 @@ public final class Gateway: Sendable {
                                     baseURL: configuration.server.publicURL ?? "http://\(configuration.server.host):\(configuration.server.port)")
         let directory = GatewayAccountDirectory(store: accounts, authenticator: accountAuthenticator, throttle: loginThrottle,
                                                 registration: configuration.auth.registration, resets: resets)
-        let policies = RateLimitPolicies(defaults: configuration.limits,
-                                         plugins: configuration.plugins.compactMapValues { $0.enabled ? $0.limits : nil })
-        let rateLimiter: any RateLimiter
-        if let given = options.rateLimiter {
-            rateLimiter = given
-        } else if configuration.limits.policy == .cluster {
+        if configuration.limits.policy == .cluster && options.rateLimiter == nil {
             guard case .postgres = configuration.storage else { throw GatewayStartupError("limits.policy: cluster needs PostgreSQL storage (instances share their buckets there)") }
-            rateLimiter = ClusterRateLimiter(policies: policies, database: db, clock: options.clock)
-        } else {
-            rateLimiter = LocalRateLimiter(policies: policies)
         }
-
-        var plugins: [LoadedPlugin] = []
-        // The host's own account API, mounted at /v1 like a plugin so it shares the whole pipeline.
-        var accountsLogger = logger
-        accountsLogger[metadataKey: "plugin"] = "accounts"
-        let accountsContext = PluginContext(
-            pluginID: AccountsService.id, logger: accountsLogger, metrics: metrics.factory, database: db, clock: options.clock,
-            http: http, notifier: inbox, history: inbox, events: events, cache: cache, accounts: directory, baseDirectory: options.baseDirectory,
-            appKeys: Set(configuration.auth.appKeys))
-        plugins.append(LoadedPlugin(
-            id: AccountsService.id, summary: AccountsService.summary, mount: "/v1", dialectMount: "",
-            instance: AccountsService(store: accounts, authenticator: accountAuthenticator, throttle: loginThrottle,
-                                      registration: configuration.auth.registration, cache: cache, resets: resets),
-            context: accountsContext))
-        // The host's compositions: /v1/batch, and the composite endpoints of plugins.yaml. Their
-        // calls go through the pipeline, attached below once it is built.
-        let caller = InternalCaller()
-        func hostContext(_ id: String) -> PluginContext {
-            var hostLogger = logger
-            hostLogger[metadataKey: "plugin"] = .string(id)
-            return PluginContext(pluginID: id, logger: hostLogger, metrics: metrics.factory, database: db, clock: options.clock, http: http, notifier: inbox,
-                                 history: inbox, events: events, cache: cache, accounts: directory, baseDirectory: options.baseDirectory,
-                                 appKeys: Set(configuration.auth.appKeys))
-        }
-        plugins.append(LoadedPlugin(id: BatchService.id, summary: BatchService.summary, mount: "/v1/batch", dialectMount: "",
-                                    instance: BatchService(caller: caller, maxCalls: configuration.batch.maxCalls), context: hostContext(BatchService.id)))
-        let composites = CompositeService(caller: caller, composites: configuration.composites)
-        if !configuration.composites.isEmpty {
-            plugins.append(LoadedPlugin(id: CompositeService.id, summary: CompositeService.summary, mount: "", dialectMount: "",
-                                        instance: composites, context: hostContext(CompositeService.id)))
-        }
-        for plugin in enabled {
-            let registration = plugin.registration
-            let settings = plugin.settings
-            var pluginLogger = logger
-            pluginLogger[metadataKey: "plugin"] = .string(plugin.id)
-            let context = PluginContext(
-                pluginID: plugin.id, logger: pluginLogger, metrics: metrics.factory, database: db, clock: options.clock,
-                http: http, notifier: inbox, history: inbox, events: events, cache: cache, accounts: directory, baseDirectory: options.baseDirectory,
-            appKeys: Set(configuration.auth.appKeys))
-            let instance: any ServicePlugin
-            do {
-                instance = try await registration.make(settings.config, context)
-            } catch let error as ConfigurationFileError {
-                throw error
-            } catch {
-                throw StartupStepError(step: "starting plugin \(plugin.id)", cause: error)
-            }
-            plugins.append(LoadedPlugin(
-                id: plugin.id, summary: registration.summary, mount: settings.mount ?? "/v1/\(plugin.id)",
-                dialectMount: settings.dialectMount ?? "", instance: instance, context: context))
-        }
-
+        let reloads = ReloadHandle()
+        let parts = Parts(
+            registrations: registrations, options: options, database: database, metrics: metrics, cache: cache, http: http, inbox: inbox, events: events,
+            directory: directory, caller: InternalCaller(), authenticator: options.authenticator ?? accountAuthenticator,
+            accountsService: AccountsService(store: accounts, authenticator: accountAuthenticator, throttle: loginThrottle,
+                                             registration: configuration.auth.registration, cache: cache, resets: resets, reloads: reloads),
+            reloads: reloads)
+        let built = try await parts.plugins(for: configuration, previous: nil)
         if options.loadDemoData ?? configuration.demo {
-            try await loadDemoData(plugins, database: db, logger: logger)
+            try await loadDemoData(built.plugins, database: db, logger: logger)
         }
-
-        // Routes: operations under their mounts, dialect routes, and the gateway's own endpoints.
-        var routes = RouteTable<Endpoint>()
-        var sockets = RouteTable<MountedWebSocket>()
-        var names = Set<String>()
-        var routeList: [RouteDescription] = []
-        func add(_ method: HTTPRequest.Method, _ path: String, _ endpoint: Endpoint) throws {
-            do {
-                try routes.add(method, path, endpoint)
-            } catch {
-                throw GatewayStartupError("route conflict: \(error)")
-            }
-            routeList.append(RouteDescription(method: method.rawValue, path: path, name: endpoint.name, summary: endpoint.summary))
+        let assembled = try parts.pipeline(for: configuration, plugins: built.plugins, rateLimiter: parts.rateLimiter(for: configuration, previous: nil))
+        let responder = GatewayResponder(state: assembled.pipeline, authenticator: parts.authenticator, cache: cache, metrics: metrics, logger: logger)
+        parts.caller.attach(responder, operations: assembled.callable)
+        let gateway = Gateway(parts: parts, live: assembled.live, accounts: accounts, responder: responder, hostServices: channels,
+                              certificates: certificates, reloadChannel: reloadChannel)
+        for plugin in built.plugins where plugin.reloadable {
+            gateway.pluginServices.add(plugin.id, services: plugin.instance.services)
         }
-        for plugin in plugins {
-            let overrides = configuration.plugins[plugin.id]?.cache
-            // plugins.yaml may switch a plugin's caching off or change its time to live.
-            func overridden(_ policy: CachePolicy) -> CachePolicy {
-                var policy = policy
-                if overrides?.enabled == false { policy.ttl = nil }
-                if let ttl = overrides?.ttl, policy.ttl != nil { policy.ttl = ttl.duration }
-                return policy
-            }
-            for operation in plugin.instance.operations {
-                guard operation.name.hasPrefix(plugin.id + ".") else {
-                    throw GatewayStartupError("operation '\(operation.name)' of plugin \(plugin.id) must be named '\(plugin.id).<verb>'")
-                }
-                guard names.insert(operation.name).inserted else {
-                    throw GatewayStartupError("operation '\(operation.name)' is declared twice")
-                }
-                let template = joinPath(plugin.mount, operation.path)
-                try add(operation.method, template, .route(MountedRoute(
-                    pluginID: plugin.id, handler: .operation(operation), plugin: plugin.context, template: template,
-                    cache: overridden(operation.cache), instance: plugin.instance, metrics: metrics)))
-            }
-            // Native WebSockets: under the mount, with the native credentials and problem details.
-            let native = Dialect(name: "native", routes: [], credentials: CredentialExtractor(NativeCredentials.extract(from:))) { error in
-                let problem = JSONValue.object(["type": .string(error.type), "title": .string(error.title), "status": .number(Double(error.status)),
-                                                "detail": .string(error.detail)])
-                return .json(problem, status: error.httpStatus, contentType: "application/problem+json")
-            }
-            func mount(_ socket: WebSocketRoute, under prefix: String, dialect: Dialect) throws {
-                let template = joinPath(prefix, socket.path)
-                do {
-                    try sockets.add(.get, template, MountedWebSocket(pluginID: plugin.id, dialect: dialect, route: socket, plugin: plugin.context))
-                } catch {
-                    throw GatewayStartupError("route conflict: \(error)")
-                }
-                routeList.append(RouteDescription(method: "WS", path: template, name: "\(plugin.id).\(dialect.name)", summary: socket.summary))
-            }
-            for socket in plugin.instance.webSockets { try mount(socket, under: plugin.mount, dialect: native) }
-            for dialect in plugin.instance.dialects {
-                for route in dialect.routes {
-                    let template = joinPath(plugin.dialectMount, route.path)
-                    try add(route.method, template, .route(MountedRoute(
-                        pluginID: plugin.id, handler: .dialect(dialect, route), plugin: plugin.context, template: template,
-                        cache: overridden(route.cache), instance: plugin.instance, metrics: metrics)))
-                }
-                for socket in dialect.webSockets { try mount(socket, under: plugin.dialectMount, dialect: dialect) }
-            }
+        reloads.attach { [weak gateway] in
+            await gateway?.reloadFromSource(announce: true, trigger: "POST /v1/admin/reload") ?? .refused("The gateway is stopping.")
         }
-
-        let document = OpenAPIDocumentBuilder.document(
-            title: "Gateway", version: GatewayVersion.current, serverURL: configuration.server.publicURL,
-            plugins: plugins.map { PluginDescription(id: $0.id, summary: $0.summary, mount: $0.mount, operations: $0.instance.operations,
-                                                     schemas: $0.instance.schemas, documentedPaths: $0.instance.documentedPaths) })
-        let openAPIJSON = ByteBuffer(bytes: try OpenAPIDocumentBuilder.json(document))
-        let metricsReader: (any Authenticator)? = configuration.server.publicMetrics ? nil : (options.authenticator ?? accountAuthenticator)
-        let administrators = options.authenticator ?? accountAuthenticator
-        for endpoint in builtinEndpoints(plugins: plugins, metrics: metrics, openAPIJSON: openAPIJSON, database: database,
-                                         metricsReader: metricsReader, administrators: administrators) {
-            try add(.get, endpoint.path, .gateway(endpoint.endpoint))
+        reloadChannel?.onMessage { [weak gateway] _ in
+            guard let gateway else { return }
+            Task { await gateway.reloadFromSource(announce: false, trigger: "another instance") }
         }
-        let adminEndpoints = builtinEndpoints(plugins: plugins, metrics: metrics, openAPIJSON: openAPIJSON, database: database,
-                                              metricsReader: nil, administrators: administrators, trusted: true)
-
-        for (index, listener) in configuration.server.socketListeners.enumerated() {
-            guard case .found = try? sockets.resolve(.get, path: Substring(listener.route)) else {
-                throw GatewayStartupError("server.socketListeners[\(index)].route: no WebSocket route at \(listener.route) (`gateway routes` lists the WS routes)")
-            }
-        }
-
-        let responder = GatewayResponder(
-            routes: routes,
-            settings: .init(maxBodySize: configuration.server.maxBodySize.bytes, cors: configuration.server.cors, accessLog: configuration.server.accessLog,
-                            proxies: ProxyTrust(configuration.server.trustedProxies),
-                            compression: ResponseCompression(configuration.server.compression)),
-            authenticator: options.authenticator ?? accountAuthenticator,
-            rateLimiter: rateLimiter,
-            cache: cache, metrics: metrics, logger: logger)
-        var callable: [String: (operation: GatewayCore.ServiceOperation, mount: String)] = [:]
-        for plugin in plugins {
-            for operation in plugin.instance.operations { callable[operation.name] = (operation, plugin.mount) }
-        }
-        caller.attach(responder, operations: callable)
-        let unknown = composites.unknownOperations()
-        guard unknown.isEmpty else { throw GatewayStartupError(unknown.joined(separator: "; ")) }
-        return Gateway(configuration: configuration, database: database, plugins: plugins, accounts: accounts, responder: responder, metrics: metrics,
-                       openAPIDocument: document, events: events, logger: logger, webSockets: sockets,
-                       hostServices: channels, adminEndpoints: adminEndpoints, certificates: certificates,
-                       routeList: routeList.sorted { ($0.path, $0.method) < ($1.path, $1.method) })
+        return gateway
     }
 
-    private init(configuration: GatewayConfiguration, database: GatewayDatabase, plugins: [LoadedPlugin], accounts: AccountStore, responder: GatewayResponder,
-                 metrics: GatewayMetrics, openAPIDocument: OpenAPI.Document, events: LocalEventBus, logger: Logger,
-                 webSockets: RouteTable<MountedWebSocket>, hostServices: [any Service], adminEndpoints: [(path: String, endpoint: GatewayEndpoint)],
-                 certificates: CertificateStore?, routeList: [RouteDescription]) {
-        self.hostServices = hostServices
-        self.certificates = certificates
-        self.adminEndpoints = Dictionary(adminEndpoints.map { ($0.path, $0.endpoint) }, uniquingKeysWith: { first, _ in first })
-        self.configuration = configuration
-        self.database = database
-        self.plugins = plugins
+    private init(parts: Parts, live: LiveState, accounts: AccountStore, responder: GatewayResponder, hostServices: [any Service],
+                 certificates: CertificateStore?, reloadChannel: PostgresChannel?) {
+        self.parts = parts
+        self.live = Mutex(live)
+        self.database = parts.database
         self.accounts = accounts
         self.responder = responder
-        self.metrics = metrics
-        self.openAPIDocument = openAPIDocument
-        self.events = events
-        self.logger = logger
-        self.webSockets = webSockets
-        self.routeList = routeList
+        self.metrics = parts.metrics
+        self.events = parts.events
+        self.logger = parts.options.logger
+        self.hostServices = hostServices
+        self.certificates = certificates
+        self.reloadChannel = reloadChannel
+        self.pluginServices = PluginServiceRunner(logger: parts.options.logger)
     }
 
     /// The enabled plugins, without the host's own services.
@@ -407,7 +283,7 @@ public final class Gateway: Sendable {
     static let hostPluginIDs: Set<String> = [AccountsService.id, BatchService.id, CompositeService.id]
 
     /// Every route the gateway serves: operations, dialect routes, WebSocket routes and its own endpoints.
-    public var routes: [RouteDescription] { routeList }
+    public var routes: [RouteDescription] { live.withLock { $0.routeList } }
 
     /// Each plugin's health.
     public func health() async -> [(id: String, health: PluginHealth)] {
@@ -428,21 +304,23 @@ public final class Gateway: Sendable {
 
     /// Closes the database. Call once, after serving has stopped.
     public func shutdown() async {
+        await pluginServices.stop()
         await database.shutdown()
     }
 
     /// The Hummingbird application serving this gateway (HTTP/1.1 with WebSocket upgrades).
     public func makeApplication(host: String, port: Int, onStart: @escaping @Sendable (Int) async -> Void = { _ in }) -> some ApplicationProtocol {
-        let sockets = webSockets
-        let proxies = responder.settings.proxies
         let authenticator = responder.authenticator
         let responder = self.responder
         let limit: @Sendable (Principal, String, Int) async throws -> Void = { principal, plugin, cost in
-            _ = try await responder.limit(principal, plugin: plugin, cost: cost)
+            _ = try await responder.current().limit(principal, plugin: plugin, cost: cost)
         }
         let logger = self.logger
         let http1: HTTPServerBuilder = .http1WebSocketUpgrade(configuration: .init(ws: WebSocketServerConfiguration(maxFrameSize: 1 << 20))) { head, channel, _ in
-            try await Gateway.upgrade(head, channel: channel, sockets: sockets, authenticator: authenticator, proxies: proxies, limit: limit, logger: logger)
+            // The WebSocket routes and trusted proxies as they are when the upgrade arrives.
+            let current = responder.current()
+            return try await Gateway.upgrade(head, channel: channel, sockets: current.webSockets, authenticator: authenticator, proxies: current.settings.proxies,
+                                             limit: limit, logger: logger)
         }
         let server: HTTPServerBuilder
         if let certificates {
@@ -470,12 +348,10 @@ public final class Gateway: Sendable {
     /// request gets 426 Upgrade Required.
     public func makeSocketListener(host: String, port: Int, route: String,
                                    onStart: @escaping @Sendable (Int) async -> Void = { _ in }) -> some ApplicationProtocol {
-        let sockets = webSockets
-        let proxies = responder.settings.proxies
         let authenticator = responder.authenticator
         let responder = self.responder
         let limit: @Sendable (Principal, String, Int) async throws -> Void = { principal, plugin, cost in
-            _ = try await responder.limit(principal, plugin: plugin, cost: cost)
+            _ = try await responder.current().limit(principal, plugin: plugin, cost: cost)
         }
         let logger = self.logger
         let refusal = CallbackResponder { (_: Request, _: GatewayRequestContext) in
@@ -490,7 +366,9 @@ public final class Gateway: Sendable {
                 var rewritten = head
                 let query = head.path?.split(separator: "?", maxSplits: 1).dropFirst().first.map { "?" + $0 } ?? ""
                 rewritten.path = route + query
-                return try await Gateway.upgrade(rewritten, channel: channel, sockets: sockets, authenticator: authenticator, proxies: proxies, limit: limit, logger: logger)
+                let current = responder.current()
+                return try await Gateway.upgrade(rewritten, channel: channel, sockets: current.webSockets, authenticator: authenticator,
+                                                 proxies: current.settings.proxies, limit: limit, logger: logger)
             },
             configuration: .init(address: .hostname(host, port: port), serverName: nil),
             onServerRunning: { channel in await onStart(channel.localAddress?.port ?? port) },
@@ -498,13 +376,27 @@ public final class Gateway: Sendable {
     }
 
     /// The admin listener (`server.admin`): `/healthz`, `/readyz` and `/v1/plugins` with every
-    /// plugin's health reason, `/metrics` without a credential. Anything else is a 404.
+    /// plugin's health reason, `/metrics` without a credential, and `POST /v1/admin/reload`.
+    /// Anything else is a 404.
     public func makeAdminListener(host: String, port: Int, onStart: @escaping @Sendable (Int) async -> Void = { _ in }) -> some ApplicationProtocol {
-        let endpoints = adminEndpoints
-        let responder = CallbackResponder { (request: Request, context: GatewayRequestContext) in
+        let reloadPath = "/v1/admin/reload"
+        let responder = CallbackResponder { [weak self] (request: Request, context: GatewayRequestContext) in
             let requestID = GatewayResponder.requestID(from: request.headers)
+            guard let self else { return ProblemResponse.make(.unavailable("The gateway is stopping."), path: request.uri.path, requestID: requestID) }
+            if request.uri.path == reloadPath {
+                guard request.method == .post else {
+                    return ProblemResponse.make(.methodNotAllowed(request.method.rawValue, allowed: ["POST"]), path: request.uri.path, requestID: requestID)
+                }
+                do {
+                    return try Self.reloadResponse(await self.reloadFromSource(announce: true, trigger: "admin listener"))
+                } catch {
+                    return ProblemResponse.make(error as? GatewayError ?? .internalError(), path: request.uri.path, requestID: requestID)
+                }
+            }
+            // The endpoints as the last reload left them.
+            let endpoints = self.live.withLock { $0.adminEndpoints }
             guard let endpoint = endpoints[request.uri.path] else {
-                return ProblemResponse.make(.notFound("The admin listener serves \(endpoints.keys.sorted().joined(separator: ", ")) only."),
+                return ProblemResponse.make(.notFound("The admin listener serves \((endpoints.keys + [reloadPath]).sorted().joined(separator: ", ")) only."),
                                             path: request.uri.path, requestID: requestID)
             }
             guard request.method == .get || request.method == .head else {
@@ -540,21 +432,26 @@ public final class Gateway: Sendable {
                 self.logger.info("admin listener started", metadata: ["host": .string(settings.host), "port": "\(port)"])
             })
         }
-        var reloads: [any Service] = []
-        if let certificates {
-            reloads.append(SignalReloader(logger: logger) { [logger] in
+        // SIGHUP reads the TLS certificate and plugins.yaml again.
+        let reloader = SignalReloader(logger: logger) { [self] in
+            if let certificates {
                 do {
                     try certificates.reload()
                     logger.notice("TLS certificate read again", metadata: ["serial": .string(certificates.serialNumber)])
                 } catch {
                     logger.error("TLS certificate not reloaded; the one in use stays", metadata: ["error": .string("\(error)")])
                 }
-            })
-            if certificates.settings.http2 && !routeList.filter({ $0.method == "WS" }).isEmpty {
-                logger.warning("server.tls.http2 is on: WebSocket routes are not served on the main listener (they need HTTP/1.1); set http2: false or use server.socketListeners")
+            }
+            if parts.options.configurationSource != nil {
+                _ = await reloadFromSource(announce: true, trigger: "SIGHUP")
             }
         }
-        let services: [any Service] = [app] + listeners + admin + reloads + hostServices + plugins.flatMap(\.instance.services)
+        if let certificates, certificates.settings.http2 && !routes.filter({ $0.method == "WS" }).isEmpty {
+            logger.warning("server.tls.http2 is on: WebSocket routes are not served on the main listener (they need HTTP/1.1); set http2: false or use server.socketListeners")
+        }
+        // The services of plugins a reload may replace run apart, so that a reload can stop them.
+        let services: [any Service] = [app] + listeners + admin + [reloader, pluginServices] + hostServices
+            + plugins.filter { !$0.reloadable }.flatMap(\.instance.services)
         let group = ServiceGroup(configuration: .init(services: services.map { .init(service: $0) },
                                                       gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         do {
@@ -588,6 +485,19 @@ public final class Gateway: Sendable {
             try await database.insert(into: "gateway_demo_data").columns("plugin", "loaded_at")
                 .values(SQLBind(plugin.id), SQLBind(Timestamp.format(Date()))).run()
         }
+    }
+}
+
+extension Gateway {
+    /// The reply to a reload request: its report, or the refusal as a 422 problem.
+    static func reloadResponse(_ report: ReloadReport) throws -> Response {
+        guard report.status != .refused else {
+            throw GatewayError.invalid("The configuration was not reloaded; the running one stays. \(report.error ?? "")")
+        }
+        var headers = HTTPFields()
+        headers[.contentType] = "application/json"
+        headers[.cacheControl] = "no-store"
+        return Response(status: .ok, headers: headers, body: .init(byteBuffer: try JSONStreamEncoder.encodeBuffer(report)))
     }
 }
 

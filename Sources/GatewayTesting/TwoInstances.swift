@@ -9,6 +9,7 @@ extension TestGateway {
     /// listening before `body` runs; shut down afterwards, whatever happens. `credentialCacheTTL`
     /// set long lets a test tell a change that reached the other instance from one that expired.
     public static func withTwoListening(_ registrations: [PluginRegistration], yaml: String, credentialCacheTTL: Duration = .seconds(5),
+                                        configure: @Sendable (inout Gateway.Options) -> Void = { _ in },
                                         _ body: @Sendable (Gateway, Gateway) async throws -> Void) async throws {
         try await TestStorage.postgres.withFreshLocation { location, directory in
             var configuration = try GatewayConfiguration.parse(Data(yaml.utf8), file: "plugins.yaml", knownPlugins: registrations.map(\.id),
@@ -20,6 +21,7 @@ extension TestGateway {
             options.loadDemoData = false
             options.rateLimiter = UnlimitedRateLimiter()
             options.credentialCacheTTL = credentialCacheTTL
+            configure(&options)
             let logger = options.logger
             try await withTwo(configuration: configuration, registrations: registrations, options: options) { first, second in
                 let group = ServiceGroup(configuration: .init(services: (first.hostServices + second.hostServices).map { .init(service: $0) },

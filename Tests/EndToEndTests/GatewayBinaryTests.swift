@@ -322,3 +322,56 @@ extension GatewayBinaryTests {
         #expect(missing.status != 0)
     }
 }
+
+extension GatewayBinaryTests {
+    @Test("`gateway reload` and SIGHUP apply an edited plugins.yaml to the running gateway; a bad file exits 78 and changes nothing")
+    func reload() async throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let file = directory.appendingPathComponent("plugins.yaml")
+        let base = "storage: sqlite:data/gateway.sqlite\nauth: { bcryptCost: 10 }\nplugins:\n  todo: {}\n"
+        try base.write(to: file, atomically: true, encoding: .utf8)
+        let created = try await run(["key", "create", "--label", "e2e", "--log-level", "error"], in: directory)
+        let masterKey = try #require(created.output.split(separator: "\n").first { $0.hasPrefix("gk_") }.map(String.init))
+        let server = try await GatewayProcess(directory: directory, logLevel: "warning")
+        let url = server.url
+        func status(_ path: String) async throws -> Int {
+            let (_, response) = try await URLSession.shared.data(from: URL(string: url + path)!)
+            return (response as? HTTPURLResponse)?.statusCode ?? 0
+        }
+        #expect(try await status("/v1/mirror/healthz") == 404)
+
+        // An upstream service added by configuration: the gateway in front of itself.
+        let mirrored = base + "  mirror:\n    type: upstream\n    config:\n      upstreams: [\"\(url)\"]\n"
+        try mirrored.write(to: file, atomically: true, encoding: .utf8)
+        let anonymous = try await run(["reload", "--url", url], in: directory)
+        #expect(anonymous.status == 1 && anonymous.errors.contains("401"), "\(anonymous.output)\(anonymous.errors)")
+        let applied = try await run(["reload", "--url", url, "--key", masterKey], in: directory)
+        #expect(applied.status == 0, "\(applied.output)\(applied.errors)")
+        #expect(applied.output.contains("applied: plugins.mirror (added)"), "\(applied.output)")
+        #expect(try await status("/v1/mirror/healthz") == 200)
+
+        // A bad file: its place, exit 78, and the running gateway keeps what it has.
+        try (mirrored + "limits:\n  anonymous: lots\n").write(to: file, atomically: true, encoding: .utf8)
+        let bad = try await run(["reload", "--url", url, "--key", masterKey], in: directory)
+        #expect(bad.status == 78, "\(bad.output)\(bad.errors)")
+        #expect(bad.errors.contains("plugins.yaml:10:14: limits.anonymous"), "\(bad.errors)")
+        #expect(try await status("/v1/mirror/healthz") == 200)
+
+        // SIGHUP: a composite appears, and a change of port waits for a restart.
+        let composite = "composites:\n  ping:\n    path: /v1/ping\n    steps:\n      health: { method: GET, path: /healthz }\n"
+        try ("server: { port: 1 }\n" + mirrored + composite).write(to: file, atomically: true, encoding: .utf8)
+        kill(server.process.processIdentifier, SIGHUP)
+        let deadline = Date().addingTimeInterval(15)
+        var pinged = 0
+        while Date() < deadline, pinged != 200 {
+            pinged = try await status("/v1/ping")
+            if pinged != 200 { try await Task.sleep(for: .milliseconds(100)) }
+        }
+        #expect(pinged == 200)
+        #expect(try await status("/v1/mirror/healthz") == 200)
+
+        server.stop()
+        #expect(server.process.terminationStatus == 0)
+    }
+}

@@ -27,10 +27,12 @@ struct AccountsService: HostService {
     let database: any SQLDatabase
     let cache: any CacheInvalidator
     let resets: PasswordResets
+    let reloads: ReloadHandle
 
     init(store: AccountStore, authenticator: AccountAuthenticator, throttle: LoginThrottle, registration: AuthSettings.Registration,
-         cache: any CacheInvalidator, resets: PasswordResets) {
+         cache: any CacheInvalidator, resets: PasswordResets, reloads: ReloadHandle) {
         self.resets = resets
+        self.reloads = reloads
         self.store = store
         self.authenticator = authenticator
         self.throttle = throttle
@@ -210,6 +212,17 @@ struct AccountsService: HostService {
                     guard let tags = input.body.tags, !tags.isEmpty else { throw GatewayError.invalid(field: "/tags", "name at least one tag, or send all: true") }
                     await cache.invalidate(tags: tags)
                     return Purged(purged: tags)
+                },
+            ServiceOperation.define("accounts.reload", .post, "/admin/reload",
+                                    summary: "Read plugins.yaml again and apply what can change live (on every instance of the database)")
+                .access(.admin)
+                .status(200)
+                .returns(ReloadReport.self) { [reloads] _, _ in
+                    let report = await reloads.reload()
+                    guard report.status != .refused else {
+                        throw GatewayError.invalid("The configuration was not reloaded; the running one stays. \(report.error ?? "")")
+                    }
+                    return report
                 },
         ] + InboxOperations.operations(database: database) + PasswordResetOperations.operations(resets: resets)
     }

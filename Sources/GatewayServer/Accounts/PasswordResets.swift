@@ -89,7 +89,7 @@ final class PasswordResets: Sendable {
 }
 
 /// `auth.passwordReset:` — how reset links behave.
-public struct PasswordResetSettings: Decodable, Sendable {
+public struct PasswordResetSettings: Decodable, Sendable, Equatable {
     /// How long a link works (default 1h).
     public var ttl = ConfigDuration(seconds: 3_600)
     /// How soon a user may ask again (default 1m).
@@ -117,7 +117,7 @@ public struct PasswordResetSettings: Decodable, Sendable {
 
 /// `mail:` — how the gateway sends mail (password reset links). Without it, messages are written
 /// to the log instead.
-public struct MailSettings: Decodable, Sendable {
+public struct MailSettings: Decodable, Sendable, Equatable {
     /// The SMTP server: a relay on the same host or network (plain SMTP, no authentication; let the
     /// relay deliver onwards with TLS).
     public var host: String

@@ -40,10 +40,11 @@ struct CompositeService: HostService {
     }
 
     /// The names of operations the steps call that the gateway does not have.
-    func unknownOperations() -> [String] {
+    /// Steps naming an operation that is not among `operations`, as located problems.
+    func unknownOperations(among operations: [String: (operation: ServiceOperation, mount: String)]) -> [String] {
         composites.flatMap { name, settings in
             settings.steps.compactMap { step, definition in
-                definition.operation.flatMap { caller.operation(named: $0) == nil ? "composites.\(name).steps.\(step): no operation is named '\($0)'" : nil }
+                definition.operation.flatMap { operations[$0] == nil ? "composites.\(name).steps.\(step): no operation is named '\($0)'" : nil }
             }
         }.sorted()
     }

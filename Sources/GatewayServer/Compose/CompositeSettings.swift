@@ -19,7 +19,7 @@ import GatewayCore
 /// are put in as text. References: `{{request.path.NAME}}`, `{{request.query.NAME}}`,
 /// `{{request.body}}` and `{{STEP}}` (a step's JSON reply), each optionally with a JSON pointer
 /// (`{{note/owner}}`), and `{{STEP.status}}`. (`${...}` is plugins.yaml's own: the environment.)
-public struct CompositeSettings: Decodable, Sendable {
+public struct CompositeSettings: Decodable, Sendable, Equatable {
     /// `GET` (default) or `POST` (its JSON body is `{{request.body}}`).
     public var method: String
     /// Its full path, with `{name}` parameters.
@@ -122,7 +122,7 @@ public struct CompositeSettings: Decodable, Sendable {
 }
 
 /// One step of a composite: an operation by name with its input, or a method and path.
-public struct CompositeStep: Decodable, Sendable {
+public struct CompositeStep: Decodable, Sendable, Equatable {
     public var operation: String?
     /// The operation's path, query and body members by name.
     public var input: [String: JSONValue]?

@@ -6,7 +6,7 @@ import GatewayCore
 /// Every key has a default except `plugins`, so a file may say only what differs. Decoding is
 /// strict (see ``YAMLConfigurationDecoder``): an unknown key or a wrong type stops start-up with the
 /// line that holds it.
-public struct GatewayConfiguration: Decodable, Sendable {
+public struct GatewayConfiguration: Decodable, Sendable, Equatable {
     /// Reads and validates a configuration file: strict decoding, then plugin ids checked against
     /// the bundled ones. Throws the first problem with its line.
     public static func load(contentsOf file: URL, knownPlugins: [String], instanceTypes: [String] = [],
@@ -113,7 +113,7 @@ public struct GatewayConfiguration: Decodable, Sendable {
 }
 
 /// `server:` — the listener and request limits.
-public struct ServerSettings: Decodable, Sendable {
+public struct ServerSettings: Decodable, Sendable, Equatable {
     public var host: String = "127.0.0.1"
     public var port: Int = 8080
     /// The largest request body accepted (413 beyond). Default 1 MiB.
@@ -275,7 +275,7 @@ public struct SocketListenerSettings: Decodable, Sendable, Equatable {
 }
 
 /// `server.cors:` — which browser origins may call the gateway.
-public struct CORSSettings: Decodable, Sendable {
+public struct CORSSettings: Decodable, Sendable, Equatable {
     /// Allowed origins; `*` allows any.
     public var allowOrigins: [String]
     public var allowHeaders: [String]
@@ -304,8 +304,8 @@ public struct CORSSettings: Decodable, Sendable {
 }
 
 /// `auth:` — accounts and sessions.
-public struct AuthSettings: Decodable, Sendable {
-    public enum Registration: String, Decodable, Sendable { case open, closed }
+public struct AuthSettings: Decodable, Sendable, Equatable {
+    public enum Registration: String, Decodable, Sendable, Equatable { case open, closed }
     public var sessionTTL: ConfigDuration = ConfigDuration(seconds: 30 * 86_400)
     public var registration: Registration = .open
     /// bcrypt cost for stored passwords (10 to 16).
@@ -338,8 +338,8 @@ public struct AuthSettings: Decodable, Sendable {
 }
 
 /// `limits:` — default rate limits per kind of caller.
-public struct LimitSettings: Decodable, Sendable {
-    public enum Policy: String, Decodable, Sendable { case local, cluster }
+public struct LimitSettings: Decodable, Sendable, Equatable {
+    public enum Policy: String, Decodable, Sendable, Equatable { case local, cluster }
     public var policy: Policy = .local
     public var anonymous: RateSpec = RateSpec(count: 60, period: 60)
     public var user: RateSpec = RateSpec(count: 600, period: 60)
@@ -364,14 +364,14 @@ public struct LimitSettings: Decodable, Sendable {
 }
 
 /// A plugin's overrides of the default limits.
-public struct LimitOverrides: Decodable, Sendable {
+public struct LimitOverrides: Decodable, Sendable, Equatable {
     public var anonymous: RateSpec?
     public var user: RateSpec?
     public var key: RateSpec?
 }
 
 /// `cache:` — the response cache's bounds.
-public struct CacheSettings: Decodable, Sendable {
+public struct CacheSettings: Decodable, Sendable, Equatable {
     public var maxEntries: Int = 50_000
     public var maxBytes: ByteSize = ByteSize(bytes: 64 << 20)
 
@@ -390,7 +390,7 @@ public struct CacheSettings: Decodable, Sendable {
 }
 
 /// `batch:` — `POST /v1/batch`.
-public struct BatchSettings: Decodable, Sendable {
+public struct BatchSettings: Decodable, Sendable, Equatable {
     /// The most calls one batch may hold (default 20).
     public var maxCalls = 20
 
@@ -408,7 +408,7 @@ public struct BatchSettings: Decodable, Sendable {
 }
 
 /// A plugin's cache overrides.
-public struct PluginCacheSettings: Decodable, Sendable {
+public struct PluginCacheSettings: Decodable, Sendable, Equatable {
     /// Replaces the TTL of every cacheable operation of the plugin.
     public var ttl: ConfigDuration?
     /// `false` turns caching off for the plugin.
@@ -416,7 +416,7 @@ public struct PluginCacheSettings: Decodable, Sendable {
 }
 
 /// One entry under `plugins:`.
-public struct PluginSettings: Decodable, Sendable {
+public struct PluginSettings: Decodable, Sendable, Equatable {
     /// The plugin type serving the entry, for a type that serves ids of the file's choice
     /// (`weather: { type: upstream }`); absent, the entry's id names its plugin.
     public var type: String?
@@ -457,6 +457,12 @@ public struct PluginSettings: Decodable, Sendable {
         limits = try container.decodeIfPresent(LimitOverrides.self, forKey: .limits)
         cache = try container.decodeIfPresent(PluginCacheSettings.self, forKey: .cache)
         config = try container.decodeIfPresent(ConfigurationNode.self, forKey: .config)
+    }
+
+    /// Equal when they say the same, wherever they stand in the file.
+    public static func == (left: PluginSettings, right: PluginSettings) -> Bool {
+        left.type == right.type && left.enabled == right.enabled && left.mount == right.mount && left.dialectMount == right.dialectMount
+            && left.limits == right.limits && left.cache == right.cache && left.config == right.config
     }
 
     static func isValidMount(_ path: String) -> Bool {

@@ -24,7 +24,7 @@ public struct ConfigurationFileError: Error, Sendable, CustomStringConvertible, 
 
 /// A part of a configuration file kept undecoded, to be decoded later into a type known only
 /// then (a plugin's `config:` block, decoded with the plugin's `Configuration`).
-public struct ConfigurationNode: Decodable, @unchecked Sendable {
+public struct ConfigurationNode: Decodable, Equatable, @unchecked Sendable {
     // Yams nodes are immutable values once composed; they are only read after loading.
     let node: Node?
     let keyPath: [String]
@@ -38,6 +38,11 @@ public struct ConfigurationNode: Decodable, @unchecked Sendable {
         keyPath = decoder.keyPath
         context = decoder.context
         decoder.context.markSubtreeUsed(decoder.node)
+    }
+
+    /// Equal when they hold the same YAML, wherever it stands in the file.
+    public static func == (left: ConfigurationNode, right: ConfigurationNode) -> Bool {
+        left.node == right.node
     }
 
     init(empty keyPath: [String], file: String) {

@@ -133,6 +133,7 @@ extension GatewayResponder {
     /// (limits kept in this process).
     @inline(__always)
     func limit(_ principal: Principal, plugin: String, cost: Int) async throws -> [HTTPField] {
+        let rateLimiter = self.rateLimiter
         let decision: RateLimitDecision
         if let now = rateLimiter.acquireNow(principal: principal, plugin: plugin, cost: cost) {
             decision = now

@@ -21,13 +21,37 @@ private let requestIDCounter = Atomic<UInt64>(0)
 public struct GatewayResponder: HTTPResponder {
     public typealias Context = GatewayRequestContext
 
-    let routes: RouteTable<Endpoint>
-    let settings: PipelineSettings
+    /// What a reload of plugins.yaml replaces: routes, settings and limits, swapped as one.
+    let live: LivePipeline
+    /// The state this copy serves with: a request takes the live state once, when it arrives,
+    /// and finishes with it whatever a reload swaps in meanwhile.
+    private var state: PipelineState
     let authenticator: any Authenticator
-    let rateLimiter: any RateLimiter
     let cache: any ResponseCacheStore
     let metrics: GatewayMetrics
     let logger: Logger
+
+    var routes: RouteTable<Endpoint> { state.routes }
+    var settings: PipelineSettings { state.settings }
+    var rateLimiter: any RateLimiter { state.rateLimiter }
+    /// The WebSocket routes (served by the upgrade, beside this responder).
+    var webSockets: RouteTable<MountedWebSocket> { state.webSockets }
+
+    init(state: PipelineState, authenticator: any Authenticator, cache: any ResponseCacheStore, metrics: GatewayMetrics, logger: Logger) {
+        live = LivePipeline(state)
+        self.state = state
+        self.authenticator = authenticator
+        self.cache = cache
+        self.metrics = metrics
+        self.logger = logger
+    }
+
+    /// This responder with the live state as it is now.
+    func current() -> GatewayResponder {
+        var copy = self
+        copy.state = live.state
+        return copy
+    }
 
     /// Settings of the pipeline that come from plugins.yaml.
     struct PipelineSettings: Sendable {
@@ -63,11 +87,12 @@ public struct GatewayResponder: HTTPResponder {
     static let ageField = HTTPField.Name("Age")!
 
     public func respond(to request: Request, context: Context) async throws -> Response {
+        let responder = current()
         // A request of a trace (W3C `traceparent`) is handled inside it: upstream calls continue it.
         if let trace = RequestTrace.context(of: request.headers) {
-            return try await RequestTrace.$current.withValue(trace) { try await respondInTrace(to: request, context: context) }
+            return try await RequestTrace.$current.withValue(trace) { try await responder.respondInTrace(to: request, context: context) }
         }
-        return try await respondInTrace(to: request, context: context)
+        return try await responder.respondInTrace(to: request, context: context)
     }
 
     private func respondInTrace(to request: Request, context: Context) async throws -> Response {
@@ -300,3 +325,29 @@ extension HTTPFields {
     }
 }
 
+
+/// The parts of the pipeline that plugins.yaml decides and a reload replaces.
+final class PipelineState: Sendable {
+    let routes: RouteTable<Endpoint>
+    let webSockets: RouteTable<MountedWebSocket>
+    let settings: GatewayResponder.PipelineSettings
+    let rateLimiter: any RateLimiter
+
+    init(routes: RouteTable<Endpoint>, webSockets: RouteTable<MountedWebSocket>, settings: GatewayResponder.PipelineSettings, rateLimiter: any RateLimiter) {
+        self.routes = routes
+        self.webSockets = webSockets
+        self.settings = settings
+        self.rateLimiter = rateLimiter
+    }
+}
+
+/// The pipeline state in use; a reload stores a new one, requests already running keep theirs.
+final class LivePipeline: Sendable {
+    private let current: Mutex<PipelineState>
+
+    init(_ state: PipelineState) { current = Mutex(state) }
+
+    var state: PipelineState { current.withLock { $0 } }
+
+    func store(_ state: PipelineState) { current.withLock { $0 = state } }
+}

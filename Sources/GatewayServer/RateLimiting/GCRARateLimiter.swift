@@ -7,7 +7,7 @@ import Synchronization
 
 /// Which quota applies to a request: the caller kind's default from plugins.yaml, the plugin's
 /// override, or the key's own rate.
-public struct RateLimitPolicies: Sendable {
+public struct RateLimitPolicies: Sendable, Equatable {
     public var defaults: LimitSettings
     public var plugins: [String: LimitOverrides]
 
@@ -286,6 +286,38 @@ public final class LocalRateLimiter: RateLimiter, @unchecked Sendable {
             return outcome
         }
         return GCRA.decision(outcome, policy: policy)
+    }
+
+    /// Takes over what callers have used of `previous`'s buckets (a reload's new limits start
+    /// from the old ones' use, not from full): the share of its period a caller has used stays
+    /// used under the new rate (two of three a minute used: twenty of thirty). Where both hold a
+    /// bucket, the later theoretical arrival time wins, so no caller gains quota by the swap.
+    /// (A key with a rate of its own is scaled by its plugin's key policy, which it does not use;
+    /// its used time then carries over in proportion to that policy's change.)
+    public func absorb(_ previous: LocalRateLimiter) {
+        let now = self.now
+        for index in 0..<Self.shardCount {
+            let old = previous.shards[index].buckets.withLock { $0 }
+            var carried: [Bucket: Double] = [:]
+            for (bucket, tat) in old where tat > now {
+                let before = previous.period(of: bucket), after = period(of: bucket)
+                carried[bucket] = before > 0 ? now + (tat - now) * after / before : tat
+            }
+            guard !carried.isEmpty else { continue }
+            shards[index].buckets.withLock { buckets in
+                buckets.merge(carried) { max($0, $1) }
+            }
+        }
+    }
+
+    /// The period of the policy a bucket is counted under.
+    private func period(of bucket: Bucket) -> Double {
+        let kinds = pluginPolicies[bucket.plugin] ?? defaultPolicies
+        switch bucket.kind {
+        case 0: return kinds.anonymous.rate.period
+        case 1: return kinds.user.rate.period
+        default: return kinds.key.rate.period
+        }
     }
 
     /// Buckets held now (for tests and metrics).

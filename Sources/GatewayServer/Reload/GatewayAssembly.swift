@@ -1,0 +1,298 @@
+import Foundation
+import GatewayCore
+import HTTPTypes
+import Hummingbird
+import Logging
+import NIOCore
+import OpenAPIKit
+import SQLKit
+import Synchronization
+
+extension Gateway {
+    /// What plugins.yaml decides and a reload replaces, as the gateway serves it now.
+    struct LiveState: Sendable {
+        var configuration: GatewayConfiguration
+        var plugins: [LoadedPlugin]
+        var routeList: [RouteDescription]
+        var openAPIDocument: OpenAPI.Document
+        /// The endpoints of the admin listener, by path.
+        var adminEndpoints: [String: GatewayEndpoint]
+    }
+
+    /// What the plugins and the pipeline are built from, the same for the gateway's whole life.
+    struct Parts: Sendable {
+        let registrations: [PluginRegistration]
+        let options: Options
+        let database: GatewayDatabase
+        let metrics: GatewayMetrics
+        let cache: any ResponseCacheStore
+        let http: AsyncUpstreamClient
+        let inbox: UserInbox
+        let events: LocalEventBus
+        let directory: GatewayAccountDirectory
+        let caller: InternalCaller
+        /// The principal stage.
+        let authenticator: any Authenticator
+        let accountsService: AccountsService
+        let reloads: ReloadHandle
+
+        /// The context of the plugin `id`.
+        func context(_ id: String, configuration: GatewayConfiguration) -> PluginContext {
+            var logger = options.logger
+            logger[metadataKey: "plugin"] = .string(id)
+            return PluginContext(pluginID: id, logger: logger, metrics: metrics.factory, database: database.sql, clock: options.clock, http: http,
+                                 notifier: inbox, history: inbox, events: events, cache: cache, accounts: directory,
+                                 baseDirectory: options.baseDirectory, appKeys: Set(configuration.auth.appKeys))
+        }
+
+        /// Whether a plugins.yaml entry can be created, replaced and removed while the gateway runs:
+        /// an instance of a type that serves ids of the file's choice (an upstream service).
+        func isReplaceable(_ settings: PluginSettings, id: String) -> Bool {
+            registrations.first { $0.id == (settings.type ?? id) }?.multipleInstances == true
+        }
+
+        /// The plugins of `configuration`: the host's own, then the enabled ones. Those whose type
+        /// and settings are as in `previous` are taken over as they run; the others are created.
+        func plugins(for configuration: GatewayConfiguration,
+                     previous: (configuration: GatewayConfiguration, plugins: [LoadedPlugin])?) async throws -> (plugins: [LoadedPlugin], created: [LoadedPlugin]) {
+            var plugins: [LoadedPlugin] = [
+                // The host's own account API, mounted at /v1 like a plugin so it shares the whole pipeline.
+                LoadedPlugin(id: AccountsService.id, summary: AccountsService.summary, mount: "/v1", dialectMount: "", instance: accountsService,
+                             context: previous?.plugins.first { $0.id == AccountsService.id }?.context ?? context(AccountsService.id, configuration: configuration)),
+                // The host's compositions: /v1/batch, and the composite endpoints of plugins.yaml.
+                // Their calls go through the pipeline.
+                LoadedPlugin(id: BatchService.id, summary: BatchService.summary, mount: "/v1/batch", dialectMount: "",
+                             instance: BatchService(caller: caller, maxCalls: configuration.batch.maxCalls), context: context(BatchService.id, configuration: configuration)),
+            ]
+            if !configuration.composites.isEmpty {
+                plugins.append(LoadedPlugin(id: CompositeService.id, summary: CompositeService.summary, mount: "", dialectMount: "",
+                                            instance: CompositeService(caller: caller, composites: configuration.composites),
+                                            context: context(CompositeService.id, configuration: configuration)))
+            }
+            var created: [LoadedPlugin] = []
+            for plugin in PluginInstance.enabled(registrations, in: configuration) {
+                let settings = plugin.settings
+                let mount = settings.mount ?? "/v1/\(plugin.id)"
+                if let previous, var running = previous.plugins.first(where: { $0.id == plugin.id }),
+                   let before = previous.configuration.plugins[plugin.id], before.type == settings.type, before.config == settings.config {
+                    running.mount = mount
+                    running.dialectMount = settings.dialectMount ?? ""
+                    plugins.append(running)
+                    continue
+                }
+                let context = context(plugin.id, configuration: configuration)
+                let instance: any ServicePlugin
+                do {
+                    instance = try await plugin.registration.make(settings.config, context)
+                } catch let error as ConfigurationFileError {
+                    throw error
+                } catch {
+                    throw StartupStepError(step: "starting plugin \(plugin.id)", cause: error)
+                }
+                let loaded = LoadedPlugin(id: plugin.id, summary: plugin.registration.summary, mount: mount, dialectMount: settings.dialectMount ?? "",
+                                          instance: instance, context: context, reloadable: plugin.registration.multipleInstances)
+                plugins.append(loaded)
+                created.append(loaded)
+            }
+            return (plugins, created)
+        }
+
+        /// The rate limiter for `configuration`: `previous` when its limits are the same.
+        func rateLimiter(for configuration: GatewayConfiguration, previous: (any RateLimiter)?) -> any RateLimiter {
+            if let given = options.rateLimiter { return given }
+            let policies = RateLimitPolicies(defaults: configuration.limits,
+                                             plugins: configuration.plugins.compactMapValues { $0.enabled ? $0.limits : nil })
+            if configuration.limits.policy == .cluster {
+                if let previous = previous as? ClusterRateLimiter, previous.policies == policies { return previous }
+                return ClusterRateLimiter(policies: policies, database: database.sql, clock: options.clock)
+            }
+            if let previous = previous as? LocalRateLimiter, previous.policies == policies { return previous }
+            return LocalRateLimiter(policies: policies)
+        }
+
+        /// The routes of `plugins` under their mounts, their dialect and WebSocket routes and the
+        /// gateway's own endpoints; the OpenAPI document; the operations callable by name.
+        func pipeline(for configuration: GatewayConfiguration, plugins: [LoadedPlugin], rateLimiter: any RateLimiter) throws
+            -> (live: LiveState, pipeline: PipelineState, callable: [String: (operation: GatewayCore.ServiceOperation, mount: String)]) {
+            var routes = RouteTable<Endpoint>()
+            var sockets = RouteTable<MountedWebSocket>()
+            var names = Set<String>()
+            var routeList: [RouteDescription] = []
+            func add(_ method: HTTPRequest.Method, _ path: String, _ endpoint: Endpoint) throws {
+                do {
+                    try routes.add(method, path, endpoint)
+                } catch {
+                    throw GatewayStartupError("route conflict: \(error)")
+                }
+                routeList.append(RouteDescription(method: method.rawValue, path: path, name: endpoint.name, summary: endpoint.summary))
+            }
+            for plugin in plugins {
+                let overrides = configuration.plugins[plugin.id]?.cache
+                // plugins.yaml may switch a plugin's caching off or change its time to live.
+                func overridden(_ policy: CachePolicy) -> CachePolicy {
+                    var policy = policy
+                    if overrides?.enabled == false { policy.ttl = nil }
+                    if let ttl = overrides?.ttl, policy.ttl != nil { policy.ttl = ttl.duration }
+                    return policy
+                }
+                for operation in plugin.instance.operations {
+                    guard operation.name.hasPrefix(plugin.id + ".") else {
+                        throw GatewayStartupError("operation '\(operation.name)' of plugin \(plugin.id) must be named '\(plugin.id).<verb>'")
+                    }
+                    guard names.insert(operation.name).inserted else {
+                        throw GatewayStartupError("operation '\(operation.name)' is declared twice")
+                    }
+                    let template = Gateway.joinPath(plugin.mount, operation.path)
+                    try add(operation.method, template, .route(MountedRoute(
+                        pluginID: plugin.id, handler: .operation(operation), plugin: plugin.context, template: template,
+                        cache: overridden(operation.cache), instance: plugin.instance, metrics: metrics)))
+                }
+                // Native WebSockets: under the mount, with the native credentials and problem details.
+                let native = Dialect(name: "native", routes: [], credentials: CredentialExtractor(NativeCredentials.extract(from:))) { error in
+                    let problem = JSONValue.object(["type": .string(error.type), "title": .string(error.title), "status": .number(Double(error.status)),
+                                                    "detail": .string(error.detail)])
+                    return .json(problem, status: error.httpStatus, contentType: "application/problem+json")
+                }
+                func mount(_ socket: WebSocketRoute, under prefix: String, dialect: Dialect) throws {
+                    let template = Gateway.joinPath(prefix, socket.path)
+                    do {
+                        try sockets.add(.get, template, MountedWebSocket(pluginID: plugin.id, dialect: dialect, route: socket, plugin: plugin.context))
+                    } catch {
+                        throw GatewayStartupError("route conflict: \(error)")
+                    }
+                    routeList.append(RouteDescription(method: "WS", path: template, name: "\(plugin.id).\(dialect.name)", summary: socket.summary))
+                }
+                for socket in plugin.instance.webSockets { try mount(socket, under: plugin.mount, dialect: native) }
+                for dialect in plugin.instance.dialects {
+                    for route in dialect.routes {
+                        let template = Gateway.joinPath(plugin.dialectMount, route.path)
+                        try add(route.method, template, .route(MountedRoute(
+                            pluginID: plugin.id, handler: .dialect(dialect, route), plugin: plugin.context, template: template,
+                            cache: overridden(route.cache), instance: plugin.instance, metrics: metrics)))
+                    }
+                    for socket in dialect.webSockets { try mount(socket, under: plugin.dialectMount, dialect: dialect) }
+                }
+            }
+
+            let document = OpenAPIDocumentBuilder.document(
+                title: "Gateway", version: GatewayVersion.current, serverURL: configuration.server.publicURL,
+                plugins: plugins.map { PluginDescription(id: $0.id, summary: $0.summary, mount: $0.mount, operations: $0.instance.operations,
+                                                         schemas: $0.instance.schemas, documentedPaths: $0.instance.documentedPaths) })
+            let openAPIJSON = ByteBuffer(bytes: try OpenAPIDocumentBuilder.json(document))
+            let metricsReader: (any Authenticator)? = configuration.server.publicMetrics ? nil : authenticator
+            for endpoint in Gateway.builtinEndpoints(plugins: plugins, metrics: metrics, openAPIJSON: openAPIJSON, database: database,
+                                                     metricsReader: metricsReader, administrators: authenticator) {
+                try add(.get, endpoint.path, .gateway(endpoint.endpoint))
+            }
+            let adminEndpoints = Gateway.builtinEndpoints(plugins: plugins, metrics: metrics, openAPIJSON: openAPIJSON, database: database,
+                                                          metricsReader: nil, administrators: authenticator, trusted: true)
+
+            for (index, listener) in configuration.server.socketListeners.enumerated() {
+                guard case .found = try? sockets.resolve(.get, path: Substring(listener.route)) else {
+                    throw GatewayStartupError("server.socketListeners[\(index)].route: no WebSocket route at \(listener.route) (`gateway routes` lists the WS routes)")
+                }
+            }
+            var callable: [String: (operation: GatewayCore.ServiceOperation, mount: String)] = [:]
+            for plugin in plugins {
+                for operation in plugin.instance.operations { callable[operation.name] = (operation, plugin.mount) }
+            }
+            if let composites = plugins.first(where: { $0.id == CompositeService.id })?.instance as? CompositeService {
+                let unknown = composites.unknownOperations(among: callable)
+                guard unknown.isEmpty else { throw GatewayStartupError(unknown.joined(separator: "; ")) }
+            }
+            let settings = GatewayResponder.PipelineSettings(
+                maxBodySize: configuration.server.maxBodySize.bytes, cors: configuration.server.cors, accessLog: configuration.server.accessLog,
+                proxies: ProxyTrust(configuration.server.trustedProxies), compression: ResponseCompression(configuration.server.compression))
+            let live = LiveState(configuration: configuration, plugins: plugins,
+                                 routeList: routeList.sorted { ($0.path, $0.method) < ($1.path, $1.method) }, openAPIDocument: document,
+                                 adminEndpoints: Dictionary(adminEndpoints.map { ($0.path, $0.endpoint) }, uniquingKeysWith: { first, _ in first }))
+            return (live, PipelineState(routes: routes, webSockets: sockets, settings: settings, rateLimiter: rateLimiter), callable)
+        }
+    }
+
+    /// Reads plugins.yaml again and applies it (see ``reload(to:)``), then has every other
+    /// instance on the same PostgreSQL database read its own.
+    public func reload() async -> ReloadReport {
+        await reloadFromSource(announce: true, trigger: "request")
+    }
+
+    func reloadFromSource(announce: Bool, trigger: String) async -> ReloadReport {
+        guard let source = parts.options.configurationSource else {
+            return .refused("This gateway was not started from a configuration file.")
+        }
+        let configuration: GatewayConfiguration
+        do {
+            configuration = try source()
+        } catch {
+            logger.error("plugins.yaml not reloaded; the running configuration stays", metadata: ["error": .string("\(error)"), "trigger": .string(trigger)])
+            return .refused("\(error)")
+        }
+        return await reload(to: configuration, announce: announce, trigger: trigger)
+    }
+
+    /// Serves `configuration` from now on, as far as it can change live: routes and mounts,
+    /// upstream services (created, replaced, removed), composites and batches, rate limits,
+    /// cache overrides and the request pipeline's settings. Requests already running finish with
+    /// what they started with. What needs a restart keeps its running value and is reported.
+    /// A configuration that cannot be assembled (a route conflict, an upstream that cannot start)
+    /// is refused whole.
+    public func reload(to configuration: GatewayConfiguration) async -> ReloadReport {
+        await reload(to: configuration, announce: false, trigger: "request")
+    }
+
+    func reload(to configuration: GatewayConfiguration, announce: Bool, trigger: String) async -> ReloadReport {
+        let report = await reloadQueue.run { await self.apply(configuration) }
+        var metadata: Logger.Metadata = ["trigger": .string(trigger)]
+        if !report.changes.isEmpty { metadata["changes"] = .string(report.changes.joined(separator: ", ")) }
+        if !report.restartNeeded.isEmpty { metadata["restart.needed"] = .string(report.restartNeeded.joined(separator: ", ")) }
+        switch report.status {
+        case .applied:
+            logger.notice("plugins.yaml reloaded", metadata: metadata)
+            if announce, let reloadChannel { _ = await reloadChannel.publish("reload") }
+        case .unchanged:
+            logger.info("plugins.yaml read again: nothing to change live", metadata: metadata)
+        case .refused:
+            metadata["error"] = .string(report.error ?? "")
+            logger.error("plugins.yaml not reloaded; the running configuration stays", metadata: metadata)
+        }
+        return report
+    }
+
+    private func apply(_ configuration: GatewayConfiguration) async -> ReloadReport {
+        let running = live.withLock { $0 }
+        let plan = ReloadPlan(running: running.configuration, read: configuration) { settings, id in parts.isReplaceable(settings, id: id) }
+        guard !plan.changes.isEmpty else {
+            return ReloadReport(status: .unchanged, changes: [], restartNeeded: plan.restartNeeded)
+        }
+        do {
+            let instances = PluginInstance.enabled(parts.registrations, in: plan.effective)
+            if parts.options.migrate {
+                try await MigrationRunner(database: database.sql, logger: logger).migrate(Gateway.pluginMigrations(instances))
+            }
+            let built = try await parts.plugins(for: plan.effective, previous: (running.configuration, running.plugins))
+            let previousLimiter = responder.current().rateLimiter
+            let limiter = parts.rateLimiter(for: plan.effective, previous: previousLimiter)
+            let assembled = try parts.pipeline(for: plan.effective, plugins: built.plugins, rateLimiter: limiter)
+            // The swap: requests from here on see the new routes; running ones finish with theirs.
+            responder.live.store(assembled.pipeline)
+            parts.caller.attach(responder, operations: assembled.callable)
+            live.withLock { $0 = assembled.live }
+            if let limiter = limiter as? LocalRateLimiter, let previous = previousLimiter as? LocalRateLimiter, limiter !== previous {
+                limiter.absorb(previous)
+            }
+            // Background services: those of replaced and removed plugins stop, new ones start.
+            let kept = Set(built.plugins.map(\.id)).subtracting(built.created.map(\.id))
+            for plugin in running.plugins where plugin.reloadable && !kept.contains(plugin.id) {
+                await pluginServices.remove(plugin.id)
+            }
+            for plugin in built.created where plugin.reloadable {
+                pluginServices.add(plugin.id, services: plugin.instance.services)
+            }
+            // Replies cached under the old routes and policies are not served under the new ones.
+            await parts.cache.invalidate(tags: [ResponseCacheTags.all])
+            return ReloadReport(status: .applied, changes: plan.changes, restartNeeded: plan.restartNeeded)
+        } catch {
+            return .refused("\(error)")
+        }
+    }
+}
