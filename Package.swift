@@ -256,7 +256,9 @@ let package = Package(
                                                           .product(name: "AsyncHTTPClient", package: "async-http-client"),
                                                           .product(name: "NIOSSL", package: "swift-nio-ssl"),
                                                           .product(name: "NIOFoundationCompat", package: "swift-nio"),
-                                                          .product(name: "NIOHTTP1", package: "swift-nio")],
+                                                          .product(name: "NIOHTTP1", package: "swift-nio"),
+                                                          .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
+                                                          .product(name: "SQLKit", package: "sql-kit")],
                     swiftSettings: strictSettings),
 
         // Benchmark servers (see Benchmarks/README.md).

@@ -74,19 +74,28 @@ struct GTFSImporter: Importer {
 struct FeedWatcher: Service {
     let runtime: TransitRuntime
     let every: Duration
+    /// Replies made from what this instance served before are dropped when it takes another's data.
+    let cache: any CacheInvalidator
     let logger: Logger
 
     func run() async throws {
+        // The realtime messages stored before this instance started.
+        if (try? await runtime.syncRealtime()) == true { await cache.invalidate(tags: ["transit"]) }
         while !Task.isShuttingDownGracefully && !Task.isCancelled {
             try? await cancelWhenGracefulShutdown { try await Task.sleep(for: every) }
             guard !Task.isShuttingDownGracefully && !Task.isCancelled else { return }
             do {
                 let stored = try await runtime.store.feeds().map { "\($0.id)@\($0.version)" }
                 let served = runtime.network.feeds.map { "\($0.id)@\($0.version)" }
+                var changed = false
                 if stored != served {
                     try await runtime.reload()
+                    changed = true
                     logger.info("transit feeds reloaded", metadata: ["feeds": "\(stored.joined(separator: ", "))"])
                 }
+                // Realtime messages another instance polled or was sent.
+                if try await runtime.syncRealtime() { changed = true }
+                if changed { await cache.invalidate(tags: ["transit"]) }
             } catch {
                 logger.warning("transit feed check failed", metadata: ["error": "\(error)"])
             }
@@ -130,13 +139,15 @@ struct FeedRefresher: Service {
     }
 }
 
-/// Polls a feed's GTFS-realtime TripUpdates; a failed fetch or an unreadable message keeps the
-/// last good one and is reported in health.
+/// Polls a feed's GTFS-realtime TripUpdates (on one instance of a cluster, under the lease
+/// `transit.realtime.<feed>`) and stores each good message for every instance; a failed fetch or an
+/// unreadable message keeps the last good one and is reported in health.
 struct RealtimePoller: Service {
     let feed: String
     let source: TransitPlugin.RealtimeSource
     let runtime: TransitRuntime
     let http: any UpstreamHTTPClient
+    let cache: any CacheInvalidator
     let logger: Logger
 
     func run() async throws {
@@ -146,7 +157,8 @@ struct RealtimePoller: Service {
             do {
                 let reply = try await http.send(UpstreamRequest(url: source.tripUpdates, timeout: timeout), maxBodySize: RealtimeDecoder.maxMessageBytes)
                 if reply.status.code == 200 {
-                    try runtime.applyRealtime(feed: feed, message: Data(reply.body.readableBytesView))
+                    try await runtime.receiveRealtime(feed: feed, message: Data(reply.body.readableBytesView))
+                    await cache.invalidate(tags: ["transit"])
                 } else {
                     runtime.recordFailure(feed: feed, "\(source.tripUpdates) answered \(reply.status.code)")
                 }

@@ -61,6 +61,12 @@ enum TransitMigrations {
                 """).run()
             try await db.raw("CREATE INDEX transit_shapes_version ON transit_shapes (version, shape_id, sequence)").run()
         },
+        Migration(2, "each feed's last good GTFS-realtime message, shared by the instances of a cluster") { db in
+            try await db.raw("""
+                CREATE TABLE transit_realtime (feed_id TEXT PRIMARY KEY, message \(unsafeRaw: db.isSQLite ? "BLOB" : "BYTEA") NOT NULL,
+                  received_at BIGINT NOT NULL)
+                """).run()
+        },
     ]
 
     /// The tables holding a version's rows, in the order a removal deletes them.

@@ -112,16 +112,20 @@ public struct TransitPlugin: ServicePlugin {
     public var importers: [any Importer] { [GTFSImporter(feeds: feeds)] }
 
     public var services: [any Service] {
-        var services: [any Service] = [FeedWatcher(runtime: runtime, every: configuration.watchInterval.duration, logger: context.logger)]
+        var services: [any Service] = [FeedWatcher(runtime: runtime, every: configuration.watchInterval.duration, cache: context.cache, logger: context.logger)]
         // Configured feeds are fetched and imported by one instance of a cluster; the others pick
         // the new version up through their watcher.
         if !configuration.feeds.isEmpty {
             services.append(LeasedService("transit.feeds", database: context.database, logger: context.logger,
                                           work: FeedRefresher(feeds: feeds, sources: configuration.feeds, logger: context.logger)))
         }
+        // Each feed's realtime source is polled by one instance of a cluster; the others read the
+        // messages it stores through their watcher.
         for feed in configuration.feeds {
             if let realtime = feed.realtime {
-                services.append(RealtimePoller(feed: feed.id, source: realtime, runtime: runtime, http: context.http, logger: context.logger))
+                services.append(LeasedService("transit.realtime.\(feed.id)", database: context.database, logger: context.logger,
+                                              work: RealtimePoller(feed: feed.id, source: realtime, runtime: runtime, http: context.http,
+                                                                   cache: context.cache, logger: context.logger)))
             }
         }
         return services
@@ -296,7 +300,7 @@ public struct TransitPlugin: ServicePlugin {
                 .path(FeedPath.self)
                 .body(RealtimeBody.self)
                 .returns(RealtimeStatus.self) { input, _ in
-                    try runtime.applyRealtime(feed: input.path.feed, message: input.body.bytes)
+                    try await runtime.receiveRealtime(feed: input.path.feed, message: input.body.bytes)
                 },
         ]
     }

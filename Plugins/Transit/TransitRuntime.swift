@@ -56,8 +56,8 @@ final class TransitRuntime: Sendable {
     /// Takes a GTFS-realtime message for `feed`: the new last good message when it reads, otherwise
     /// an error kept in the feed's status (the previous message stays in use).
     @discardableResult
-    func applyRealtime(feed: String, message: Data) throws -> RealtimeStatus {
-        let received = now()
+    func applyRealtime(feed: String, message: Data, receivedAt: Int64? = nil) throws -> RealtimeStatus {
+        let received = receivedAt ?? now()
         do {
             let network = self.network
             guard let feedIndex = network.feeds.firstIndex(where: { $0.id == feed }) else {
@@ -88,6 +88,29 @@ final class TransitRuntime: Sendable {
     }
 
     /// Records a failed fetch or an unreadable message; the last good message stays in use.
+    /// Takes a message received here (polled, or posted to this instance) and stores it for every
+    /// instance of the cluster; an unreadable one is refused before anything is stored.
+    @discardableResult
+    func receiveRealtime(feed: String, message: Data) async throws -> RealtimeStatus {
+        let received = now()
+        let status = try applyRealtime(feed: feed, message: message, receivedAt: received)
+        try await store.saveRealtime(feed: feed, message: message, receivedAt: received)
+        return status
+    }
+
+    /// Applies the messages other instances stored since this one last looked; true when any was new.
+    @discardableResult
+    func syncRealtime() async throws -> Bool {
+        var applied = false
+        for record in try await store.realtimeRecords() where realtimeReceivedAt(record.feed).map({ $0 < record.receivedAt }) ?? true {
+            guard network.feeds.contains(where: { $0.id == record.feed }),
+                  let stored = try await store.realtimeMessage(feed: record.feed) else { continue }
+            _ = try? applyRealtime(feed: record.feed, message: stored.message, receivedAt: stored.receivedAt)
+            applied = true
+        }
+        return applied
+    }
+
     func recordFailure(feed: String, _ message: String) {
         let at = now()
         state.withLock { state in

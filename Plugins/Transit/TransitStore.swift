@@ -34,6 +34,33 @@ struct TransitStore: Sendable {
         }
     }
 
+    /// A feed's last good realtime message as stored.
+    struct RealtimeRecord: Sendable {
+        var feed: String
+        var receivedAt: Int64
+    }
+
+    /// Stores `message` as the last good realtime message of `feed`, for every instance.
+    func saveRealtime(feed: String, message: Data, receivedAt: Int64) async throws {
+        try await database.raw("""
+            INSERT INTO transit_realtime (feed_id, message, received_at) VALUES (\(bind: feed), \(bind: message), \(bind: receivedAt))
+            ON CONFLICT (feed_id) DO UPDATE SET message = excluded.message, received_at = excluded.received_at
+            """).run()
+    }
+
+    /// When each feed's stored message was received.
+    func realtimeRecords() async throws -> [RealtimeRecord] {
+        try await database.raw("SELECT feed_id, received_at FROM transit_realtime ORDER BY feed_id").all().map { row in
+            RealtimeRecord(feed: try row.decode(column: "feed_id", as: String.self), receivedAt: try row.decode(column: "received_at", as: Int64.self))
+        }
+    }
+
+    /// The stored message of `feed`.
+    func realtimeMessage(feed: String) async throws -> (message: Data, receivedAt: Int64)? {
+        guard let row = try await database.raw("SELECT message, received_at FROM transit_realtime WHERE feed_id = \(bind: feed)").first() else { return nil }
+        return (try row.decode(column: "message", as: Data.self), try row.decode(column: "received_at", as: Int64.self))
+    }
+
     /// Starts writing a new version of `feed`.
     func beginImport(feed: String, source: String) async throws -> Int64 {
         guard let row = try await database.raw("""

@@ -24,8 +24,9 @@ public struct LeasedService: Service {
 
     /// - Parameters:
     ///   - name: the lease, unique in the cluster (`feeds.retention`).
-    ///   - holder: this instance (a new UUID by default).
-    public init(_ name: String, database: any SQLDatabase, ttl: Duration = .seconds(15), holder: String = UUID().uuidString,
+    ///   - holder: this instance, as `gateway_leases.holder` shows it (by default the host, the
+    ///     process id and a random part: `web-2 pid 4121 9f3c01aa`).
+    public init(_ name: String, database: any SQLDatabase, ttl: Duration = .seconds(15), holder: String = LeasedService.newHolder(),
                 logger: Logger, work: any Service) {
         self.name = name
         self.ttl = max(ttl, .milliseconds(300))
@@ -33,6 +34,11 @@ public struct LeasedService: Service {
         self.holder = holder
         self.logger = logger
         self.work = work
+    }
+
+    /// A holder name unique to one service of one process, telling an operator which instance holds a lease.
+    public static func newHolder() -> String {
+        "\(ProcessInfo.processInfo.hostName) pid \(ProcessInfo.processInfo.processIdentifier) \(UUID().uuidString.prefix(8).lowercased())"
     }
 
     struct LeaseLost: Error {}

@@ -9,9 +9,9 @@ final class GatewayProcess: @unchecked Sendable {
 
     /// `config`: a plugins.yaml elsewhere than `directory` (the working directory); `environment`
     /// is added to the test's own.
-    init(directory: URL, logLevel: String = "error", config: URL? = nil, environment: [String: String] = [:]) async throws {
+    init(directory: URL, logLevel: String = "error", config: URL? = nil, environment: [String: String] = [:], port: Int = 0) async throws {
         process.executableURL = try GatewayBinaryTests.binary()
-        process.arguments = ["serve", "--port", "0", "--log-level", logLevel] + (config.map { ["--config", $0.path] } ?? [])
+        process.arguments = ["serve", "--port", String(port), "--log-level", logLevel] + (config.map { ["--config", $0.path] } ?? [])
         process.currentDirectoryURL = directory
         if !environment.isEmpty { process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new } }
         let pipe = Pipe()

@@ -153,12 +153,15 @@ struct TransitRealtimeTests {
             try await withTransit(yaml: yaml) { gateway in
                 let plugin = try gateway.transitPlugin
                 #expect(await plugin.health().status == .degraded, "no message yet")
-                let poller = try #require(plugin.services.first { $0 is RealtimePoller })
+                // The poller, run under the cluster lease of the feed's realtime source.
+                let poller = try #require(plugin.services.first { ($0 as? LeasedService)?.name == "transit.realtime.sample" })
                 let task = Task { try await poller.run() }
                 defer { task.cancel() }
                 try await waitUntil { plugin.runtime.realtimeStatus("sample")?.receivedAt != nil }
                 #expect(await plugin.health().status == .ok)
                 #expect(plugin.runtime.realtimeStatus("sample")?.tripUpdates == 5)
+                // Stored for the other instances of a cluster.
+                #expect(try await plugin.runtime.store.realtimeRecords().map(\.feed) == ["sample"])
 
                 body.withLock { $0 = nil }
                 try await waitUntil { plugin.runtime.realtimeStatus("sample")?.lastError != nil }
@@ -220,6 +223,31 @@ struct TransitFeedSourceTests {
                 #expect(again.unchanged)
                 #expect(plugin.runtime.network.feeds.map(\.version) == before)
             }
+        }
+    }
+
+    @Test("an instance serves the realtime predictions another instance polled or was sent", arguments: TestStorage.available)
+    func otherInstanceRealtime(storage: TestStorage) async throws {
+        let yaml = transitYAML.replacingOccurrences(of: "transit: {}", with: "transit:\n    config: { watchInterval: 1s }")
+        try await withTransit(storage, yaml: yaml) { gateway in
+            let plugin = try gateway.transitPlugin
+            let watcher = try #require(plugin.services.first { $0 is FeedWatcher })
+            let task = Task { try await watcher.run() }
+            defer { task.cancel() }
+            let trip = "/v1/transit/trips/DTA_CITY1@08:00:00?serviceDate=2010-06-01"
+            #expect(try await gateway.send(.get, trip)["stopTimes"]?.arrayValue?[1]["status"]?.stringValue == "scheduled")
+            // Another instance's message: stored straight through the store, this instance not told.
+            try await plugin.runtime.store.saveRealtime(feed: "sample", message: try Messages.morning(), receivedAt: plugin.runtime.now())
+            #expect(try await eventually(within: .seconds(15)) { plugin.runtime.realtimeStatus("sample")?.tripUpdates == 5 })
+            #expect(try await gateway.send(.get, trip)["stopTimes"]?.arrayValue?[1]["status"]?.stringValue == "predicted")
+            // A message posted to this instance is stored for the others.
+            let admin = try await gateway.administrator()
+            let message = try Messages.message([Messages.trip("CITY1", start: "08:00:00", [Messages.stop(sequence: 2, arrivalDelay: 60)])])
+            let posted = try await gateway.send(.post, "/v1/transit/feeds/sample/realtime", token: admin, body: ByteBuffer(data: message),
+                                                contentType: "application/x-protobuf")
+            #expect(posted.status == 200, "\(posted.text)")
+            let stored = try #require(try await plugin.runtime.store.realtimeMessage(feed: "sample"))
+            #expect(stored.message == message)
         }
     }
 
