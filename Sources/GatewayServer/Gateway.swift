@@ -162,6 +162,7 @@ public final class Gateway: Sendable {
             try await MigrationRunner(database: db, logger: logger).migrate(migrations)
         }
         let metrics = GatewayMetrics()
+        metrics.observe(database)
         // With PostgreSQL, cache invalidations, events, revocations and reloads travel to every
         // instance on the database.
         var channels: [PostgresChannel] = []

@@ -56,4 +56,34 @@ struct MetricsTests {
             #expect(Self.value(after, "gateway_cache_entries") == 1)
         }
     }
+
+    @Test("database statements timed and failures counted; connections in use while a transaction holds one, and the pool's size", arguments: TestStorage.available)
+    func databaseSeries(storage: TestStorage) async throws {
+        try await TestGateway.with(notes, yaml: notesYAML, storage: storage) { gateway in
+            let gw = gateway.gateway
+            func text() -> String { String(decoding: gw.metrics.render(), as: UTF8.self) }
+            let before = Self.value(text(), "gateway_db_query_duration_seconds_count") ?? 0
+            #expect(try await gw.handle(.get, "/v1/notes/notes").status == 200)
+            #expect((Self.value(text(), "gateway_db_query_duration_seconds_count") ?? 0) > before, "the list's statement is timed")
+            #expect((Self.value(text(), "gateway_db_connections_max") ?? 0) >= 1)
+            #expect(Self.value(text(), "gateway_db_connections_in_use") == 0)
+            await #expect(throws: (any Error).self) { try await gw.database.sql.raw("SELECT * FROM no_such_table").run() }
+            #expect(Self.value(text(), "gateway_db_query_failures_total") == 1)
+            // A transaction holds its connection until it ends.
+            let held = AsyncStream.makeStream(of: Void.self)
+            let release = AsyncStream.makeStream(of: Void.self)
+            let transaction = Task {
+                try await gw.database.sql.transaction { session in
+                    try await session.raw("SELECT 1").run()
+                    held.continuation.yield()
+                    for await _ in release.stream { break }
+                }
+            }
+            for await _ in held.stream { break }
+            #expect(Self.value(text(), "gateway_db_connections_in_use") == 1)
+            release.continuation.yield()
+            try await transaction.value
+            #expect(Self.value(text(), "gateway_db_connections_in_use") == 0)
+        }
+    }
 }

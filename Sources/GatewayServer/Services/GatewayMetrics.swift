@@ -3,6 +3,7 @@ import Glibc
 import Metrics
 import NIOConcurrencyHelpers
 import Prometheus
+import Synchronization
 
 /// The gateway's Prometheus metrics: a request counter and a latency histogram per endpoint
 /// (operation name, dialect route or gateway endpoint) and status, plus whatever plugins record
@@ -149,6 +150,32 @@ public final class GatewayMetrics: Sendable {
                     labels: labels, buckets: Self.buckets))
             table[key] = created
             return created
+        }
+    }
+
+    /// The database's statement durations and failures, the connections it holds and may hold.
+    func observe(_ database: GatewayDatabase) {
+        let meter = database.meter
+        let duration = registry.makeDurationHistogram(
+            descriptor: .init(namespace: "gateway", metricName: "db_query_duration", unitName: "seconds",
+                              helpText: "Time each database statement took (inside a transaction too)."),
+            buckets: Self.buckets)
+        meter.attach { duration.record($0) }
+        let inUse = registry.makeGauge(descriptor: .init(namespace: "gateway", metricName: "db_connections_in_use",
+                                                         helpText: "Connections taken from the pool now (by a statement, a session or a transaction)."))
+        let capacity = registry.makeGauge(descriptor: .init(namespace: "gateway", metricName: "db_connections_max",
+                                                            helpText: "Connections the pool may open."))
+        capacity.set(Int64(meter.capacity))
+        let failures = registry.makeCounter(descriptor: .init(namespace: "gateway", metricName: "db_query_failures", unitName: "total",
+                                                              helpText: "Database statements that failed."))
+        let counted = NIOLockedValueBox(0)
+        addCollector {
+            inUse.set(Int64(meter.connectionsInUse.load(ordering: .relaxed)))
+            let now = meter.failures.load(ordering: .relaxed)
+            counted.withLockedValue { seen in
+                if now > seen { failures.increment(by: Int64(now - seen)) }
+                seen = max(seen, now)
+            }
         }
     }
 

@@ -20,6 +20,8 @@ public final class GatewayDatabase: Sendable {
     public let sql: any SQLDatabase
     /// Where it is.
     public let location: StorageLocation
+    /// Connections in use and statement durations, for /metrics.
+    let meter: DatabaseMeter
     private let shutdownPool: @Sendable () async throws -> Void
 
     /// Opens (and for SQLite, creates) the database at `location`; relative SQLite paths are resolved against `baseDirectory`.
@@ -36,10 +38,13 @@ public final class GatewayDatabase: Sendable {
             let writer = try await SQLiteWriter.open(path: file, logger: logger) {
                 try await source.makeConnection(logger: logger, on: writerLoop).get()
             }
-            let pools = EventLoopGroupConnectionPool(source: source, maxConnectionsPerEventLoop: settings.perEventLoop(loops, fallback: 4),
+            let perLoop = settings.perEventLoop(loops, fallback: 4)
+            let pools = EventLoopGroupConnectionPool(source: source, maxConnectionsPerEventLoop: perLoop,
                                                      requestTimeout: acquireTimeout, logger: logger, on: eventLoopGroup)
             let pooled = PooledSQLiteDatabase(pool: pools, writer: writer, logger: logger)
-            let sql = SQLiteStatementDatabase(base: pooled.sql(queryLogLevel: .trace), sqlite: pooled)
+            // The readers' pool and the one writer.
+            let meter = DatabaseMeter(capacity: perLoop * loops + 1)
+            let sql = MeteredStatementDatabase(SQLiteStatementDatabase(base: pooled.sql(queryLogLevel: .trace), sqlite: pooled), meter: meter)
             // The pool is shut down after the writer has closed (a pool must be shut down before it is released).
             let shutdown: @Sendable () async throws -> Void = {
                 await writer.close()
@@ -53,7 +58,7 @@ public final class GatewayDatabase: Sendable {
                 try? await shutdown()
                 throw error
             }
-            return GatewayDatabase(sql: sql, location: location, shutdown: shutdown)
+            return GatewayDatabase(sql: sql, location: location, meter: meter, shutdown: shutdown)
         case .postgres(let url):
             var configuration = try SQLPostgresConfiguration(url: url)
             configuration.coreConfiguration.options.connectTimeout = .nanoseconds(Int64(settings.connectTimeout.seconds * 1_000_000_000))
@@ -61,23 +66,26 @@ public final class GatewayDatabase: Sendable {
                 configuration.coreConfiguration.options.additionalStartupParameters.append(
                     ("statement_timeout", "\(max(1, Int((statementTimeout.seconds * 1000).rounded())))ms"))
             }
+            let perLoop = settings.perEventLoop(loops, fallback: 8)
             let pools = EventLoopGroupConnectionPool(source: PostgresConnectionSource(sqlConfiguration: configuration),
-                                                     maxConnectionsPerEventLoop: settings.perEventLoop(loops, fallback: 8),
+                                                     maxConnectionsPerEventLoop: perLoop,
                                                      requestTimeout: acquireTimeout, logger: logger, on: eventLoopGroup)
-            let sql = pools.database(logger: logger).sql(queryLogLevel: .trace)
+            let meter = DatabaseMeter(capacity: perLoop * loops)
+            let sql = MeteredDatabase(base: pools.database(logger: logger).sql(queryLogLevel: .trace), meter: meter, pooled: true)
             do {
                 _ = try await sql.raw("SELECT 1").all()
             } catch {
                 try? await pools.shutdownAsync()
                 throw error
             }
-            return GatewayDatabase(sql: sql, location: location) { try await pools.shutdownAsync() }
+            return GatewayDatabase(sql: sql, location: location, meter: meter) { try await pools.shutdownAsync() }
         }
     }
 
-    private init(sql: any SQLDatabase, location: StorageLocation, shutdown: @escaping @Sendable () async throws -> Void) {
+    private init(sql: any SQLDatabase, location: StorageLocation, meter: DatabaseMeter, shutdown: @escaping @Sendable () async throws -> Void) {
         self.sql = sql
         self.location = location
+        self.meter = meter
         self.shutdownPool = shutdown
     }
 

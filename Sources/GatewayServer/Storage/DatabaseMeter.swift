@@ -1,0 +1,123 @@
+import Logging
+import NIOCore
+import SQLKit
+import Synchronization
+import GatewayCore
+
+/// How busy the database is, for /metrics: statements running and connections held (the pool's
+/// use: a statement holds a connection while it runs, a session or transaction for its whole
+/// life), and how long each statement took. The recorder is attached once the gateway's metrics
+/// exist; until then statements are only counted.
+final class DatabaseMeter: Sendable {
+    /// Connections taken from the pool now.
+    let connectionsInUse = Atomic<Int>(0)
+    /// Statements that failed.
+    let failures = Atomic<Int>(0)
+    /// Connections the pool may open.
+    let capacity: Int
+    private let recorder = Mutex<(@Sendable (Duration) -> Void)?>(nil)
+
+    init(capacity: Int) {
+        self.capacity = capacity
+    }
+
+    /// Where statement durations go (a histogram of /metrics).
+    func attach(_ record: @escaping @Sendable (Duration) -> Void) {
+        recorder.withLock { $0 = record }
+    }
+
+    func finished(after duration: Duration, failed: Bool) {
+        if failed { failures.add(1, ordering: .relaxed) }
+        recorder.withLock { $0 }?(duration)
+    }
+
+    /// Runs one statement, counted and timed; `holdsConnection` when it takes a connection of its own.
+    func measure<T>(holdsConnection: Bool, _ body: () async throws -> T) async throws -> T {
+        if holdsConnection { connectionsInUse.add(1, ordering: .relaxed) }
+        defer { if holdsConnection { connectionsInUse.subtract(1, ordering: .relaxed) } }
+        let start = ContinuousClock.now
+        do {
+            let result = try await body()
+            finished(after: ContinuousClock.now - start, failed: false)
+            return result
+        } catch {
+            finished(after: ContinuousClock.now - start, failed: true)
+            throw error
+        }
+    }
+}
+
+/// A database whose statements the meter counts and times. Inside a session (one connection held
+/// for its whole life) statements are timed, and the session counts as one connection in use.
+struct MeteredDatabase: SQLDatabase {
+    let base: any SQLDatabase
+    let meter: DatabaseMeter
+    /// Whether each statement takes a pooled connection (false inside a session).
+    let pooled: Bool
+
+    var logger: Logger { base.logger }
+    var eventLoop: any EventLoop { base.eventLoop }
+    var version: (any SQLDatabaseReportedVersion)? { base.version }
+    var dialect: any SQLDialect { base.dialect }
+    var queryLogLevel: Logger.Level? { base.queryLogLevel }
+
+    func execute(sql query: any SQLExpression, _ onRow: @escaping @Sendable (any SQLRow) -> Void) -> EventLoopFuture<Void> {
+        let meter = self.meter, pooled = self.pooled
+        if pooled { meter.connectionsInUse.add(1, ordering: .relaxed) }
+        let start = ContinuousClock.now
+        return base.execute(sql: query, onRow).always { result in
+            if pooled { meter.connectionsInUse.subtract(1, ordering: .relaxed) }
+            if case .failure = result {
+                meter.finished(after: ContinuousClock.now - start, failed: true)
+            } else {
+                meter.finished(after: ContinuousClock.now - start, failed: false)
+            }
+        }
+    }
+
+    func execute(sql query: any SQLExpression, _ onRow: @escaping @Sendable (any SQLRow) -> Void) async throws {
+        try await meter.measure(holdsConnection: pooled) { try await base.execute(sql: query, onRow) }
+    }
+
+    func withSession<R>(_ closure: @escaping @Sendable (any SQLDatabase) async throws -> R) async throws -> R {
+        let meter = self.meter
+        meter.connectionsInUse.add(1, ordering: .relaxed)
+        defer { meter.connectionsInUse.subtract(1, ordering: .relaxed) }
+        return try await base.withSession { session in
+            try await closure(MeteredDatabase(base: session, meter: meter, pooled: false))
+        }
+    }
+}
+
+/// ``MeteredDatabase`` over a database that also runs finished statements (SQLite's).
+struct MeteredStatementDatabase: SQLStatementRunner {
+    let metered: MeteredDatabase
+    let runner: any SQLStatementRunner
+
+    init(_ runner: any SQLStatementRunner, meter: DatabaseMeter) {
+        self.runner = runner
+        metered = MeteredDatabase(base: runner, meter: meter, pooled: true)
+    }
+
+    var logger: Logger { metered.logger }
+    var eventLoop: any EventLoop { metered.eventLoop }
+    var version: (any SQLDatabaseReportedVersion)? { metered.version }
+    var dialect: any SQLDialect { metered.dialect }
+    var queryLogLevel: Logger.Level? { metered.queryLogLevel }
+
+    func execute(sql query: any SQLExpression, _ onRow: @escaping @Sendable (any SQLRow) -> Void) -> EventLoopFuture<Void> {
+        metered.execute(sql: query, onRow)
+    }
+
+    func execute(sql query: any SQLExpression, _ onRow: @escaping @Sendable (any SQLRow) -> Void) async throws {
+        try await metered.execute(sql: query, onRow)
+    }
+
+    func withSession<R>(_ closure: @escaping @Sendable (any SQLDatabase) async throws -> R) async throws -> R {
+        try await metered.withSession(closure)
+    }
+
+    func runStatement(_ sql: String, _ values: [StatementValue]) async throws {
+        try await metered.meter.measure(holdsConnection: true) { try await runner.runStatement(sql, values) }
+    }
+}
