@@ -216,6 +216,14 @@ struct ObjectStore: Sendable {
         },
     ]
 
+    /// A guest reads only the objects everyone may read: their own index, newest first, so that a
+    /// guest's list does not read through the private objects of every user. (The condition is
+    /// the one ``QuerySQL/appendVisibility(for:to:)`` writes for a guest, word for word: a
+    /// partial index serves the queries whose conditions include its own.)
+    static let guestIndex = Migration(4, "an index of the objects guests may read") { db in
+        try await db.raw("CREATE INDEX todo_objects_guest ON todo_objects (bucket, updated_at, id) WHERE \(unsafeRaw: QuerySQL.guestVisibility)").run()
+    }
+
     // MARK: Ids and etags
 
     /// 24 lowercase hex digits, ordered by creation like a MongoDB ObjectId: 4 bytes of creation

@@ -266,11 +266,14 @@ struct QuerySQL: Sendable {
 
     // MARK: Visibility
 
+    /// What a guest may read (the condition of the guests' partial index, `todo_objects_guest`).
+    static let guestVisibility = "readers LIKE '% anonymous %'"
+
     /// The condition "the actor may read the object"; nil when the actor reads everything.
     func appendVisibility(for actor: Actor, to sql: inout SQLQueryString) {
         if actor.bypassesACL { sql.appendLiteral("TRUE"); return }
         guard let userID = actor.userID else {
-            sql.appendLiteral("readers LIKE '% anonymous %'")
+            sql.appendLiteral(Self.guestVisibility)
             return
         }
         sql.appendLiteral("(owner = ")

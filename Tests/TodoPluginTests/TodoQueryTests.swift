@@ -94,4 +94,39 @@ struct TodoQueryTests {
             #expect(page.objects.map(\.updatedAt) == page.objects.map(\.updatedAt).sorted(by: >))
         }
     }
+
+    @Test("a guest's list reads the index of what everyone may read, not through private objects", arguments: TestStorage.available)
+    func guestPlan(storage: TestStorage) async throws {
+        try await withTodo(storage) { gateway in
+            let plugin = try gateway.todoPlugin
+            let store = plugin.service.store
+            let owner = try await gateway.register("owner")
+            for index in 0..<200 {
+                _ = try await gateway.call(.post, "/v1/todo/buckets/todos/objects", token: owner.token, json: #"{"description": "private \#(index)"}"#)
+            }
+            for index in 0..<5 {
+                _ = try await gateway.call(.post, "/v1/todo/buckets/todos/objects", json: #"{"description": "public \#(index)"}"#)
+            }
+            var query = ObjectQuery()
+            query.order = try SortKey.parse("-updatedAt")
+            query.limit = 20
+            let guest = Actor(userID: nil, bypassesACL: false)
+            let plan: String
+            if storage == .sqlite {
+                let rows = try await store.database.raw(store.pageSQL(bucket: "todos", query: query, actor: guest, prefix: "EXPLAIN QUERY PLAN ")).all()
+                plan = try rows.map { try $0.decode(column: "detail", as: String.self) }.joined(separator: "\n")
+            } else {
+                let explained = query
+                plan = try await store.database.transaction { db in
+                    try await db.raw("SET LOCAL enable_seqscan = off").run()
+                    let rows = try await db.raw(store.pageSQL(bucket: "todos", query: explained, actor: guest, prefix: "EXPLAIN ")).all()
+                    return try rows.map { try $0.decode(column: "QUERY PLAN", as: String.self) }.joined(separator: "\n")
+                }
+            }
+            #expect(plan.contains("todo_objects_guest"), "\(storage): \(plan)")
+            let page = try await store.query(bucket: "todos", query, actor: guest)
+            #expect(page.objects.count == 5)
+            #expect(page.objects.allSatisfy { ($0.data["description"]?.stringValue ?? "").hasPrefix("public") })
+        }
+    }
 }
