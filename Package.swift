@@ -73,6 +73,9 @@ let package = Package(
         .package(url: "https://github.com/adam-fowler/compress-nio.git", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
         .package(url: "https://github.com/swift-otel/swift-w3c-trace-context.git", from: "1.0.0"),
+        // OpenTelemetry spans exported by OTLP/HTTP (the gRPC exporter, and its build, left out).
+        .package(url: "https://github.com/swift-otel/swift-otel.git", from: "1.6.0", traits: ["OTLPHTTP"]),
+        .package(url: "https://github.com/apple/swift-distributed-tracing.git", from: "1.7.3"),
         // GatewayTesting: certificates made for TLS tests.
         .package(url: "https://github.com/apple/swift-certificates.git", from: "1.21.1"),
         .package(url: "https://github.com/apple/swift-asn1.git", from: "1.7.4"),
@@ -114,6 +117,8 @@ let package = Package(
                 .product(name: "HummingbirdHTTP2", package: "hummingbird"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "W3CTraceContext", package: "swift-w3c-trace-context"),
+                .product(name: "OTel", package: "swift-otel"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
                 // WebSockets to upstream services (an upstream route with websocket: true).
                 .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
             ],
@@ -258,6 +263,7 @@ let package = Package(
                                                           .product(name: "NIOFoundationCompat", package: "swift-nio"),
                                                           .product(name: "NIOHTTP1", package: "swift-nio"),
                                                           .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
+                                                          .product(name: "Hummingbird", package: "hummingbird"),
                                                           .product(name: "SQLKit", package: "sql-kit")],
                     swiftSettings: strictSettings),
 

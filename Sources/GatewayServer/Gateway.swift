@@ -450,8 +450,15 @@ public final class Gateway: Sendable {
         if let certificates, certificates.settings.http2 && !routes.filter({ $0.method == "WS" }).isEmpty {
             logger.warning("server.tls.http2 is on: WebSocket routes are not served on the main listener (they need HTTP/1.1); set http2: false or use server.socketListeners")
         }
+        // Spans go out through the process's one tracer, set up by the first gateway that traces.
+        var tracing: [any Service] = []
+        if let settings = configuration.server.tracing, let exporter = try GatewayTracing.bootstrap(settings, logger: logger) {
+            tracing.append(exporter)
+            logger.info("tracing: spans go to \(settings.otlp) (\(settings.protocol))")
+        }
         // The services of plugins a reload may replace run apart, so that a reload can stop them.
-        let services: [any Service] = [app] + listeners + admin + [reloader, pluginServices] + hostServices
+        // A group stops its services last to first: the exporter, first, sends the last spans.
+        let services: [any Service] = tracing + [app] + listeners + admin + [reloader, pluginServices] + hostServices
             + plugins.filter { !$0.reloadable }.flatMap(\.instance.services)
         let group = ServiceGroup(configuration: .init(services: services.map { .init(service: $0) },
                                                       gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))

@@ -84,6 +84,18 @@ struct ConfigurationTests {
         #expect(problem?.description == #"plugins.yaml:7:12: plugins.suggest.cache.ttl: "5 min" is not a duration (use 500ms, 30s, 5m, 1h, 7d)"#)
     }
 
+    @Test("server.tracing: a collector URL, a protocol, a sample ratio; each mistake at its line")
+    func tracingSettings() throws {
+        let parsed = try parse("server:\n  tracing: { otlp: \"http://collector:4318\", protocol: http/json, sampleRatio: 0.25, exportDelay: 1s }\n")
+        #expect(parsed.server.tracing?.otlp == "http://collector:4318")
+        #expect(parsed.server.tracing?.protocol == "http/json" && parsed.server.tracing?.sampleRatio == 0.25)
+        #expect(parsed.server.tracing?.serviceName == "gateway")
+        #expect(try parse("server: {}\n").server.tracing == nil)
+        #expect(error("server:\n  tracing: { otlp: collector }\n")?.keyPath == "server.tracing.otlp")
+        #expect(error("server:\n  tracing: { otlp: \"http://c:4318\", protocol: grpc }\n")?.message.contains("http/protobuf or http/json") == true)
+        #expect(error("server:\n  tracing: { otlp: \"http://c:4318\", sampleRatio: 2 }\n")?.keyPath == "server.tracing.sampleRatio")
+    }
+
     @Test("an unknown key is an error at its line")
     func unknownKey() {
         let problem = error("server:\n  host: 127.0.0.1\n  prot: 8080\n")

@@ -143,11 +143,13 @@ public struct ServerSettings: Decodable, Sendable, Equatable {
     public var tls: TLSSettings?
     /// `text` (the default) or `json`: one JSON object per log line, for log collectors.
     public var logFormat: LogFormat = .text
+    /// OpenTelemetry spans sent by OTLP/HTTP (see ``TracingSettings``); absent: no tracing.
+    public var tracing: TracingSettings?
 
     public init() {}
 
     enum CodingKeys: String, CodingKey {
-        case host, port, maxBodySize, cors, accessLog, publicURL, socketListeners, trustedProxies, publicMetrics, compression, admin, tls, logFormat
+        case host, port, maxBodySize, cors, accessLog, publicURL, socketListeners, trustedProxies, publicMetrics, compression, admin, tls, logFormat, tracing
     }
 
     public init(from decoder: any Decoder) throws {
@@ -168,6 +170,7 @@ public struct ServerSettings: Decodable, Sendable, Equatable {
         admin = try container.decodeIfPresent(AdminListenerSettings.self, forKey: .admin)
         tls = try container.decodeIfPresent(TLSSettings.self, forKey: .tls)
         logFormat = try container.decodeIfPresent(LogFormat.self, forKey: .logFormat) ?? .text
+        tracing = try container.decodeIfPresent(TracingSettings.self, forKey: .tracing)
         if let admin, admin.port != 0, admin.port == port {
             throw DecodingError.dataCorruptedError(forKey: .admin, in: container, debugDescription: "the admin listener needs a port of its own, not \(port)")
         }

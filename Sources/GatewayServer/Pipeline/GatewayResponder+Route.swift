@@ -67,8 +67,10 @@ extension GatewayResponder {
                 _ = try await identify(second, address: context.remoteAddress, invalid: .refuse)
             }
         }
-        let (principal, credentialRefused) = try await identify(credential, address: context.remoteAddress, invalid: invalidCredential)
-        let limitHeaders = try await limit(principal, plugin: mounted.pluginID, cost: mounted.cost)
+        let (principal, credentialRefused) = try await GatewayTracing.span("principal") {
+            try await identify(credential, address: context.remoteAddress, invalid: invalidCredential)
+        }
+        let limitHeaders = try await GatewayTracing.span("rate limit") { try await limit(principal, plugin: mounted.pluginID, cost: mounted.cost) }
 
         let isRead = method == .get || method == .head
         let requestCacheControl = request.headers.value(.cacheControl)?.lowercased() ?? ""
@@ -88,7 +90,7 @@ extension GatewayResponder {
                 pathParameters: parameters, headers: request.headers))
         }
 
-        if let cacheKey, !requestCacheControl.contains("no-cache"), let hit = await cache.lookup(cacheKey) {
+        if let cacheKey, !requestCacheControl.contains("no-cache"), let hit = await GatewayTracing.span("cache lookup", { await cache.lookup(cacheKey) }) {
             let age = ContinuousClock.now - hit.storedAt
             let maxAge = Self.requestMaxAge(requestCacheControl)
             if age < hit.ttl, maxAge.map({ age <= .seconds($0) }) ?? true {
@@ -101,13 +103,16 @@ extension GatewayResponder {
                                                 credentialRefused: credentialRefused)
         let reply: RouteReply
         if let dialectRequest, let route = mounted.dialectRoute {
-            reply = RouteReply(try await route.handler(dialectRequest, operationContext))
+            reply = RouteReply(try await GatewayTracing.span("handler \(mounted.name)") { try await route.handler(dialectRequest, operationContext) })
         } else {
             if mounted.readsBody { body = try await collectBody(request) }
             let contentType = request.headers.value(.contentType).map { Self.mediaType($0) }
             var input = OperationRequest(pathParameters: parameters, queryParameters: query, body: body, contentType: contentType)
             if mounted.streamsBody { input.bodyStream = ByteStream(request.body) }
-            guard let answer = try await mounted.operation?(input, context: operationContext) else { throw GatewayError.internalError() }
+            let prepared = input
+            guard let answer = try await GatewayTracing.span("handler \(mounted.name)", { try await mounted.operation?(prepared, context: operationContext) }) else {
+                throw GatewayError.internalError()
+            }
             reply = RouteReply(answer)
         }
         return try await respond(with: reply, of: mounted, isRead: isRead, parameters: parameters, query: query, request: request, cacheKey: cacheKey,

@@ -5,6 +5,7 @@ import Hummingbird
 import Logging
 import NIOCore
 import Synchronization
+import Tracing
 import W3CTraceContext
 
 /// The gateway's request pipeline, as one Hummingbird responder.
@@ -88,11 +89,36 @@ public struct GatewayResponder: HTTPResponder {
 
     public func respond(to request: Request, context: Context) async throws -> Response {
         let responder = current()
+        if GatewayTracing.isEnabled { return try await responder.respondInSpan(to: request, context: context) }
         // A request of a trace (W3C `traceparent`) is handled inside it: upstream calls continue it.
         if let trace = RequestTrace.context(of: request.headers) {
             return try await RequestTrace.$current.withValue(trace) { try await responder.respondInTrace(to: request, context: context) }
         }
         return try await responder.respondInTrace(to: request, context: context)
+    }
+
+    /// The request in a server span of its own, a child of the caller's `traceparent` when it sends
+    /// one; its stages, statements and upstream calls are the span's children.
+    private func respondInSpan(to request: Request, context: Context) async throws -> Response {
+        var parent = ServiceContext.topLevel
+        InstrumentationSystem.instrument.extract(request.headers, into: &parent, using: HTTPFieldsExtractor())
+        let method = request.method
+        var name = "\(method.rawValue) unmatched"
+        if case .found(let endpoint, _)? = try? routes.resolve(method, path: Substring(request.uri.path)) { name = "\(method.rawValue) \(endpoint.name)" }
+        return try await withSpan(name, context: parent, ofKind: .server) { span in
+            // Upstream calls and the access log name the span's trace.
+            var fields = HTTPFields()
+            InstrumentationSystem.instrument.inject(span.context, into: &fields, using: HTTPFieldsInjector())
+            let response = try await RequestTrace.$current.withValue(RequestTrace.context(of: fields)) {
+                try await respondInTrace(to: request, context: context)
+            }
+            span.attributes["http.request.method"] = method.rawValue
+            span.attributes["url.path"] = request.uri.path
+            span.attributes["http.response.status_code"] = response.status.code
+            span.attributes["gateway.request_id"] = response.headers[Self.requestIDField] ?? ""
+            if response.status.code >= 500 { span.setStatus(SpanStatus(code: .error)) }
+            return response
+        }
     }
 
     private func respondInTrace(to request: Request, context: Context) async throws -> Response {

@@ -71,6 +71,7 @@ struct ReloadPlan {
         keep("server.socketListeners", \.server.socketListeners)
         keep("server.logFormat", \.server.logFormat)
         keep("server.publicURL", \.server.publicURL)
+        keep("server.tracing", \.server.tracing)
         keep("auth", \.auth)
         keep("mail", \.mail)
         keep("cache.maxEntries", \.cache.maxEntries)

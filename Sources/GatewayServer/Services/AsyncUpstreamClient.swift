@@ -5,6 +5,7 @@ import HummingbirdWSClient
 import Logging
 import NIOCore
 import NIOHTTP1
+import Tracing
 
 /// The upstream HTTP client plugins receive: AsyncHTTPClient with a deadline per request, and
 /// failures mapped to 502 / 504 problems so plugins can let them propagate.
@@ -27,6 +28,10 @@ public struct AsyncUpstreamClient: UpstreamHTTPClient {
     }()
 
     public func send(_ request: UpstreamRequest, maxBodySize: Int) async throws -> UpstreamResponse {
+        try await GatewayTracing.span("\(request.method.rawValue) upstream", kind: .client) { try await sendInSpan(request, maxBodySize: maxBodySize) }
+    }
+
+    private func sendInSpan(_ request: UpstreamRequest, maxBodySize: Int) async throws -> UpstreamResponse {
         var outbound = Self.outbound(request)
         if let body = request.body { outbound.body = .bytes(body) }
         do {
@@ -39,6 +44,10 @@ public struct AsyncUpstreamClient: UpstreamHTTPClient {
     }
 
     public func open(_ request: UpstreamRequest, body: ByteStream?) async throws -> StreamedUpstreamResponse {
+        try await GatewayTracing.span("\(request.method.rawValue) upstream", kind: .client) { try await openInSpan(request, body: body) }
+    }
+
+    private func openInSpan(_ request: UpstreamRequest, body: ByteStream?) async throws -> StreamedUpstreamResponse {
         var outbound = Self.outbound(request)
         if let body {
             let length = request.headers[.contentLength].flatMap(Int64.init)
@@ -81,7 +90,11 @@ public struct AsyncUpstreamClient: UpstreamHTTPClient {
         outbound.method = HTTPMethod(rawValue: request.method.rawValue)
         for field in request.headers { outbound.headers.add(name: field.name.rawName, value: field.value) }
         // The request's trace, continued with a span of this call (unless the plugin set its own).
-        if request.headers[RequestTrace.traceparent] == nil {
+        if request.headers[RequestTrace.traceparent] == nil, GatewayTracing.isEnabled, let context = ServiceContext.current {
+            var fields = HTTPFields()
+            InstrumentationSystem.instrument.inject(context, into: &fields, using: HTTPFieldsInjector())
+            for field in fields { outbound.headers.add(name: field.name.rawName, value: field.value) }
+        } else if request.headers[RequestTrace.traceparent] == nil {
             let trace = RequestTrace.outgoingFields()
             outbound.headers.add(name: "traceparent", value: trace.traceparent)
             if let state = trace.tracestate { outbound.headers.add(name: "tracestate", value: state) }

@@ -3,6 +3,7 @@ import NIOCore
 import SQLKit
 import Synchronization
 import GatewayCore
+import Tracing
 
 /// How busy the database is, for /metrics: statements running and connections held (the pool's
 /// use: a statement holds a connection while it runs, a session or transaction for its whole
@@ -29,6 +30,16 @@ final class DatabaseMeter: Sendable {
     func finished(after duration: Duration, failed: Bool) {
         if failed { failures.add(1, ordering: .relaxed) }
         recorder.withLock { $0 }?(duration)
+    }
+
+    /// Runs a statement in a client span named by its first word (`SELECT`), its text attached.
+    static func traced<T>(_ sql: String, system: String, _ body: () async throws -> T) async throws -> T {
+        let verb = sql.drop { $0 == " " || $0 == "\n" || $0 == "(" }.prefix { $0.isLetter }.uppercased()
+        return try await withSpan(verb.isEmpty ? "SQL" : verb, ofKind: .client) { span in
+            span.attributes["db.system.name"] = system == "postgresql" ? "postgresql" : system
+            span.attributes["db.query.text"] = String(sql.prefix(2000))
+            return try await body()
+        }
     }
 
     /// Runs one statement, counted and timed; `holdsConnection` when it takes a connection of its own.
@@ -76,7 +87,15 @@ struct MeteredDatabase: SQLDatabase {
     }
 
     func execute(sql query: any SQLExpression, _ onRow: @escaping @Sendable (any SQLRow) -> Void) async throws {
-        try await meter.measure(holdsConnection: pooled) { try await base.execute(sql: query, onRow) }
+        guard GatewayTracing.isEnabled else {
+            try await meter.measure(holdsConnection: pooled) { try await base.execute(sql: query, onRow) }
+            return
+        }
+        var serializer = SQLSerializer(database: base)
+        query.serialize(to: &serializer)
+        try await DatabaseMeter.traced(serializer.sql, system: base.dialect.name) {
+            try await meter.measure(holdsConnection: pooled) { try await base.execute(sql: query, onRow) }
+        }
     }
 
     func withSession<R>(_ closure: @escaping @Sendable (any SQLDatabase) async throws -> R) async throws -> R {
@@ -118,6 +137,12 @@ struct MeteredStatementDatabase: SQLStatementRunner {
     }
 
     func runStatement(_ sql: String, _ values: [StatementValue]) async throws {
-        try await metered.meter.measure(holdsConnection: true) { try await runner.runStatement(sql, values) }
+        guard GatewayTracing.isEnabled else {
+            try await metered.meter.measure(holdsConnection: true) { try await runner.runStatement(sql, values) }
+            return
+        }
+        try await DatabaseMeter.traced(sql, system: runner.dialect.name) {
+            try await metered.meter.measure(holdsConnection: true) { try await runner.runStatement(sql, values) }
+        }
     }
 }
