@@ -171,7 +171,7 @@ struct ReloadTests {
                     try await serving(gw) { port in
                         let load = LoadCounters()
                         try await withThrowingTaskGroup(of: Void.self) { group in
-                            for client in 0..<8 {
+                            for client in 0..<4 {
                                 group.addTask {
                                     var count = 0
                                     while !load.done.load(ordering: .relaxed) {
@@ -180,7 +180,7 @@ struct ReloadTests {
                                         var request = HTTPClientRequest(url: "http://127.0.0.1:\(port)\(path)")
                                         request.method = .GET
                                         do {
-                                            let response = try await HTTPClient.shared.execute(request, timeout: .seconds(10))
+                                            let response = try await HTTPClient.shared.execute(request, timeout: .seconds(60))
                                             let body = try await response.body.collect(upTo: 1 << 20)
                                             if response.status != .ok { load.failures.withLock { $0.append("\(path): \(response.status.code) \(String(buffer: body))") } }
                                         } catch {

@@ -160,7 +160,8 @@ struct UpstreamPluginTests {
                 try await TestGateway.with(upstream, yaml: upstreamYAML("svc", [urlA, urlB])) { gateway in
                     var seen: [String] = []
                     for _ in 0..<4 { seen.append(try await gateway.gateway.handle(.get, "/v1/svc/hold?ms=1").text) }
-                    #expect(seen == ["a", "b", "a", "b"])
+                    // Alternating (a first attempt that fails on a busy machine is retried on the other, so either may start).
+                    #expect(Set(seen.prefix(2)) == ["a", "b"] && seen[2] == seen[0] && seen[3] == seen[1], "\(seen)")
                 }
                 try await TestGateway.with(upstream, yaml: upstreamYAML("svc", [urlA, urlB], "      balance: least-outstanding\n")) { gateway in
                     // Three long requests in flight: round robin would put two on one instance.
