@@ -26,7 +26,7 @@ public final class AccountAuthenticator: Authenticator {
     }
 
     private let cache = NIOLockedValueBox<[String: Cached]>([:])
-    private let broadcaster = NIOLockedValueBox<(@Sendable (String) -> Void)?>(nil)
+    private let broadcaster = NIOLockedValueBox<StoredClosure<@Sendable (String) -> Void>?>(nil)
 
     public init(store: AccountStore, cacheTTL: Duration = .seconds(5)) {
         self.store = store
@@ -91,7 +91,7 @@ public final class AccountAuthenticator: Authenticator {
     /// or disabling), or all of them when nil — here and on the other instances.
     public func forget(userID: String?) {
         forgetHere(userID: userID)
-        broadcaster.withLockedValue { $0 }?(userID.map { "user:" + $0 } ?? "all")
+        broadcaster.withLockedValue { $0 }?.call(userID.map { "user:" + $0 } ?? "all")
     }
 
     /// Drops one remembered credential, here and on the other instances (which are told its
@@ -99,12 +99,12 @@ public final class AccountAuthenticator: Authenticator {
     public func forget(credential: Credential) {
         let key = Self.cacheKey(credential)
         cache.withLockedValue { $0[key] = nil }
-        broadcaster.withLockedValue { $0 }?("credential:" + Self.digest(key))
+        broadcaster.withLockedValue { $0 }?.call("credential:" + Self.digest(key))
     }
 
     /// Sends what this instance forgets to the others (`send` publishes one message).
     public func broadcast(with send: @escaping @Sendable (String) -> Void) {
-        broadcaster.withLockedValue { $0 = send }
+        broadcaster.withLockedValue { $0 = StoredClosure(send) }
     }
 
     /// Applies what another instance forgot.

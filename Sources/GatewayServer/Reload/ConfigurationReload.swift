@@ -146,14 +146,14 @@ actor ReloadQueue {
 /// Reaches the gateway's reload from the parts built before the gateway itself (the admin
 /// operation and the admin listener).
 final class ReloadHandle: Sendable {
-    private let action = Mutex<(@Sendable () async -> ReloadReport)?>(nil)
+    private let action = Mutex<StoredClosure<@Sendable () async -> ReloadReport>?>(nil)
 
     func attach(_ reload: @escaping @Sendable () async -> ReloadReport) {
-        action.withLock { $0 = reload }
+        action.withLock { $0 = StoredClosure(reload) }
     }
 
     func reload() async -> ReloadReport {
         guard let reload = action.withLock({ $0 }) else { return .refused("The gateway is starting.") }
-        return await reload()
+        return await reload.call()
     }
 }

@@ -23,7 +23,7 @@ final class PostgresChannel: Service, Sendable {
     let database: any SQLDatabase
     let logger: Logger
     let instanceID = UUID().uuidString
-    private let receiver = NIOLockedValueBox<(@Sendable (String) -> Void)?>(nil)
+    private let receiver = NIOLockedValueBox<StoredClosure<@Sendable (String) -> Void>?>(nil)
     private let listening = NIOLockedValueBox(false)
 
     init(channel: String, url: String, database: any SQLDatabase, logger: Logger) {
@@ -35,7 +35,7 @@ final class PostgresChannel: Service, Sendable {
 
     /// Sets what receives the other instances' messages.
     func onMessage(_ receive: @escaping @Sendable (String) -> Void) {
-        receiver.withLockedValue { $0 = receive }
+        receiver.withLockedValue { $0 = StoredClosure(receive) }
     }
 
     /// Whether the listener is connected (for tests and health).
@@ -70,7 +70,7 @@ final class PostgresChannel: Service, Sendable {
                         for try await notification in notifications {
                             let parts = notification.payload.split(separator: "\n", maxSplits: 1, omittingEmptySubsequences: false)
                             guard parts.count == 2, parts[0] != self.instanceID else { continue }
-                            self.receiver.withLockedValue { $0 }?(String(parts[1]))
+                            self.receiver.withLockedValue { $0 }?.call(String(parts[1]))
                         }
                     }
                 }

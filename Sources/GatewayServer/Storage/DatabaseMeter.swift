@@ -16,7 +16,7 @@ final class DatabaseMeter: Sendable {
     let failures = Atomic<Int>(0)
     /// Connections the pool may open.
     let capacity: Int
-    private let recorder = Mutex<(@Sendable (Duration) -> Void)?>(nil)
+    private let recorder = Mutex<StoredClosure<@Sendable (Duration) -> Void>?>(nil)
 
     init(capacity: Int) {
         self.capacity = capacity
@@ -24,12 +24,12 @@ final class DatabaseMeter: Sendable {
 
     /// Where statement durations go (a histogram of /metrics).
     func attach(_ record: @escaping @Sendable (Duration) -> Void) {
-        recorder.withLock { $0 = record }
+        recorder.withLock { $0 = StoredClosure(record) }
     }
 
     func finished(after duration: Duration, failed: Bool) {
         if failed { failures.add(1, ordering: .relaxed) }
-        recorder.withLock { $0 }?(duration)
+        recorder.withLock { $0 }?.call(duration)
     }
 
     /// Runs a statement in a client span named by its first word (`SELECT`), its text attached.
