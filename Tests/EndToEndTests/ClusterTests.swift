@@ -80,17 +80,10 @@ struct ClusterHarness {
         var stopped: Bool { stop.load(ordering: .relaxed) }
     }
 
+    /// A request (as the durability test sends them) and its JSON object reply.
     static func request(_ method: HTTPMethod, _ url: String, token: String? = nil, body: String? = nil) async throws -> (status: Int, json: [String: Any]) {
-        var request = HTTPClientRequest(url: url)
-        request.method = method
-        if let token { request.headers.add(name: "Authorization", value: "Bearer \(token)") }
-        if let body {
-            request.body = .bytes(ByteBuffer(string: body))
-            request.headers.add(name: "Content-Type", value: "application/json")
-        }
-        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(10))
-        let bytes = try await response.body.collect(upTo: 1 << 22)
-        return (Int(response.status.code), ((try? JSONSerialization.jsonObject(with: Data(buffer: bytes))) as? [String: Any]) ?? [:])
+        let (status, data) = try await FeedsDurabilityTests.request(method.rawValue, url, token: token, body: body)
+        return (status, ((try? JSONSerialization.jsonObject(with: data)) as? [String: Any]) ?? [:])
     }
 
     static func freePort() throws -> Int {

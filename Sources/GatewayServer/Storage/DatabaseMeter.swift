@@ -58,19 +58,29 @@ final class DatabaseMeter: Sendable {
     }
 }
 
+/// A database that answers SQLKit's questions about itself (its logger, event loop, version,
+/// dialect, log level) with another's answers.
+protocol ForwardingSQLDatabase: SQLDatabase {
+    var forwarded: any SQLDatabase { get }
+}
+
+extension ForwardingSQLDatabase {
+    var logger: Logger { forwarded.logger }
+    var eventLoop: any EventLoop { forwarded.eventLoop }
+    var version: (any SQLDatabaseReportedVersion)? { forwarded.version }
+    var dialect: any SQLDialect { forwarded.dialect }
+    var queryLogLevel: Logger.Level? { forwarded.queryLogLevel }
+}
+
 /// A database whose statements the meter counts and times. Inside a session (one connection held
 /// for its whole life) statements are timed, and the session counts as one connection in use.
-struct MeteredDatabase: SQLDatabase {
+struct MeteredDatabase: ForwardingSQLDatabase {
     let base: any SQLDatabase
     let meter: DatabaseMeter
     /// Whether each statement takes a pooled connection (false inside a session).
     let pooled: Bool
 
-    var logger: Logger { base.logger }
-    var eventLoop: any EventLoop { base.eventLoop }
-    var version: (any SQLDatabaseReportedVersion)? { base.version }
-    var dialect: any SQLDialect { base.dialect }
-    var queryLogLevel: Logger.Level? { base.queryLogLevel }
+    var forwarded: any SQLDatabase { base }
 
     func execute(sql query: any SQLExpression, _ onRow: @escaping @Sendable (any SQLRow) -> Void) -> EventLoopFuture<Void> {
         let meter = self.meter, pooled = self.pooled
@@ -109,7 +119,7 @@ struct MeteredDatabase: SQLDatabase {
 }
 
 /// ``MeteredDatabase`` over a database that also runs finished statements (SQLite's).
-struct MeteredStatementDatabase: SQLStatementRunner {
+struct MeteredStatementDatabase: SQLStatementRunner, ForwardingSQLDatabase {
     let metered: MeteredDatabase
     let runner: any SQLStatementRunner
 
@@ -118,11 +128,7 @@ struct MeteredStatementDatabase: SQLStatementRunner {
         metered = MeteredDatabase(base: runner, meter: meter, pooled: true)
     }
 
-    var logger: Logger { metered.logger }
-    var eventLoop: any EventLoop { metered.eventLoop }
-    var version: (any SQLDatabaseReportedVersion)? { metered.version }
-    var dialect: any SQLDialect { metered.dialect }
-    var queryLogLevel: Logger.Level? { metered.queryLogLevel }
+    var forwarded: any SQLDatabase { runner }
 
     func execute(sql query: any SQLExpression, _ onRow: @escaping @Sendable (any SQLRow) -> Void) -> EventLoopFuture<Void> {
         metered.execute(sql: query, onRow)

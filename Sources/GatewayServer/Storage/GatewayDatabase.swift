@@ -155,15 +155,11 @@ enum SQLiteRegularExpressions {
 /// The SQLite database as SQLKit sees it, which also runs finished statements directly
 /// (``SQLStatementRunner``): binds become `SQLiteData` without SQLKit's serializer or its
 /// `Encodable` encoder.
-private struct SQLiteStatementDatabase: SQLStatementRunner {
+private struct SQLiteStatementDatabase: SQLStatementRunner, ForwardingSQLDatabase {
     let base: any SQLDatabase
     let sqlite: PooledSQLiteDatabase
 
-    var logger: Logger { base.logger }
-    var eventLoop: any EventLoop { base.eventLoop }
-    var version: (any SQLDatabaseReportedVersion)? { base.version }
-    var dialect: any SQLDialect { base.dialect }
-    var queryLogLevel: Logger.Level? { base.queryLogLevel }
+    var forwarded: any SQLDatabase { base }
 
     func execute(sql query: any SQLExpression, _ onRow: @escaping @Sendable (any SQLRow) -> Void) -> EventLoopFuture<Void> {
         base.execute(sql: query, onRow)
