@@ -75,7 +75,8 @@ def wrk(port, seconds, rate, token, feed, connections=CONNECTIONS):
     def millis(text):
         value, unit = float(text[:-2] if text.endswith(("us", "ms")) else text[:-1]), text[-2:] if text.endswith(("us", "ms")) else text[-1:]
         return value / 1000 if unit == "us" else value if unit == "ms" else value * 1000
-    p99 = re.search(r"99%\s+(\S+)", out)
+    # The latency distribution's line (the stdev column may read 99.99% too).
+    p99 = re.search(r"^\s+99%\s+(\S+)", out, re.M)
     errors = sum(int(x) for x in re.findall(r"(?:connect|read|write|timeout) (\d+)", out)) + int(number(r"Non-2xx or 3xx responses: (\d+)"))
     return {"requests": int(number(r"(\d+) requests in")), "rps": number(r"Requests/sec:\s+([\d.]+)"),
             "p99_ms": millis(p99.group(1)) if p99 else None, "errors": errors, "raw": out}

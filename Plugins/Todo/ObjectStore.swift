@@ -224,6 +224,11 @@ struct ObjectStore: Sendable {
         try await db.raw("CREATE INDEX todo_objects_guest ON todo_objects (bucket, updated_at, id) WHERE \(unsafeRaw: QuerySQL.guestVisibility)").run()
     }
 
+    /// The same in the order of a list that names none (by id).
+    static let guestIDIndex = Migration(5, "an index of the objects guests may read, by id") { db in
+        try await db.raw("CREATE INDEX todo_objects_guest_id ON todo_objects (bucket, id) WHERE \(unsafeRaw: QuerySQL.guestVisibility)").run()
+    }
+
     // MARK: Ids and etags
 
     /// 24 lowercase hex digits, ordered by creation like a MongoDB ObjectId: 4 bytes of creation
