@@ -4,7 +4,7 @@ import Synchronization
 
 /// What a reload of plugins.yaml did.
 public struct ReloadReport: Sendable, Codable, Equatable {
-    public enum Status: String, Sendable, Codable {
+    public enum Status: String, Sendable, Codable, CaseIterable {
         /// The file differed and its live settings now serve.
         case applied
         /// Nothing the gateway can change live differed.
