@@ -1,3 +1,4 @@
+import GatewayServer
 import Hummingbird
 import HummingbirdCore
 import NIOCore
@@ -8,9 +9,23 @@ import NIOCore
 public func withLoopbackServer<Context: InitializableFromSource<ApplicationRequestContextSource>, R: Sendable>(
     _ router: Router<Context>, server: HTTPServerBuilder = .http1(), _ body: @Sendable (Int) async throws -> R
 ) async throws -> R {
+    try await whileServing({ started in
+        Application(router: router, server: server, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
+                    onServerRunning: { channel in started(channel.localAddress?.port ?? 0) })
+    }, body)
+}
+
+/// Serves `gateway` (its main listener, over real sockets) on a free loopback port while `body` runs.
+public func withServing<R: Sendable>(_ gateway: Gateway, _ body: @Sendable (Int) async throws -> R) async throws -> R {
+    try await whileServing({ started in gateway.makeApplication(host: "127.0.0.1", port: 0) { started($0) } }, body)
+}
+
+/// Runs the application `make` builds until `body`, given the port it bound, returns.
+private func whileServing<App: ApplicationProtocol, R: Sendable>(
+    _ make: (@escaping @Sendable (Int) -> Void) -> App, _ body: @Sendable (Int) async throws -> R
+) async throws -> R {
     let port = AsyncStream.makeStream(of: Int.self)
-    let app = Application(router: router, server: server, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
-                          onServerRunning: { channel in port.continuation.yield(channel.localAddress?.port ?? 0) })
+    let app = make { port.continuation.yield($0) }
     return try await withThrowingTaskGroup(of: Void.self) { group in
         group.addTask { try await app.runService(gracefulShutdownSignals: []) }
         var iterator = port.stream.makeAsyncIterator()

@@ -168,7 +168,7 @@ struct ReloadTests {
                         try parsed(upstreamYAML("weather", [urlA, urlB]) + "composites:\n  c:\n    path: /v1/c\n    steps:\n      w: { method: GET, path: /v1/weather/c }\n", for: gateway),
                     ]
                     let gw = gateway.gateway
-                    try await serving(gw) { port in
+                    try await withServing(gw) { port in
                         let load = LoadCounters()
                         try await withThrowingTaskGroup(of: Void.self) { group in
                             for client in 0..<4 {
@@ -284,19 +284,6 @@ struct ReloadTests {
                 #expect(second.plugins.contains { $0.id == "news" })
             }
         }
-    }
-}
-
-/// Serves `gateway` on a free loopback port while `body` runs.
-func serving<R: Sendable>(_ gateway: Gateway, _ body: @Sendable (Int) async throws -> R) async throws -> R {
-    let port = AsyncStream.makeStream(of: Int.self)
-    let app = gateway.makeApplication(host: "127.0.0.1", port: 0) { port.continuation.yield($0) }
-    return try await withThrowingTaskGroup(of: Void.self) { group in
-        group.addTask { try await app.runService(gracefulShutdownSignals: []) }
-        var iterator = port.stream.makeAsyncIterator()
-        let bound = await iterator.next() ?? 0
-        defer { group.cancelAll() }
-        return try await body(bound)
     }
 }
 
