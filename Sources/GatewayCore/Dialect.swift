@@ -274,6 +274,8 @@ struct RouteSettings: Sendable {
     @usableFromInline var bodyShape: DocumentedShape?
     @usableFromInline var outputShape: DocumentedOutputShape?
     @usableFromInline var rawMediaTypes: [String] = []
+    @usableFromInline var inputRules: [String: FieldRule] = [:]
+    @usableFromInline var errorMediaTypes: [Int: String] = [:]
 
     @usableFromInline
     init(method: HTTPRequest.Method, path: String, summary: String) {

@@ -62,6 +62,14 @@ public struct ServiceOperation: Sendable {
     public var documentedOutputShape: DocumentedOutputShape?
     /// The media types a ``RawReply`` may have (default `text/plain`).
     public var rawMediaTypes: [String] = []
+    /// Statuses the handler answers itself with a body of another media type than a problem
+    /// (a page that shows what is wrong), by status code.
+    public var errorMediaTypes: [Int: String] = [:]
+    /// Rules of input fields that depend on the plugin's configuration (the configured cities), or
+    /// that the input's type does not carry, keyed `path.<name>`, `query.<name>`, `body.<member>`
+    /// (a top-level member of a JSON body) or `body` (the body as a whole, such as
+    /// ``FieldRule/requiring(_:)``). They add to the type's own ``ConstrainedFields``.
+    public var inputRules: [String: FieldRule] = [:]
     /// The media types the body may have (only for operations with a body).
     public let bodyMediaTypes: [String]
     /// Whether the handler reads the body as it arrives (``OperationRequest/bodyStream``) instead
@@ -497,6 +505,20 @@ public struct OperationBuilder<Path: Decodable & Sendable, Query: Decodable & Se
     public func documentOutput<T: Encodable>(as type: T.Type) -> Self { var copy = self; copy.settings.outputShape = DocumentedOutputShape(type); return copy }
     /// For an operation that answers ``RawReply``: the media types of its other replies (`text/calendar`).
     public func documentRawOutput(mediaTypes: String...) -> Self { var copy = self; copy.settings.rawMediaTypes = mediaTypes; return copy }
+    /// Rules of input fields that depend on the configuration (``ServiceOperation/inputRules``):
+    /// `["query.city": .oneOf(configuredCities)]`. The handler must enforce what they state.
+    /// Statuses the handler answers with its own body of `mediaType` instead of a problem document
+    /// (an HTML form that shows the page again with what is wrong).
+    public func documentErrors(_ statuses: [HTTPResponse.Status], mediaType: String) -> Self {
+        var copy = self
+        for status in statuses { copy.settings.errorMediaTypes[status.code] = mediaType }
+        return copy
+    }
+    public func rules(_ rules: [String: FieldRule]) -> Self {
+        var copy = self
+        copy.settings.inputRules.merge(rules) { $0.and($1) }
+        return copy
+    }
 
     /// Finishes with a handler that returns just its output. (Inlinable, as the operation's
     /// initializer is: see there.)
@@ -521,6 +543,8 @@ public struct OperationBuilder<Path: Decodable & Sendable, Query: Decodable & Se
         operation.documentedBodyShape = settings.bodyShape
         operation.documentedOutputShape = settings.outputShape
         operation.rawMediaTypes = settings.rawMediaTypes
+        operation.inputRules = settings.inputRules
+        operation.errorMediaTypes = settings.errorMediaTypes
         return operation
     }
 }

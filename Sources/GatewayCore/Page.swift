@@ -27,7 +27,7 @@ extension Page: Decodable where Item: Decodable {
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: Key.self)
         items = try container.decode([Item].self, forKey: .items)
-        nextCursor = try container.decodeIfPresent(String.self, forKey: .nextCursor)
+        nextCursor = try container.decode(String?.self, forKey: .nextCursor)
     }
 }
 
@@ -38,7 +38,9 @@ public protocol PagedOutput {
 }
 
 /// The query of a native list: `limit` (1 to 1000, default 50) and `cursor` (a page's `nextCursor`).
-public struct PageQuery: Codable, Sendable, Equatable, ValidatableInput {
+public struct PageQuery: Codable, Sendable, Equatable, ValidatableInput, ConstrainedFields {
+    public static let fieldRules: [String: FieldRule] = ["limit": limitRule, "cursor": cursorRule]
+
     public var limit: Int?
     public var cursor: String?
 
@@ -54,12 +56,21 @@ public struct PageQuery: Codable, Sendable, Equatable, ValidatableInput {
         Self.problems(limit: limit, cursor: cursor)
     }
 
+    /// The page sizes a list takes.
+    public static let limits = 1...1000
+    /// The longest cursor a list takes (its own are far shorter).
+    public static let longestCursor = 1000
+    /// `limit` as the document states it.
+    public static let limitRule = FieldRule.integer(limits).described("Items per page, 1 to 1000 (default 50).")
+    /// `cursor` as the document states it.
+    public static let cursorRule = FieldRule.text(maxLength: longestCursor).described("The `nextCursor` of the page before.")
+
     /// The problems with a list's `limit` and `cursor`, for query types that carry them beside
     /// filters of their own: a limit outside 1...1000, a cursor longer than 1000 characters.
     public static func problems(limit: Int?, cursor: String?) -> [GatewayError.FieldError] {
         var problems: [GatewayError.FieldError] = []
-        if let limit, !(1...1000).contains(limit) { problems.append(.init(pointer: "limit", detail: "must be from 1 to 1000")) }
-        if let cursor, cursor.utf8.count > 1000 { problems.append(.init(pointer: "cursor", detail: "is not a cursor this list gave")) }
+        if let limit, !limits.contains(limit) { problems.append(.init(pointer: "limit", detail: "must be from 1 to 1000")) }
+        if let cursor, cursor.unicodeScalars.count > longestCursor { problems.append(.init(pointer: "cursor", detail: "is not a cursor this list gave")) }
         return problems
     }
 }

@@ -160,6 +160,10 @@ public enum OpenAPIDocumentBuilder {
         }
         responses[.status(code: 429)] = problemReference(ProblemResponse.tooManyRequests)
         responses[.default] = problemReference(ProblemResponse.problem)
+        for (code, mediaType) in operation.errorMediaTypes.sorted(by: { $0.key < $1.key }) {
+            guard let contentType = OpenAPI.ContentType(rawValue: mediaType) else { continue }
+            responses[.status(code: code)] = .b(OpenAPI.Response(description: reasonPhrase(for: code), content: .direct([contentType: OpenAPI.Content(schema: .string)])))
+        }
 
         return OpenAPI.Operation(
             tags: [tag],
@@ -184,11 +188,14 @@ public enum OpenAPIDocumentBuilder {
         // never be sent, and a template name without a field still arrives, as text.
         let pathFields = SchemaReflector.parameters(of: operation.io.path)
         for name in operation.pathParameterNames {
-            let schema = pathFields.first { $0.name == name }?.schema ?? .string
+            var schema = pathFields.first { $0.name == name }?.schema ?? .string
+            if let rule = operation.inputRules["path.\(name)"] { schema = schema.adding(rule.keywords) }
             result.append(.b(.path(name: name, schema: schema)))
         }
         for field in SchemaReflector.parameters(of: operation.io.query) {
-            result.append(.b(.query(name: field.name, required: field.required, schema: field.schema)))
+            var schema = field.schema
+            if let rule = operation.inputRules["query.\(field.name)"] { schema = schema.adding(rule.keywords) }
+            result.append(.b(.query(name: field.name, required: field.required, schema: schema)))
         }
         return result
     }
@@ -197,13 +204,23 @@ public enum OpenAPIDocumentBuilder {
         guard operation.io.hasBody else { return nil }
         let isRaw = operation.io.body is any RawBodyInput.Type
         // A documented shape describes the JSON the operation reads; other media types (CSV) keep theirs.
-        let documentedJSON = operation.documentedBody.map(documented) ?? operation.documentedBodyShape.map { SchemaReflector.schema(for: $0.type) }
-        let schema = isRaw ? nil : SchemaReflector.schema(for: operation.io.body)
+        let memberRules = operation.inputRules.compactMap { key, rule -> (String, JSONValue)? in
+            key.hasPrefix("body.") ? (String(key.dropFirst(5)), .object(rule.keywords)) : nil
+        }
+        func withMemberRules(_ schema: JSONSchema) -> JSONSchema {
+            var schema = schema
+            if let whole = operation.inputRules["body"] { schema = schema.adding(whole.keywords) }
+            return memberRules.isEmpty ? schema : schema.adding(["properties": .object(Dictionary(uniqueKeysWithValues: memberRules))])
+        }
+        let documentedJSON = (operation.documentedBody.map(documented)
+            ?? operation.documentedBodyShape.map { SchemaReflector.schema(for: $0.type) }).map(withMemberRules)
+        let schema = isRaw ? nil : withMemberRules(SchemaReflector.schema(for: operation.io.body))
         var content: OrderedDictionary<OpenAPI.ContentType, OpenAPI.Content> = [:]
         for mediaType in operation.bodyMediaTypes {
             guard let contentType = OpenAPI.ContentType(rawValue: mediaType) else { continue }
-            let isJSON = mediaType == "application/json" || mediaType.hasSuffix("+json")
-            content[contentType] = OpenAPI.Content(schema: (isJSON ? documentedJSON : nil) ?? schema ?? rawSchema(for: mediaType))
+            // A documented shape is of JSON, or of the fields of a form.
+            let isStructured = mediaType == "application/json" || mediaType.hasSuffix("+json") || mediaType == "application/x-www-form-urlencoded"
+            content[contentType] = OpenAPI.Content(schema: (isStructured ? documentedJSON : nil) ?? schema ?? rawSchema(for: mediaType))
         }
         return OpenAPI.Request(content: .direct(content), required: true)
     }
@@ -252,8 +269,9 @@ public enum OpenAPIDocumentBuilder {
 
     private static func reasonPhrase(for status: Int) -> String {
         // OpenAPI 3.1 requires a description on every response.
+        let known: [Int: String] = [400: "Bad Request", 404: "Not Found", 409: "Conflict"]
         let phrase = HTTPResponse.Status(code: status).reasonPhrase
-        return phrase.isEmpty ? "Success" : phrase
+        return known[status] ?? (phrase.isEmpty ? "Success" : phrase)
     }
 
     private static func security(for access: AccessRule) -> [OpenAPI.SecurityRequirement]? {
@@ -314,14 +332,21 @@ public enum OpenAPIDocumentBuilder {
                 "status": .integer(description: "The HTTP status code."),
                 "detail": .string(required: false, description: "What went wrong this time."),
                 "instance": .string(format: .uriReference, required: false, description: "Identifies this occurrence."),
-                "errors": .array(
-                    required: false,
-                    description: "The offending input fields.",
-                    items: .object(properties: [
-                        "pointer": .string(description: "A JSON pointer into the body, or `path.<name>` / `query.<name>`."),
-                        "detail": .string(description: "What is wrong with the field."),
-                    ])
-                ),
+                "errors": JSONSchema.any(
+                    of: [
+                        .array(
+                            description: "The offending input fields.",
+                            items: .object(properties: [
+                                "pointer": .string(description: "A JSON pointer into the body, or `path.<name>` / `query.<name>`."),
+                                "detail": .string(description: "What is wrong with the field."),
+                            ])
+                        ),
+                        .object(
+                            description: "A composite's failed steps: each one's problem document, by step name.",
+                            additionalProperties: .b(.reference(.component(named: problemSchemaName)))
+                        ),
+                    ]
+                ).optionalSchemaObject(),
             ]
         )
     }

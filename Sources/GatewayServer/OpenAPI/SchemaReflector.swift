@@ -1,5 +1,6 @@
 import Foundation
 import GatewayCore
+import NIOCore
 import OpenAPIKit
 
 /// A type whose values are a fixed set of names, described in the OpenAPI document as a string
@@ -56,7 +57,9 @@ public enum SchemaReflector {
     /// `decodeIfPresent` (an optional property) or checks `contains` first. ``NoInput`` has none.
     public static func parameters(of type: any Decodable.Type) -> [(name: String, schema: JSONSchema, required: Bool)] {
         if type == NoInput.self { return [] }
-        guard let object = schema(for: type).objectContext else { return [] }
+        // A parameter is text, never JSON null: its optional members are not nullable.
+        let session = ReflectionSession(maximumDepth: maximumDepth, optionalsAreNullable: false)
+        guard let object = session.schema(of: type, depth: 0).requiredSchemaObject().objectContext else { return [] }
         return object.properties.map { name, schema in
             (name: name, schema: schema.requiredSchemaObject(), required: schema.required)
         }
@@ -88,6 +91,10 @@ private final class ValueRecord {
     var additionalProperties: ValueRecord?
     var items: [ValueRecord] = []
     var nullable = false
+    /// The declared rules of the fields (``ConstrainedFields``), by name.
+    var rules: [String: FieldRule] = [:]
+    /// Member sets of which one must be present (``ConstrainedFields/requiredAlternatives``).
+    var requiredAlternatives: [[String]] = []
 
     init() {}
 
@@ -127,13 +134,24 @@ private final class ValueRecord {
             var described: OrderedDictionary<String, JSONSchema> = [:]
             for name in propertyNames {
                 guard let property = properties[name] else { continue }
-                let schema = property.record.schema
+                var schema = property.record.schema
+                if let rule = rules[name] { schema = schema.adding(rule.keywords) }
                 described[name] = property.required ? schema.requiredSchemaObject() : schema.optionalSchemaObject()
             }
-            result = .object(
+            let object = JSONSchema.object(
                 properties: described,
                 additionalProperties: additionalProperties.map { .b($0.schema.requiredSchemaObject()) }
             )
+            // OpenAPIKit reads `anyOf` beside `properties` as the whole schema, so the alternatives
+            // go in an `allOf` with the object.
+            result = requiredAlternatives.isEmpty ? object : JSONSchema.all(of: [
+                object,
+                JSONSchema.any(of: requiredAlternatives.map { members in
+                    var present: OrderedDictionary<String, JSONSchema> = [:]
+                    for member in members { present[member] = .not(.null(), core: .init()) }  // present, and not null
+                    return JSONSchema.object(properties: present)
+                }),
+            ])
         case .unkeyed:
             let itemSchemas = items.map { $0.schema.requiredSchemaObject() }
             if let first = itemSchemas.first, itemSchemas.allSatisfy({ $0 == first }) {
@@ -156,10 +174,14 @@ private struct PlaceholderUnavailable: Error {}
 /// One reflection: the stack of types being described, to stop at recursion.
 private final class ReflectionSession {
     let maximumDepth: Int
+    /// Whether a member decoded with `decodeIfPresent` may be null (in JSON, where the decoder
+    /// takes null as absent) or only left out (in parameters).
+    let optionalsAreNullable: Bool
     private var inProgress: Set<ObjectIdentifier> = []
 
-    init(maximumDepth: Int) {
+    init(maximumDepth: Int, optionalsAreNullable: Bool = true) {
         self.maximumDepth = maximumDepth
+        self.optionalsAreNullable = optionalsAreNullable
     }
 
     func schema<T: Decodable>(of type: T.Type, depth: Int) -> JSONSchema {
@@ -170,6 +192,9 @@ private final class ReflectionSession {
     func probe<T: Decodable>(_ type: T.Type, depth: Int) -> (schema: JSONSchema, value: T?) {
         if let (schema, placeholder) = Self.scalar(type) {
             return (schema, placeholder as? T)
+        }
+        if type == JSONValue.self {
+            return (.fragment(description: "Any JSON value."), JSONValue.null as? T)
         }
         if let enumerated = enumeration(type) {
             return enumerated
@@ -206,6 +231,10 @@ private final class ReflectionSession {
         // A type may reject the placeholders (a validated value, an enum without known cases);
         // the keys it asked for before throwing are still the best description available.
         let value = try? T(from: decoder)
+        if let constrained = type as? any ConstrainedFields.Type {
+            record.rules = constrained.fieldRules
+            record.requiredAlternatives = constrained.requiredAlternatives
+        }
         return (record.schema, value)
     }
 
@@ -281,6 +310,67 @@ private final class ReflectionSession {
 
     private static func rawValue<R: RawRepresentable>(of value: R) -> Any {
         value.rawValue
+    }
+}
+
+extension JSONSchema {
+    /// This schema with JSON Schema keywords added (a ``FieldRule``'s): the schema goes to JSON
+    /// and back, so every keyword OpenAPIKit reads can be given. Nested objects such as `items`
+    /// merge member by member. Keywords that would make the schema unreadable are a programming
+    /// error in the rule; they are dropped and the schema stays as it was.
+    func adding(_ keywords: [String: JSONValue]) -> JSONSchema {
+        guard let data = try? JSONEncoder().encode(self),
+              case .object(let members)? = try? JSONValue.parse(String(decoding: data, as: UTF8.self))
+        else { return self }
+        var merged = JSONValue.object(FieldRule.merge(members, Self.keepingNull(keywords, of: members)))
+        // An object with required alternatives is allOf [its members, anyOf [...]]: keywords go
+        // to the part with the members (beside allOf they would not be read back).
+        if members["properties"] == nil, case .array(var parts)? = members["allOf"],
+           let index = parts.firstIndex(where: { if case .object(let part) = $0 { part["properties"] != nil } else { false } }),
+           case .object(let part) = parts[index] {
+            parts[index] = .object(FieldRule.merge(part, Self.keepingNull(keywords, of: part)))
+            var whole = members
+            whole["allOf"] = .array(parts)
+            merged = .object(whole)
+        }
+        let required = self.required
+        guard let schema = try? JSONDecoder().decode(JSONSchema.self, from: Data(merged.serialized().readableBytesView)) else {
+            assertionFailure("the keywords \(keywords) do not make a readable schema")
+            return self
+        }
+        let kept = nullable && !schema.nullable ? schema.nullableSchemaObject() : schema
+        return required ? kept.requiredSchemaObject() : kept.optionalSchemaObject()
+    }
+}
+
+extension JSONSchema {
+    /// `keywords` with null added to each `enum` that lands on a schema (or a member of one) that
+    /// allows null: a rule listing a member's values does not take away that it may be null.
+    fileprivate static func keepingNull(_ keywords: [String: JSONValue], of schema: [String: JSONValue]) -> [String: JSONValue] {
+        var keywords = keywords
+        if allowsNull(schema), case .array(let values)? = keywords["enum"], !values.contains(.null) {
+            keywords["enum"] = .array(values + [.null])
+        }
+        if case .object(let members)? = keywords["properties"], case .object(let existing)? = schema["properties"] {
+            var kept: [String: JSONValue] = [:]
+            for (name, rule) in members {
+                if case .object(let ruleKeywords) = rule, case .object(let member)? = existing[name] {
+                    kept[name] = .object(keepingNull(ruleKeywords, of: member))
+                } else {
+                    kept[name] = rule
+                }
+            }
+            keywords["properties"] = .object(kept)
+        }
+        return keywords
+    }
+
+    private static func allowsNull(_ schema: [String: JSONValue]) -> Bool {
+        switch schema["type"] {
+        case .string("null")?: return true
+        case .array(let types)?: return types.contains(.string("null"))
+        default: return false
+        }
     }
 }
 
@@ -379,8 +469,15 @@ private struct RecordingKeyedContainer<Key: CodingKey>: KeyedDecodingContainerPr
     }
 
     func decodeIfPresent<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T? {
+        try decodeIfPresent(type, generic: key)
+    }
+
+    private func decodeIfPresent<T: Decodable>(_ type: T.Type, generic key: Key) throws -> T? {
         let probed = session.probe(type, depth: depth + 1)
-        store(probed.schema, for: key, required: false)
+        // `decodeIfPresent` takes null as absent: the member may be left out or null. (A schema
+        // without a type already allows null.)
+        let schema = probed.schema.jsonType == nil || !session.optionalsAreNullable ? probed.schema : probed.schema.nullableSchemaObject()
+        store(schema, for: key, required: false)
         return nil
     }
 
@@ -403,6 +500,22 @@ private struct RecordingKeyedContainer<Key: CodingKey>: KeyedDecodingContainerPr
         }
     }
 
+    // The typed `decodeIfPresent`s would otherwise go through `contains` and `decode` (required,
+    // not nullable): they go where the generic one does.
+    func decodeIfPresent(_ type: Bool.Type, forKey key: Key) throws -> Bool? { try decodeIfPresent(type as Bool.Type, generic: key) }
+    func decodeIfPresent(_ type: String.Type, forKey key: Key) throws -> String? { try decodeIfPresent(type as String.Type, generic: key) }
+    func decodeIfPresent(_ type: Double.Type, forKey key: Key) throws -> Double? { try decodeIfPresent(type as Double.Type, generic: key) }
+    func decodeIfPresent(_ type: Float.Type, forKey key: Key) throws -> Float? { try decodeIfPresent(type as Float.Type, generic: key) }
+    func decodeIfPresent(_ type: Int.Type, forKey key: Key) throws -> Int? { try decodeIfPresent(type as Int.Type, generic: key) }
+    func decodeIfPresent(_ type: Int8.Type, forKey key: Key) throws -> Int8? { try decodeIfPresent(type as Int8.Type, generic: key) }
+    func decodeIfPresent(_ type: Int16.Type, forKey key: Key) throws -> Int16? { try decodeIfPresent(type as Int16.Type, generic: key) }
+    func decodeIfPresent(_ type: Int32.Type, forKey key: Key) throws -> Int32? { try decodeIfPresent(type as Int32.Type, generic: key) }
+    func decodeIfPresent(_ type: Int64.Type, forKey key: Key) throws -> Int64? { try decodeIfPresent(type as Int64.Type, generic: key) }
+    func decodeIfPresent(_ type: UInt.Type, forKey key: Key) throws -> UInt? { try decodeIfPresent(type as UInt.Type, generic: key) }
+    func decodeIfPresent(_ type: UInt8.Type, forKey key: Key) throws -> UInt8? { try decodeIfPresent(type as UInt8.Type, generic: key) }
+    func decodeIfPresent(_ type: UInt16.Type, forKey key: Key) throws -> UInt16? { try decodeIfPresent(type as UInt16.Type, generic: key) }
+    func decodeIfPresent(_ type: UInt32.Type, forKey key: Key) throws -> UInt32? { try decodeIfPresent(type as UInt32.Type, generic: key) }
+    func decodeIfPresent(_ type: UInt64.Type, forKey key: Key) throws -> UInt64? { try decodeIfPresent(type as UInt64.Type, generic: key) }
     func decode(_ type: Bool.Type, forKey key: Key) throws -> Bool { try value(type, forKey: key) }
     func decode(_ type: String.Type, forKey key: Key) throws -> String { try value(type, forKey: key) }
     func decode(_ type: Double.Type, forKey key: Key) throws -> Double { try value(type, forKey: key) }

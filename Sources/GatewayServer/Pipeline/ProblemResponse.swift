@@ -36,7 +36,7 @@ enum ProblemResponse {
 
     /// The problem document of `error`, as bytes.
     static func body(_ error: GatewayError, path: String, requestID: String) -> ByteBuffer {
-        (try? JSONStreamEncoder.encodeBuffer(Document(error: error, instance: String(path.prefix(512)), requestID: requestID))) ?? ByteBuffer()
+        (try? JSONStreamEncoder.encodeBuffer(Document(error: error, instance: instance(path), requestID: requestID))) ?? ByteBuffer()
     }
 
     static func make(_ error: GatewayError, path: String, requestID: String) -> Response {
@@ -65,5 +65,13 @@ enum ProblemResponse {
             }
         }
         return nil
+    }
+
+    /// The request's path as the problem's `instance`: at most 512 characters, never cut inside a
+    /// percent escape (a cut one would not be a URI reference).
+    static func instance(_ path: String) -> String {
+        var cut = path.prefix(512)
+        if let percent = cut.suffix(2).lastIndex(of: "%") { cut = cut[..<percent] }
+        return String(cut)
     }
 }
