@@ -142,18 +142,23 @@ public struct AccountStore: Sendable {
         let trimmed = username.trimmingCharacters(in: .whitespacesAndNewlines)
         if trimmed.isEmpty { return "must not be empty" }
         if trimmed.count > 64 { return "must be at most 64 characters" }
-        if trimmed.unicodeScalars.contains(where: { CharacterSet.controlCharacters.contains($0) || CharacterSet.newlines.contains($0) }) {
+        if trimmed.unicodeScalars.contains(where: { $0.properties.generalCategory == .control || CharacterSet.newlines.contains($0) }) {
             return "must not contain control characters"
         }
         return nil
     }
 
-    /// Checks a plain password: 8 to 1024 characters.
+    /// Checks a plain password: 8 to 1024 characters (Unicode code points, as JSON Schema counts).
     public static func passwordProblem(_ password: String) -> String? {
-        if password.count < 8 { return "must be at least 8 characters" }
-        if password.utf8.count > 1024 { return "must be at most 1024 bytes" }
+        if password.unicodeScalars.count < passwordLength.lowerBound { return "must be at least 8 characters" }
+        if password.unicodeScalars.count > passwordLength.upperBound { return "must be at most 1024 characters" }
         return nil
     }
+
+    /// The lengths a plain password may have.
+    public static let passwordLength = 8...1024
+    /// The longest username, before surrounding white space is trimmed.
+    public static let longestUsername = 64
 
     /// The credential given to bcrypt: a prehash is 40 lowercase hex digits.
     public enum Secret: Sendable {
@@ -503,10 +508,11 @@ public struct AccountStore: Sendable {
         /// Every problem with the grant, as field errors.
         public func problems(now: Date) -> [GatewayError.FieldError] {
             var problems: [GatewayError.FieldError] = []
-            if label.trimmingCharacters(in: .whitespaces).isEmpty || label.count > 200 {
+            if label.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty || label.unicodeScalars.count > 200 {
                 problems.append(.init(pointer: "/label", detail: "must be 1 to 200 characters"))
             }
             if scopes.isEmpty { problems.append(.init(pointer: "/scopes", detail: "must name at least one scope")) }
+            if scopes.count > 100 { problems.append(.init(pointer: "/scopes", detail: "must name at most 100 scopes")) }
             for (index, scope) in scopes.enumerated() where !AccountStore.isValidScope(scope) {
                 problems.append(.init(pointer: "/scopes/\(index)", detail: "'\(scope.prefix(60))' is not <plugin>:read, <plugin>:write, <plugin>:* or *"))
             }

@@ -47,11 +47,24 @@ struct AccountsService: HostService {
 
     // MARK: Inputs and outputs
 
-    struct RegisterBody: Codable, Sendable {
+    struct RegisterBody: Codable, Sendable, ValidatableInput, ConstrainedFields {
         var username: String
         var password: String
         var displayName: String?
         var profile: [String: String]?
+
+        static let fieldRules: [String: FieldRule] = [
+            "username": AccountRules.username, "password": AccountRules.password,
+            "displayName": AccountRules.displayName, "profile": AccountRules.profile,
+        ]
+
+        func validate() -> [GatewayError.FieldError] {
+            var problems = ProfilePatch(displayName: displayName, profile: profile).validate()
+            if username.unicodeScalars.count > AccountStore.longestUsername {
+                problems.append(.init(pointer: "/username", detail: "must be at most 64 characters"))
+            }
+            return problems
+        }
     }
 
     struct LoginBody: Codable, Sendable {
@@ -65,25 +78,29 @@ struct AccountsService: HostService {
         var user: AccountStore.User
     }
 
-    struct ProfilePatch: Codable, Sendable, ValidatableInput {
+    struct ProfilePatch: Codable, Sendable, ValidatableInput, ConstrainedFields {
         var displayName: String?
         var profile: [String: String]?
 
+        static let fieldRules: [String: FieldRule] = ["displayName": AccountRules.displayName, "profile": AccountRules.profile]
+
         func validate() -> [GatewayError.FieldError] {
             var problems: [GatewayError.FieldError] = []
-            if let displayName, displayName.trimmingCharacters(in: .whitespaces).isEmpty || displayName.count > 100 {
+            if let displayName, displayName.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty || displayName.unicodeScalars.count > 100 {
                 problems.append(.init(pointer: "/displayName", detail: "must be 1 to 100 characters"))
             }
-            if let profile, profile.count > 50 || profile.contains(where: { $0.key.count > 64 || $0.value.count > 1000 }) {
+            if let profile, profile.count > 50 || profile.contains(where: { $0.key.unicodeScalars.count > 64 || $0.value.unicodeScalars.count > 1000 }) {
                 problems.append(.init(pointer: "/profile", detail: "at most 50 fields, keys up to 64 and values up to 1000 characters"))
             }
             return problems
         }
     }
 
-    struct PasswordChange: Codable, Sendable {
+    struct PasswordChange: Codable, Sendable, ConstrainedFields {
         var currentPassword: String
         var newPassword: String
+
+        static let fieldRules: [String: FieldRule] = ["newPassword": AccountRules.password]
     }
 
     struct KeyID: Codable, Sendable { var id: String }
@@ -94,9 +111,12 @@ struct AccountsService: HostService {
     }
 
 
-    struct Purge: Codable, Sendable {
+    struct Purge: Codable, Sendable, ConstrainedFields {
         var tags: [String]?
         var all: Bool?
+
+        static let fieldRules: [String: FieldRule] = ["tags": FieldRule(keywords: ["minItems": .number(1)]).described("Tags to purge; or send all: true.")]
+        static let requiredAlternatives = [["tags"], ["all"]]
     }
 
     struct Purged: Codable, Sendable { var purged: [String] }
@@ -123,6 +143,7 @@ struct AccountsService: HostService {
                                  headers: [.location: "/v1/me", .cacheControl: "no-store"])
                 },
             ServiceOperation.define("accounts.login", .post, "/auth/login", summary: "Sign in and receive a session token")
+                .status(.ok)
                 .body(LoginBody.self)
                 .replies(SessionReply.self) { input, context in
                     let address = context.principal.address
@@ -233,6 +254,34 @@ struct AccountsService: HostService {
         }
         return user
     }
+}
+
+/// What the document states of account input; the store's and the inputs' checks enforce the same.
+enum AccountRules {
+    /// No control characters or line breaks, and one character that is not white space.
+    static let username = FieldRule.text(1...AccountStore.longestUsername)
+        .and(.pattern(#"^[^\x00-\x1F\x7F-\x9F\u2028\u2029]*[^\s\x00-\x1F\x7F-\x9F][^\x00-\x1F\x7F-\x9F\u2028\u2029]*$"#))
+        .described("1 to 64 characters, not only white space, without control characters or line breaks.")
+    static let password = FieldRule.text(AccountStore.passwordLength)
+    static let displayName = FieldRule.nonBlank(maxLength: 100)
+    static let profile = FieldRule(keywords: [
+        "maxProperties": .number(50),
+        "propertyNames": .object(["maxLength": .number(64)]),
+        "additionalProperties": .object(["maxLength": .number(1000)]),
+    ]).described("At most 50 fields; names up to 64 characters, values up to 1000.")
+}
+
+extension AccountStore.KeyGrant: ConstrainedFields {
+    private static let octet = "(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
+    public static let fieldRules: [String: FieldRule] = [
+        "label": .nonBlank(maxLength: 200),
+        "scopes": .list(1...100, of: .pattern(#"^(\*|[a-z][a-z0-9-]{0,39}:(read|write|\*))$"#))
+            .described("`<plugin>:read`, `<plugin>:write`, `<plugin>:*` or `*`."),
+        "allowedAddresses": FieldRule.each(.pattern("^(\(octet)\\.\(octet)\\.\(octet)\\.\(octet)(/([0-9]|[12][0-9]|3[0-2]))?|[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*)$"))
+            .described("An IP address, or an IPv4 CIDR such as 10.0.0.0/8."),
+        "expiresAt": FieldRule(keywords: [:]).described("In the future."),
+        "rate": FieldRule.pattern("^ *[1-9][0-9]{0,8} */ *(s|sec|second|m|min|minute|h|hour|d|day) *$").described("Such as 100/min."),
+    ]
 }
 
 /// Tag names the response cache reserves.

@@ -48,7 +48,12 @@ enum InboxOperations {
         var viewed_at: Double
     }
 
-    struct ListQuery: Codable, Sendable, ValidatableInput {
+    struct ListQuery: Codable, Sendable, ValidatableInput, ConstrainedFields {
+        static let fieldRules: [String: FieldRule] = [
+            "limit": PageQuery.limitRule,
+            "cursor": FieldRule.pattern("^[0-9]{1,15}(\\.[0-9]{1,6})?$").described("The `nextCursor` of the page before."),
+        ]
+
         var limit: Int?
         var cursor: String?
         var unread: Bool?

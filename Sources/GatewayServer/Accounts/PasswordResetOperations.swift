@@ -6,14 +6,19 @@ import NIOCore
 /// The native password reset: ask for a link, set the password with its token, and the small
 /// page the link opens (a form that posts the new password back).
 enum PasswordResetOperations {
-    struct RequestBody: Codable, Sendable {
+    struct RequestBody: Codable, Sendable, ConstrainedFields {
         var username: String?
         var email: String?
+
+        static let fieldRules: [String: FieldRule] = ["username": .text(1...1000), "email": .text(1...1000)]
+        static let requiredAlternatives = [["username"], ["email"]]
     }
 
-    struct ConfirmBody: Codable, Sendable {
+    struct ConfirmBody: Codable, Sendable, ConstrainedFields {
         var token: String
         var password: String
+
+        static let fieldRules: [String: FieldRule] = ["password": AccountRules.password]
     }
 
     struct Accepted: Codable, Sendable {
@@ -52,8 +57,13 @@ enum PasswordResetOperations {
                 .body(RequestBody.self)
                 .status(202)
                 .replies(Accepted.self) { input, _ in
-                    guard input.body.username?.isEmpty == false || input.body.email?.isEmpty == false else {
+                    guard input.body.username != nil || input.body.email != nil else {
                         throw GatewayError.invalid(field: "/username", "send a username or an email address")
+                    }
+                    for (given, name) in [(input.body.username, "username"), (input.body.email, "email")] {
+                        guard let given else { continue }
+                        if given.isEmpty { throw GatewayError.invalid(field: "/\(name)", "must not be empty") }
+                        if given.unicodeScalars.count > 1000 { throw GatewayError.invalid(field: "/\(name)", "must be at most 1000 characters") }
                     }
                     do {
                         try await resets.request(username: input.body.username, email: input.body.email)
@@ -63,7 +73,7 @@ enum PasswordResetOperations {
                     return Reply(Accepted(message: "If the account exists and has an email address, a link to set a new password is on its way."), status: .accepted)
                 },
             ServiceOperation.define("accounts.passwordResetConfirm", .post, "/auth/password-reset/confirm", summary: "Set a new password with a reset link's token")
-                .details("Ends every session of the user. 400 when the token was used already, has expired or is unknown.")
+                .details("Ends every session of the user. 404 when the token was used already, has expired or is unknown.")
                 .body(ConfirmBody.self)
                 .returns(NoContent.self) { input, _ in
                     try await resets.confirm(token: input.body.token, password: input.body.password)
@@ -76,8 +86,15 @@ enum PasswordResetOperations {
                     page(token: input.query.token ?? "", message: nil)
                 },
             ServiceOperation.define("accounts.passwordResetSubmit", .post, "/auth/password-reset/form", summary: "The reset page's form: sets the new password")
+                .details("`confirm` repeats `password`. A refusal answers the page again with what is wrong: 400 for the form, 404 for a link that is used, expired or unknown.")
                 .body(FormBody.self)
+                .documentBody(schema: .object([
+                    "type": .string("object"), "required": .array(["token", "password", "confirm"].map { .string($0) }),
+                    "properties": .object(["token": .object(["type": .string("string")]), "password": .object(AccountRules.password.and(.init(keywords: ["type": .string("string")])).keywords),
+                                           "confirm": .object(["type": .string("string")])]),
+                ]))
                 .documentRawOutput(mediaTypes: "text/html")
+                .documentErrors([.badRequest, .notFound], mediaType: "text/html")
                 .status(200)
                 .replies(RawReply.self) { input, _ in
                     let token = input.body.fields["token"] ?? ""

@@ -81,7 +81,7 @@ final class PasswordResets: Sendable {
             .where("token_hash", .equal, AccountStore.sha256(token)).where("used_at", .is, SQLLiteral.null).where("expires_at", .greaterThan, now)
             .returning("user_id").first()
         guard let userID = try row?.decode(column: "user_id", as: String.self) else {
-            throw GatewayError.badRequest("This reset link is not valid: it was used already, has expired, or was mistyped. Ask for a new one.")
+            throw GatewayError.notFound("This reset link is not valid: it was used already, has expired, or was mistyped. Ask for a new one.")
         }
         try await store.setPassword(userID: userID, secret: .plain(password))
         authenticator.forget(userID: userID)

@@ -28,7 +28,20 @@ struct BatchService: HostService {
         var calls: [Call]
     }
 
-    struct Call: Decodable, Sendable {
+    struct Call: Decodable, Sendable, ConstrainedFields {
+        static let fieldRules: [String: FieldRule] = [
+            "id": FieldRule.text(1...100).described("Names the call (default: its position, from 0); unique in the batch."),
+            "method": FieldRule.pattern("^(" + ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"].map { name in
+                name.map { "[\($0)\($0.lowercased())]" }.joined()
+            }.joined(separator: "|") + ")$").described("With path, instead of operation."),
+            "path": FieldRule.pattern("^/(?!/|v1/batch)[!-~]{0,4095}$").described("A path under the gateway with its query, percent-encoded; not a batch."),
+            "headers": FieldRule(keywords: [
+                "propertyNames": .object(["pattern": .string("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")]),
+                "additionalProperties": .object(["pattern": .string(#"^([^\x00-\x20\x7F]([^\x00-\x08\x0A-\x1F\x7F]*[^\x00-\x20\x7F])?)?$"#)]),
+            ]),
+            "dependsOn": FieldRule.each(.text(1...100)).described("Ids of other calls of the batch, which run first."),
+        ]
+
         /// Names the call for `dependsOn` and in the reply (default: its position, from 0).
         var id: String?
         /// An operation's name (`todo.list`), with `input`: its path, query and body members by name.
@@ -62,6 +75,7 @@ struct BatchService: HostService {
         [ServiceOperation.define("batch.run", .post, "", summary: "Run several calls in one request")
             .details("Each call goes through the whole pipeline as a request of its own, with the caller's credential. Calls run concurrently, after the ones they depend on.")
             .body(Request.self)
+            .rules(["body.calls": .list(1...maxCalls)])
             .status(.ok)
             .returns(Reply.self) { input, context in try await run(input.body, context: context) }]
     }
@@ -92,7 +106,7 @@ struct CallPlan: Sendable {
         var ids: [String: Int] = [:]
         for (index, call) in calls.enumerated() {
             let id = call.id ?? String(index)
-            guard !id.isEmpty, id.count <= 100 else { throw GatewayError.invalid(field: "/calls/\(index)/id", "An id is 1 to 100 characters.") }
+            guard !id.isEmpty, id.unicodeScalars.count <= 100 else { throw GatewayError.invalid(field: "/calls/\(index)/id", "An id is 1 to 100 characters.") }
             guard ids.updateValue(index, forKey: id) == nil else { throw GatewayError.invalid(field: "/calls/\(index)/id", "The id '\(id)' is given twice.") }
         }
         var plans: [CallPlan] = []

@@ -18,9 +18,32 @@ struct CompositeService: HostService {
     let caller: InternalCaller
     let composites: [(name: String, settings: CompositeSettings)]
 
-    init(caller: InternalCaller, composites: [String: CompositeSettings]) {
+    /// The rules of each composite's path parameters, from the operations they are passed to.
+    let parameterRules: [String: [String: FieldRule]]
+
+    /// `operations` (by name) are the gateway's others: a path parameter passed whole as a step's
+    /// input is documented with the rules of the parameter it becomes.
+    init(caller: InternalCaller, composites: [String: CompositeSettings], documenting operations: [String: ServiceOperation] = [:]) {
         self.caller = caller
         self.composites = composites.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
+        parameterRules = composites.mapValues { Self.parameterRules(of: $0, operations: operations) }
+    }
+
+    static func parameterRules(of settings: CompositeSettings, operations: [String: ServiceOperation]) -> [String: FieldRule] {
+        var rules: [String: FieldRule] = [:]
+        for name in ServiceOperation.parameterNames(in: settings.path) {
+            for step in settings.steps.values {
+                guard let target = step.operation.flatMap({ operations[$0] }) else { continue }
+                for (field, value) in step.input ?? [:] where value == .string("{{request.path.\(name)}}") {
+                    var found: [FieldRule] = []
+                    if let typed = (target.io.path as? any ConstrainedFields.Type)?.fieldRules[field] { found.append(typed) }
+                    if let typed = (target.io.query as? any ConstrainedFields.Type)?.fieldRules[field] { found.append(typed) }
+                    if let given = target.inputRules["path.\(field)"] ?? target.inputRules["query.\(field)"] { found.append(given) }
+                    for rule in found { rules["path.\(name)"] = rules["path.\(name)"].map { $0.and(rule) } ?? rule }
+                }
+            }
+        }
+        return rules
     }
 
     var operations: [ServiceOperation] {
@@ -33,6 +56,7 @@ struct CompositeService: HostService {
                 try await run(settings, request: request, context: context)
             }
             operation.rawMediaTypes = []
+            operation.inputRules = parameterRules[name] ?? [:]
             operation.documentedOutput = .object(["type": .string("object"),
                                                   "description": .string("The declared reply; failed optional steps' problems under errors.")])
             return operation

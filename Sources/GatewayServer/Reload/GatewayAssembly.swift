@@ -64,11 +64,6 @@ extension Gateway {
                 LoadedPlugin(id: BatchService.id, summary: BatchService.summary, mount: "/v1/batch", dialectMount: "",
                              instance: BatchService(caller: caller, maxCalls: configuration.batch.maxCalls), context: context(BatchService.id, configuration: configuration)),
             ]
-            if !configuration.composites.isEmpty {
-                plugins.append(LoadedPlugin(id: CompositeService.id, summary: CompositeService.summary, mount: "", dialectMount: "",
-                                            instance: CompositeService(caller: caller, composites: configuration.composites),
-                                            context: context(CompositeService.id, configuration: configuration)))
-            }
             var created: [LoadedPlugin] = []
             for plugin in PluginInstance.enabled(registrations, in: configuration) {
                 let settings = plugin.settings
@@ -93,6 +88,14 @@ extension Gateway {
                                           instance: instance, context: context, reloadable: plugin.registration.multipleInstances)
                 plugins.append(loaded)
                 created.append(loaded)
+            }
+            if !configuration.composites.isEmpty {
+                // Last, so that the composites can document their parameters as the operations they feed do.
+                var named: [String: ServiceOperation] = [:]
+                for plugin in plugins { for operation in plugin.instance.operations { named[operation.name] = operation } }
+                plugins.append(LoadedPlugin(id: CompositeService.id, summary: CompositeService.summary, mount: "", dialectMount: "",
+                                            instance: CompositeService(caller: caller, composites: configuration.composites, documenting: named),
+                                            context: context(CompositeService.id, configuration: configuration)))
             }
             return (plugins, created)
         }
