@@ -283,7 +283,7 @@ public struct EventInput: Codable, Sendable, ValidatableInput {
         text(infoSource, "infoSource", 500)
         for (value, name) in [(saleURL, "saleURL"), (imageURL, "imageURL")] {
             text(value, name, 2000)
-            if let value, !value.isEmpty, URL(string: value)?.scheme.map({ ["http", "https"].contains($0.lowercased()) }) != true {
+            if let value, !value.isEmpty, value.wholeMatch(of: EventRules.webAddress) == nil {
                 problems.append(.init(pointer: "/\(name)", detail: "must be an http or https URL"))
             }
         }
@@ -436,7 +436,7 @@ struct DayRange: Sendable, Equatable {
     static func day(_ text: String) -> DateComponents? {
         let parts = text.split(whereSeparator: { $0 == "-" || $0 == "/" })
         guard parts.count == 3, parts[0].count == 4, let year = Int(parts[0]), let month = Int(parts[1]), let day = Int(parts[2]),
-              (1900...2200).contains(year), (1...12).contains(month), (1...31).contains(day) else { return nil }
+              (1...9999).contains(year), (1...12).contains(month), (1...31).contains(day) else { return nil }
         var calendar = Calendar(identifier: .gregorian)
         calendar.timeZone = TimeZone(identifier: "UTC")!
         let components = DateComponents(year: year, month: month, day: day)
@@ -444,6 +444,8 @@ struct DayRange: Sendable, Equatable {
         return components
     }
 
+    /// The problems with a range of days: a malformed day, a range that ends before it starts or
+    /// is longer than ``EventRules/longestRange`` days.
     static func problems(from: String?, to: String?, fromName: String = "from", toName: String = "to") -> [GatewayError.FieldError] {
         var problems: [GatewayError.FieldError] = []
         let first = from.map(day)
@@ -465,17 +467,20 @@ struct DayRange: Sendable, Equatable {
         return Int((end.timeIntervalSince(start) / 86_400).rounded())
     }
 
-    /// The range asked for: `from` (default today in `zone`) to `to` (default `from` + 7 days).
+    /// The range asked for: `from` (default today in `zone`) to `to` (default `from` + 7 days), at
+    /// most ``EventRules/longestRange`` days long.
     static func resolve(from: String?, to: String?, now: Date, zone: TimeZone, defaultLength: Int = 7) -> DayRange {
         var calendar = Calendar(identifier: .gregorian)
         calendar.timeZone = zone
         let first = from.flatMap(day) ?? calendar.dateComponents([.year, .month, .day], from: now)
-        let last = to.flatMap(day) ?? {
+        func daysAfterFirst(_ count: Int) -> DateComponents {
             var utc = Calendar(identifier: .gregorian)
             utc.timeZone = TimeZone(identifier: "UTC")!
             let start = utc.date(from: DateComponents(year: first.year, month: first.month, day: first.day))!
-            return utc.dateComponents([.year, .month, .day], from: start.addingTimeInterval(Double(defaultLength) * 86_400))
-        }()
+            return utc.dateComponents([.year, .month, .day], from: start.addingTimeInterval(Double(count) * 86_400))
+        }
+        var last = to.flatMap(day) ?? daysAfterFirst(defaultLength)
+        if daysBetween(first, last) > EventRules.longestRange { last = daysAfterFirst(EventRules.longestRange) }
         return DayRange(from: DateComponents(year: first.year, month: first.month, day: first.day),
                         to: DateComponents(year: last.year, month: last.month, day: last.day))
     }
@@ -489,4 +494,108 @@ struct DayRange: Sendable, Equatable {
         let end = calendar.startOfDay(for: calendar.date(byAdding: .day, value: 1, to: lastNoon)!)
         return (start, end)
     }
+}
+
+// MARK: What the document states of the inputs (their validation above enforces the same)
+
+extension EventListQuery: ConstrainedFields {
+    public static let fieldRules: [String: FieldRule] = [
+        "from": DayRange.dayRule.described("The first day, yyyy-MM-dd in the city's time zone (default today)."),
+        "to": DayRange.dayRule.described("The last day, inclusive (default from + 7 days): not before from, at most 366 days after it."),
+        "limit": PageQuery.limitRule,
+        "cursor": FieldRule.pattern("^[+-]?[0-9]{1,18}_[+-]?[0-9]{1,18}$").described("The `nextCursor` of the page before."),
+    ]
+}
+
+extension EventsPlugin {
+    /// The cursor of a list ordered by id: any id is a place to continue from.
+    static let idCursorRule = FieldRule.pattern("^[+-]?[0-9]{1,18}$").described("The `nextCursor` of the page before.")
+}
+
+extension NearQuery: ConstrainedFields {
+    public static let fieldRules: [String: FieldRule] = [
+        "lat": .number(-90...90), "lon": .number(-180...180),
+        "radius": .number(1...50_000).described("Metres (default 2,000)."),
+        "from": DayRange.dayRule, "to": DayRange.dayRule, "limit": PageQuery.limitRule,
+    ]
+}
+
+extension SearchQuery: ConstrainedFields {
+    public static let fieldRules: [String: FieldRule] = [
+        "q": .nonBlank(maxLength: 100), "limit": PageQuery.limitRule, "cursor": EventsPlugin.idCursorRule,
+    ]
+}
+
+extension EventPath: ConstrainedFields {
+    public static let fieldRules: [String: FieldRule] = [
+        "id": FieldRule.pattern("^[1-9][0-9]{0,17}(\\.ics)?$").described("The event's id; with `.ics`, the event as iCalendar."),
+    ]
+}
+
+extension NumberPath: ConstrainedFields {
+    public static let fieldRules: [String: FieldRule] = ["id": .integer(atLeast: 1)]
+}
+
+extension CalendarQuery: ConstrainedFields {
+    public static let fieldRules: [String: FieldRule] = ["from": DayRange.dayRule, "to": DayRange.dayRule]
+}
+
+extension ReservationListQuery: ConstrainedFields {
+    public static let fieldRules: [String: FieldRule] = ["limit": PageQuery.limitRule, "cursor": EventsPlugin.idCursorRule]
+}
+
+extension VenueListQuery: ConstrainedFields {
+    public static let fieldRules: [String: FieldRule] = ["limit": PageQuery.limitRule, "cursor": EventsPlugin.idCursorRule]
+}
+
+extension EventInput: ConstrainedFields {
+    static let webAddress = FieldRule.pattern("^(\(EventRules.webAddressPattern))?$").and(.text(maxLength: 2000))
+        .described("An http or https URL (an empty string clears it).")
+    public static let fieldRules: [String: FieldRule] = [
+        "title": .nonBlank(maxLength: 500), "description": .text(maxLength: 20_000),
+        "organizer": .text(maxLength: 500), "infoSource": .text(maxLength: 500),
+        "saleURL": webAddress, "imageURL": webAddress,
+        "categories": .list(maxCount: 20), "tags": .list(maxCount: 50, of: .text(1...100)),
+        "showings": .list(maxCount: 1000),
+    ]
+}
+
+extension ShowingInput: ConstrainedFields {
+    public static let fieldRules = ShowingPatch.fieldRules
+}
+
+extension ShowingPatch: ConstrainedFields {
+    public static let fieldRules: [String: FieldRule] = [
+        "start": EventRules.instantRule, "end": EventRules.instantRule.described("At or after start, at most 400 days later."),
+        "capacity": .integer(0...10_000_000).described("Seats; none given means unlimited."), "priceText": .text(maxLength: 500),
+    ]
+}
+
+extension VenueInput: ConstrainedFields {
+    public static let fieldRules: [String: FieldRule] = [
+        "name": .nonBlank(maxLength: 500), "address": .text(maxLength: 1000),
+        "lat": FieldRule.number(-90...90).described("Given with lon."), "lon": FieldRule.number(-180...180).described("Given with lat."),
+    ]
+}
+
+extension DecisionInput: ConstrainedFields {
+    public static let fieldRules: [String: FieldRule] = ["reason": .text(maxLength: 1000)]
+}
+
+extension DayRange {
+    /// A day as the lists take it.
+    static let dayRule = FieldRule.date
+}
+
+extension EventRules {
+    /// A link an event may carry: http or https, then printable ASCII without spaces.
+    static let webAddressPattern = "[hH][tT][tT][pP][sS]?://[!-~]+"
+    nonisolated(unsafe) static let webAddress = try! Regex(webAddressPattern)
+
+    /// An instant of a showing as the document states it: RFC 3339 in the years 1901 to 2199 (the
+    /// plugin stores 1900 to 2200 in UTC; a year inside keeps every offset inside). The pattern
+    /// leaves out the 29th to 31st of a month, so that every string it allows is a real day.
+    static let instantRule = FieldRule.pattern(
+        "^(190[1-9]|19[1-9][0-9]|2[01][0-9]{2})-(0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-8])T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\\.[0-9]{1,6})?(Z|[+-](0[0-9]|1[0-3]):[0-5][0-9])$"
+    ).described("An RFC 3339 time such as 2026-12-01T19:30:00+08:00, in the years 1900 to 2200.")
 }

@@ -55,7 +55,7 @@ struct EventService: Sendable {
     func checkVenues(_ showings: [ShowingInput], pointer: String = "/showings") async throws {
         for (index, showing) in showings.enumerated() {
             if let venue = showing.venue, try await store.venue(venue) == nil {
-                throw GatewayError.invalid(field: "\(pointer)/\(index)/venue", "is not a known venue")
+                throw GatewayError.invalid(field: pointer.isEmpty ? "/venue" : "\(pointer)/\(index)/venue", "is not a known venue")
             }
         }
     }
@@ -101,7 +101,7 @@ struct EventService: Sendable {
 
     func update(_ id: Int64, with input: EventInput, context: OperationContext) async throws -> EventDetail {
         let event = try await ownedEvent(id, context: context)
-        guard input.showings == nil else {
+        guard input.showings?.isEmpty ?? true else {
             throw GatewayError.invalid(field: "/showings", "is read-only here: add, change and delete showings at /v1/events/{id}/showings and /v1/events/showings/{id}")
         }
         try checkCity(input.city, pointer: "/city")

@@ -94,6 +94,11 @@ public struct EventsPlugin: ServicePlugin {
         let importer = calendarImporter
         let listed = CachePolicy.shared(ttl: .seconds(60), tags: ["events"])
         let changes = CachePolicy.invalidating(["events"])
+        // The configured cities and categories, as the document states them (the handlers check them).
+        let city = FieldRule.oneOf(service.settings.cities.map(\.id)).described("A city's id (GET /v1/events/cities).")
+        let category = FieldRule.oneOf(service.settings.categories.map(\.id)).described("A category's id (GET /v1/events/categories).")
+        let filters = ["query.city": city, "query.category": category]
+        let eventBody = ["body.city": city, "body.categories": FieldRule.each(category)]
         return [
             // Reference data
             ServiceOperation.define("events.categories", .get, "/categories", summary: "The categories events may have")
@@ -107,6 +112,7 @@ public struct EventsPlugin: ServicePlugin {
             ServiceOperation.define("events.list", .get, "/", summary: "Published events with a showing in a range of days, by first showing")
                 .details("Days are `yyyy-MM-dd` in the city's time zone (the plugin's `timeZone` without a city); the range defaults to today to today + 7 days and may span at most 366 days.")
                 .query(EventListQuery.self)
+                .rules(filters)
                 .cache(listed)
                 .returns(EventPage.self) { input, _ in
                     let query = input.query
@@ -124,6 +130,7 @@ public struct EventsPlugin: ServicePlugin {
             ServiceOperation.define("events.near", .get, "/near", summary: "Published events at venues near a point, nearest first")
                 .details("`radius` in metres (default 2000, at most 50000); days as in the list, in the plugin's `timeZone`.")
                 .query(NearQuery.self)
+                .rules(["query.category": category])
                 .cache(listed)
                 .returns(EventPage.self) { input, _ in
                     let query = input.query
@@ -133,6 +140,7 @@ public struct EventsPlugin: ServicePlugin {
                 },
             ServiceOperation.define("events.search", .get, "/search", summary: "Published events whose title, description, organizer or venue contains the text")
                 .query(SearchQuery.self)
+                .rules(filters)
                 .cache(listed)
                 .returns(EventPage.self) { input, _ in
                     let query = input.query
@@ -148,6 +156,7 @@ public struct EventsPlugin: ServicePlugin {
             ServiceOperation.define("events.calendar", .get, ".ics", summary: "A subscribable iCalendar of published events")
                 .details("The same filters as the list; without `from` and `to` the calendar covers 30 days back to the recurrence horizon ahead.")
                 .query(CalendarQuery.self)
+                .rules(filters)
                 .cache(.shared(ttl: .seconds(300), tags: ["events"]))
                 .documentRawOutput(mediaTypes: "text/calendar")
                 .returns(RawReply.self) { input, _ in
@@ -175,6 +184,8 @@ public struct EventsPlugin: ServicePlugin {
                 .access(.scope("events:write"))
                 .cache(changes)
                 .body(EventInput.self)
+                .rules(eventBody)
+                .rules(["body": .requiring(["title"]), "body.title": FieldRule(keywords: ["type": .string("string")])])
                 .replies(EventDetail.self) { input, context in
                     let detail = try await service.create(input.body, context: context)
                     return Reply(detail, status: .created, headers: [.location: "/v1/events/\(detail.id)"])
@@ -185,6 +196,9 @@ public struct EventsPlugin: ServicePlugin {
                 .cache(changes)
                 .path(NumberPath.self)
                 .body(EventInput.self)
+                .rules(eventBody)
+                .rules(["body.showings": FieldRule(keywords: ["maxItems": .number(0)])
+                    .described("Read-only here: showings are added, changed and deleted at /v1/events/{id}/showings and /v1/events/showings/{id}.")])
                 .returns(EventDetail.self) { input, context in
                     try await service.update(input.path.id, with: input.body, context: context)
                 },
@@ -253,6 +267,7 @@ public struct EventsPlugin: ServicePlugin {
                 .access(.scope("events:write"))
                 .cache(changes)
                 .body(VenueInput.self)
+                .rules(["body.city": city, "body": .requiring(["name"]), "body.name": FieldRule(keywords: ["type": .string("string")])])
                 .replies(Venue.self) { input, context in
                     guard let name = input.body.name else { throw GatewayError.invalid(field: "/name", "is required") }
                     try service.checkCity(input.body.city, pointer: "/city")
@@ -265,6 +280,7 @@ public struct EventsPlugin: ServicePlugin {
                 .cache(changes)
                 .path(NumberPath.self)
                 .body(VenueInput.self)
+                .rules(["body.city": city])
                 .returns(Venue.self) { input, context in
                     let venue = try await service.ownedVenue(input.path.id, context: context)
                     try service.checkCity(input.body.city, pointer: "/city")
@@ -289,6 +305,7 @@ public struct EventsPlugin: ServicePlugin {
                 .access(.user)
                 .path(NumberPath.self)
                 .body(ReservationInput.self)
+                .rules(["body.seats": FieldRule.integer(1...service.settings.maxSeatsPerReservation).described("Seats to hold (default 1).")])
                 .replies(Reservation.self) { input, context in
                     let reservation = try await service.reserve(showingID: input.path.id, seats: input.body.seats, context: context)
                     return Reply(reservation, status: .created, headers: [.location: "/v1/events/reservations/\(reservation.id)"])
@@ -347,6 +364,7 @@ public struct EventsPlugin: ServicePlugin {
                 .cache(changes)
                 .status(.ok)
                 .query(ImportQuery.self)
+                .rules(filters)
                 .body(CalendarBody.self)
                 .returns(ImportReport.self) { input, _ in
                     try service.checkCity(input.query.city, pointer: "city")

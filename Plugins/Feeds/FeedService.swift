@@ -237,14 +237,14 @@ struct FeedService: Sendable {
         func text(_ key: String, max: Int) -> String?? {
             guard let value = members[key] else { return nil }
             if value == .null { return .some(nil) }
-            guard let string = value.stringValue, string.count <= max else {
+            guard let string = value.stringValue, string.unicodeScalars.count <= max else {
                 problems.append(.init(pointer: "/\(key)", detail: "must be a string of at most \(max) characters"))
                 return nil
             }
             return .some(string)
         }
         if let title = text("title", max: FeedRules.maxTitle) {
-            if let title, !title.trimmingCharacters(in: .whitespaces).isEmpty {
+            if let title, !FeedRules.isBlank(title) {
                 draft.title = title
             } else {
                 problems.append(.init(pointer: "/title", detail: "must not be empty"))
@@ -300,7 +300,7 @@ struct FeedService: Sendable {
         var location = FeedLocation()
         func text(_ key: String, allowed: Set<String>? = nil) -> String? {
             guard let value = members[key], value != .null else { return nil }
-            guard let string = value.stringValue, string.count <= 255, allowed.map({ $0.contains(string) }) ?? true else {
+            guard let string = value.stringValue, string.unicodeScalars.count <= FeedRules.maxLocationText, allowed.map({ $0.contains(string) }) ?? true else {
                 let choice = allowed.map { " (\($0.sorted().joined(separator: ", ")))" } ?? ""
                 problems.append(.init(pointer: "/location/\(key)", detail: "must be a string\(choice)"))
                 return nil
@@ -316,9 +316,9 @@ struct FeedService: Sendable {
             return number
         }
         location.name = text("name")
-        location.domain = text("domain", allowed: ["physical", "virtual"])
-        location.exposure = text("exposure", allowed: ["indoor", "outdoor"])
-        location.disposition = text("disposition", allowed: ["fixed", "mobile"])
+        location.domain = text("domain", allowed: Set(FeedLocation.domains))
+        location.exposure = text("exposure", allowed: Set(FeedLocation.exposures))
+        location.disposition = text("disposition", allowed: Set(FeedLocation.dispositions))
         location.lat = number("lat", range: -90...90)
         location.lon = number("lon", range: -180...180)
         if let ele = members["ele"], ele != .null {
@@ -378,8 +378,8 @@ struct FeedService: Sendable {
                 var parsed = DatastreamUnit()
                 for (key, path) in [("label", \DatastreamUnit.label), ("symbol", \.symbol), ("type", \.type)] {
                     guard let field = fields[key], field != .null else { continue }
-                    if let text = field.stringValue, text.count <= 100 { parsed[keyPath: path] = text } else {
-                        problems.append(.init(pointer: "\(pointer)/unit/\(key)", detail: "must be a string of at most 100 characters"))
+                    if let text = field.stringValue, text.unicodeScalars.count <= FeedRules.maxUnitText { parsed[keyPath: path] = text } else {
+                        problems.append(.init(pointer: "\(pointer)/unit/\(key)", detail: "must be a string of at most \(FeedRules.maxUnitText) characters"))
                     }
                 }
                 draft.unit = parsed
@@ -394,10 +394,13 @@ struct FeedService: Sendable {
                 problems.append(.init(pointer: "\(pointer)/\(naming.currentValue)", detail: "must be a number"))
             }
         }
-        if let value = members["at"], value != .null, draft.currentValue != nil {
+        // The native API checks a time given without a value too (the document states one rule for `at`).
+        if let value = members["at"], value != .null, draft.currentValue != nil || naming == .native {
             if let text = value.stringValue, let micros = UTCTimestamp.parse(text) {
-                if let problem = timeProblem(micros) { problems.append(.init(pointer: "\(pointer)/at", detail: problem)) }
-                draft.at = micros
+                if draft.currentValue != nil {
+                    if let problem = timeProblem(micros) { problems.append(.init(pointer: "\(pointer)/at", detail: problem)) }
+                    draft.at = micros
+                }
             } else {
                 problems.append(.init(pointer: "\(pointer)/at", detail: "must be an ISO 8601 time such as 2013-01-01T14:14:55.118845Z"))
             }

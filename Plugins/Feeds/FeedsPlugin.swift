@@ -115,13 +115,19 @@ public struct FeedsPlugin: AuthorizingPlugin {
 
     // MARK: Native shapes
 
-    struct FeedPath: Codable, Sendable { var feed: String }
-    struct StreamPath: Codable, Sendable {
+    struct FeedPath: Codable, Sendable, ConstrainedFields {
+        static let fieldRules: [String: FieldRule] = ["feed": FeedRules.feedIDRule]
+        var feed: String
+    }
+
+    struct StreamPath: Codable, Sendable, ConstrainedFields {
+        static let fieldRules: [String: FieldRule] = ["feed": FeedRules.feedIDRule, "stream": FeedRules.datastreamIDRule]
         var feed: String
         var stream: String
     }
 
-    struct PointPath: Codable, Sendable {
+    struct PointPath: Codable, Sendable, ConstrainedFields {
+        static let fieldRules: [String: FieldRule] = ["feed": FeedRules.feedIDRule, "stream": FeedRules.datastreamIDRule, "at": FeedRules.timeRule]
         var feed: String
         var stream: String
         var at: String
@@ -143,6 +149,17 @@ public struct FeedsPlugin: AuthorizingPlugin {
         var content: String?
     }
 
+    /// The cursor of the feed list: the offset of the next page, 1 to 9 digits.
+    static let cursorDigits = 1...9
+    /// The longest `distance` of a search near a point, in its units.
+    static let longestDistance = 20_000.0
+    /// The units of `distance` and their length in kilometres.
+    static let distanceUnits: [String: Double] = ["kms": 1, "km": 1, "miles": 1.609_344]
+    /// The `status` filters.
+    static let statusFilters = ["live", "frozen", "all"]
+    /// The `order`s of the feed list.
+    static let orders = ["id", "relevance", "created_at", "created", "retrieved_at", "updated"]
+
     /// A page of feeds: the native list shape, with the number of feeds the filter matches.
     struct FeedPage: Codable, Sendable, PagedOutput {
         var items: [FeedView]
@@ -150,6 +167,19 @@ public struct FeedsPlugin: AuthorizingPlugin {
         var total: Int
 
         private enum Key: String, CodingKey { case items, nextCursor, total }
+
+        init(items: [FeedView], nextCursor: String?, total: Int) {
+            self.items = items
+            self.nextCursor = nextCursor
+            self.total = total
+        }
+
+        init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: Key.self)
+            items = try container.decode([FeedView].self, forKey: .items)
+            nextCursor = try container.decode(String?.self, forKey: .nextCursor)
+            total = try container.decode(Int.self, forKey: .total)
+        }
 
         func encode(to encoder: any Encoder) throws {
             var container = encoder.container(keyedBy: Key.self)
@@ -202,7 +232,8 @@ public struct FeedsPlugin: AuthorizingPlugin {
         }
     }
 
-    struct ValueBody: Codable, Sendable {
+    struct ValueBody: Codable, Sendable, ConstrainedFields {
+        static let fieldRules: [String: FieldRule] = ["value": FeedRules.valueRule]
         var value: JSONValue
     }
 
@@ -285,7 +316,7 @@ public struct FeedsPlugin: AuthorizingPlugin {
         switch status ?? "all" {
         case "all": break
         case "live", "frozen": filter.status = status
-        default: throw fail("status", "must be live, frozen or all")
+        default: throw fail("status", "must be \(statusFilters.joined(separator: ", "))")
         }
         filter.units = (units ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
         switch (lat, lon) {
@@ -293,14 +324,7 @@ public struct FeedsPlugin: AuthorizingPlugin {
         case (let lat?, let lon?):
             guard (-90...90).contains(lat) else { throw fail("lat", "must be from -90 to 90") }
             guard (-180...180).contains(lon) else { throw fail("lon", "must be from -180 to 180") }
-            let factor: Double
-            switch distanceUnits ?? "kms" {
-            case "kms", "km": factor = 1
-            case "miles": factor = 1.609_344
-            default: throw fail("distance_units", "must be kms or miles")
-            }
-            let radius = distance ?? 5
-            guard radius > 0, radius <= 20_000 else { throw fail("distance", "must be more than 0 and at most 20000") }
+            let (radius, factor) = try nearness(distance: distance, distanceUnits: distanceUnits, unitsName: "distance_units")
             filter.near = (lat, lon, radius * factor)
         default:
             throw fail(lat == nil ? "lat" : "lon", "lat and lon go together")
@@ -320,6 +344,18 @@ public struct FeedsPlugin: AuthorizingPlugin {
         filter.viewer = principal.userID
         filter.seesPrivate = seesPrivate
         return filter
+    }
+
+    /// The radius of a search near a point and the kilometres of its unit: `distance` (default 5)
+    /// more than 0 and at most ``longestDistance``, in ``distanceUnits`` (default kms).
+    static func nearness(distance: Double?, distanceUnits: String?, unitsName: String) throws -> (radius: Double, factor: Double) {
+        func fail(_ name: String, _ detail: String) -> GatewayError {
+            GatewayError.badRequest("\(name): \(detail)", errors: [.init(pointer: "query.\(name)", detail: detail)])
+        }
+        guard let factor = Self.distanceUnits[distanceUnits ?? "kms"] else { throw fail(unitsName, "must be kms or miles") }
+        let radius = distance ?? 5
+        guard radius > 0, radius <= longestDistance else { throw fail("distance", "must be more than 0 and at most 20000") }
+        return (radius, factor)
     }
 
     /// The range of a range delete: start and end, or one of them with a duration.
@@ -349,10 +385,13 @@ public struct FeedsPlugin: AuthorizingPlugin {
                 .returns(FeedPage.self) { input, context in
                     let p = input.query
                     let size = p.limit ?? 50
-                    guard (1...1_000).contains(size) else { throw GatewayError.invalid(field: "query.limit", "must be from 1 to 1000") }
-                    guard let offset = Int(p.cursor ?? "0"), (0...1_000_000_000).contains(offset) else {
+                    guard PageQuery.limits.contains(size) else { throw GatewayError.invalid(field: "query.limit", "must be from 1 to 1000") }
+                    let cursor = p.cursor ?? "0"
+                    guard Self.cursorDigits.contains(cursor.utf8.count), cursor.utf8.allSatisfy({ (48...57).contains($0) }), let offset = Int(cursor) else {
                         throw GatewayError.invalid(field: "query.cursor", "is not a cursor this list gave")
                     }
+                    // Checked whether or not lat and lon are given, as the document states them.
+                    _ = try Self.nearness(distance: p.distance, distanceUnits: p.distanceUnits, unitsName: "distanceUnits")
                     var filter = try Self.filter(q: p.q, tag: p.tag, user: p.user, status: p.status, units: p.units, lat: p.lat, lon: p.lon, distance: p.distance,
                                                  distanceUnits: p.distanceUnits, order: p.order, page: 1, perPage: size, principal: context.principal,
                                                  seesPrivate: context.principal.isAdmin)
@@ -371,7 +410,7 @@ public struct FeedsPlugin: AuthorizingPlugin {
                 .details("The body is {title, description, website, tags, private, location {name, domain, exposure, disposition, lat, lon, ele}, retention, datastreams: [{id, tags, unit, currentValue}]}.")
                 .access(.scope("feeds:write"))
                 .body(JSONValue.self)
-                .documentBody(as: FeedInput.self)
+                .documentBody(as: NewFeedInput.self)
                 .tags(FeedService.keyPermissions)
                 .replies(FeedView.self) { input, context in
                     let draft = try service.feedDraft(input.body, creating: true, naming: .native)
@@ -465,7 +504,7 @@ public struct FeedsPlugin: AuthorizingPlugin {
                 .path(StreamPath.self)
                 .resource("feed")
                 .body(JSONValue.self)
-                .documentBody(as: DatastreamInput.self)
+                .documentBody(as: DatastreamChange.self)
                 .cache(.invalidating([feedTag]))
                 .tags(FeedService.keyPermissions)
                 .returns(DatastreamView.self) { input, context in
@@ -496,6 +535,7 @@ public struct FeedsPlugin: AuthorizingPlugin {
                 .resource("feed")
                 .body(DatapointsBody.self)
                 .documentBody(as: DatapointsInput.self)
+                .rules(["body.datapoints": .list(1...configuration.maxDatapointsPerRequest)])
                 .cache(.invalidating([feedTag]))
                 .status(200)
                 .tags(FeedService.keyPermissions)
@@ -517,7 +557,7 @@ public struct FeedsPlugin: AuthorizingPlugin {
                     let feed = try await service.visibleFeed(input.path.feed, context.principal)
                     let stream = try await service.stream(feed, input.path.stream, context.principal)
                     let query = try HistoryQuery(parameters: input.query.dictionary, now: service.store.now(), legacy: false)
-                    return HistoryReply(points: try await service.store.history(stream, query))
+                    return HistoryReply(points: query.isEmpty ? [] : try await service.store.history(stream, query))
                 },
             ServiceOperation.define("feeds.datapoints.deleteRange", .delete, "/{feed}/datastreams/{stream}/datapoints", summary: "Delete the datapoints of a time range")
                 .access(.scope("feeds:write"))
@@ -530,7 +570,7 @@ public struct FeedsPlugin: AuthorizingPlugin {
                     let feed = try await service.changeableFeed(input.path.feed, context.principal)
                     let stream = try await service.stream(feed, input.path.stream, context.principal)
                     let (start, end) = try Self.range(input.query, now: service.store.now())
-                    return Removed(deleted: try await service.deleteDatapoints(stream, from: start, through: end))
+                    return Removed(deleted: start > end ? 0 : try await service.deleteDatapoints(stream, from: start, through: end))
                 },
             ServiceOperation.define("feeds.datapoints.get", .get, "/{feed}/datastreams/{stream}/datapoints/{at}", summary: "Read one datapoint")
                 .path(PointPath.self)

@@ -26,6 +26,8 @@ struct HistoryQuery: Sendable, Equatable {
     var function: HistoryFunction?
     /// No start was given: the newest `limit` datapoints up to `end`.
     var newest = false
+    /// The range ends before it starts (the native API's reading): it holds no datapoints.
+    var isEmpty = false
 
     /// The intervals of the legacy API and the longest range each may cover (seconds).
     static let legacyIntervals: [(interval: Int64, maximumRange: Int64)] = [
@@ -35,6 +37,10 @@ struct HistoryQuery: Sendable, Equatable {
 
     static let defaultLimit = 100
     static let maximumLimit = 1_000
+    /// The `limit`s a query takes.
+    static let limits = 1...maximumLimit
+    /// The longest `interval` of the native API: a year.
+    static let longestInterval: Int64 = 31_536_000
     /// The most interval points one query may span (range ÷ interval): each costs an index seek.
     static let maximumPoints: Int64 = 20_000
 
@@ -85,11 +91,14 @@ struct HistoryQuery: Sendable, Equatable {
         case (_?, _?, _?):
             throw fail("duration", "give at most two of start, end and duration")
         }
-        guard self.start <= self.end else { throw fail("end", "must not be before start") }
+        if self.start > self.end {
+            guard !legacy else { throw fail("end", "must not be before start") }
+            isEmpty = true
+        }
 
         limit = Self.defaultLimit
         if let text = parameters["limit"] {
-            guard let value = Int(text), (1...Self.maximumLimit).contains(value) else { throw fail("limit", "must be an integer from 1 to \(Self.maximumLimit)") }
+            guard let value = Int(text), Self.limits.contains(value) else { throw fail("limit", "must be an integer from 1 to \(Self.maximumLimit)") }
             limit = value
         }
         if let text = parameters["interval"] {
@@ -105,7 +114,7 @@ struct HistoryQuery: Sendable, Equatable {
                     interval = chosen.interval
                 }
             } else if seconds > 0 {
-                guard seconds <= 31_536_000 else { throw fail("interval", "must be at most 31536000 (a year)") }
+                guard seconds <= Self.longestInterval else { throw fail("interval", "must be at most \(Self.longestInterval) (a year)") }
                 guard !newest else { throw fail("interval", "needs a range: give start or duration") }
                 guard (self.end - self.start) / (seconds * 1_000_000) < Self.maximumPoints else {
                     throw fail("interval", "the range holds more than \(Self.maximumPoints) intervals: give a longer interval or a shorter range")

@@ -29,7 +29,9 @@ extension FeedService {
             }
         }
         if let value = members[names.feed] {
-            let text = value.stringValue ?? value.numberValue.map { FeedRules.text($0) } ?? ""
+            var text = value.stringValue ?? value.numberValue.map { FeedRules.text($0) } ?? ""
+            // A number past the exact integers of JSON numbers names no feed for certain.
+            if naming == .native, let number = value.numberValue, number > Double(FeedRules.largestFeedNumber) { text = "" }
             if let id = FeedRules.feedID(text) { draft.feedID = id } else { problems.append(.init(pointer: "/\(names.feed)", detail: "must be a feed id")) }
         }
         if let value = members[names.stream] {
@@ -38,7 +40,7 @@ extension FeedService {
             }
         }
         if let value = members["url"] {
-            if let url = value.stringValue, url.count <= 2_000, url.hasPrefix("http://") || url.hasPrefix("https://"), let host = URL(string: url)?.host, !host.isEmpty {
+            if let url = value.stringValue, url.unicodeScalars.count <= Self.longestTriggerURL, url.hasPrefix("http://") || url.hasPrefix("https://"), let host = URL(string: url)?.host, !host.isEmpty {
                 if !settings.triggerPrivateTargets, Self.isPrivateHost(host) {
                     problems.append(.init(pointer: "/url", detail: "must not name a loopback, private or link-local address (set triggerPrivateTargets: true to allow)"))
                 } else {
@@ -64,6 +66,20 @@ extension FeedService {
         }
         guard problems.isEmpty else { throw Self.invalid(problems) }
         return draft
+    }
+
+    /// The longest trigger URL.
+    static let longestTriggerURL = 2_000
+
+    /// A trigger URL as the document states it: http or https with a host name (and, unless
+    /// `triggerPrivateTargets` allows them, not one of ``isPrivateHost(_:)``'s local names), then
+    /// a path of URL characters. (Literal addresses are left out of the document.)
+    var triggerURLRule: FieldRule {
+        let label = "[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+        let local = ["local", "localhost", "internal"].map { name in name.map { "[\($0)\($0.uppercased())]" }.joined() }.joined(separator: "|")
+        let publicOnly = settings.triggerPrivateTargets ? "" : "(?![^/]*\\.(?:\(local))(?:/|$))"
+        return FieldRule.pattern("^https?://\(publicOnly)(?:\(label)\\.)+[A-Za-z]{2,63}(?:/[A-Za-z0-9._~!$&'()*+,;=:@/-]*)?$")
+            .and(.text(maxLength: Self.longestTriggerURL)).described("An http or https URL the notification is posted to.")
     }
 
     /// Whether a URL's host is a name or literal address inside this network: `localhost`, loopback,
@@ -183,6 +199,7 @@ extension FeedsPlugin {
                 .access(.scope("feeds:write"))
                 .body(JSONValue.self)
                 .documentBody(as: TriggerInput.self)
+                .rules(["body.url": service.triggerURLRule])
                 .replies(TriggerView.self) { input, context in
                     let trigger = try await service.createTrigger(try service.triggerDraft(input.body, naming: .native), context.principal, naming: .native,
                                                                   referer: context.headers[.referer])
@@ -198,7 +215,8 @@ extension FeedsPlugin {
                 .access(.scope("feeds:write"))
                 .path(TriggerPath.self)
                 .body(JSONValue.self)
-                .documentBody(as: TriggerInput.self)
+                .documentBody(as: TriggerChange.self)
+                .rules(["body.url": service.triggerURLRule])
                 .returns(TriggerView.self) { input, context in
                     let trigger = try await service.ownedTrigger(input.path.trigger, context.principal, method: "put", referer: context.headers[.referer])
                     return Self.render(try await service.updateTrigger(trigger, try service.triggerDraft(input.body, naming: .native), context.principal))

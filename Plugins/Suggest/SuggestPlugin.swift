@@ -115,7 +115,17 @@ public struct SuggestPlugin: ServicePlugin {
 
     // MARK: Native API
 
-    struct CompleteQuery: Codable, Sendable, ValidatableInput, ParameterReadable {
+    struct CompleteQuery: Codable, Sendable, ValidatableInput, ParameterReadable, ConstrainedFields {
+        /// The suggestions one call may ask for.
+        static let limits = 1...50
+        /// The longest query, in characters (Unicode code points, as the document counts them).
+        static let longestQuery = 200
+
+        static let fieldRules: [String: FieldRule] = [
+            "q": FieldRule.text(maxLength: longestQuery).described("What the user has typed so far."),
+            "limit": FieldRule.integer(limits).described("Suggestions wanted, 1 to 50 (default 10)."),
+        ]
+
         var q: String?
         var limit: Int?
 
@@ -132,8 +142,8 @@ public struct SuggestPlugin: ServicePlugin {
 
         func validate() -> [GatewayError.FieldError] {
             var problems: [GatewayError.FieldError] = []
-            if let limit, !(1...50).contains(limit) { problems.append(.init(pointer: "limit", detail: "must be between 1 and 50")) }
-            if let q, q.count > 200 { problems.append(.init(pointer: "q", detail: "must be at most 200 characters")) }
+            if let limit, !Self.limits.contains(limit) { problems.append(.init(pointer: "limit", detail: "must be between 1 and 50")) }
+            if let q, q.unicodeScalars.count > Self.longestQuery { problems.append(.init(pointer: "q", detail: "must be at most 200 characters")) }
             return problems
         }
     }
@@ -331,7 +341,19 @@ public struct SuggestPlugin: ServicePlugin {
         }
     }
 
-    struct NewTerm: Codable, Sendable, ValidatableInput {
+    struct NewTerm: Codable, Sendable, ValidatableInput, ConstrainedFields {
+        /// The longest keyword, text and dictionary name, in characters (Unicode code points).
+        static let longestKeyword = 200
+        static let longestText = 500
+        static let dictionaryNames = 1...64
+
+        static let fieldRules: [String: FieldRule] = [
+            "keyword": FieldRule.nonBlank(maxLength: longestKeyword).described("What a chosen suggestion searches for; not blank."),
+            "text": FieldRule.text(maxLength: longestText).described("What the suggestion shows (default the keyword)."),
+            "weight": FieldRule(keywords: ["minimum": .number(0)]).described("Higher weights come first (default 0)."),
+            "dictionary": FieldRule.text(dictionaryNames).described("The dictionary the term belongs to (default `custom`)."),
+        ]
+
         var dictionary: String?
         var keyword: String
         var text: String?
@@ -339,12 +361,14 @@ public struct SuggestPlugin: ServicePlugin {
 
         func validate() -> [GatewayError.FieldError] {
             var problems: [GatewayError.FieldError] = []
-            if keyword.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty || keyword.count > 200 {
+            if keyword.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty || keyword.unicodeScalars.count > Self.longestKeyword {
                 problems.append(.init(pointer: "/keyword", detail: "must be 1 to 200 characters"))
             }
-            if let text, text.count > 500 { problems.append(.init(pointer: "/text", detail: "must be at most 500 characters")) }
+            if let text, text.unicodeScalars.count > Self.longestText { problems.append(.init(pointer: "/text", detail: "must be at most 500 characters")) }
             if let weight, !weight.isFinite || weight < 0 { problems.append(.init(pointer: "/weight", detail: "must be a non-negative number")) }
-            if let dictionary, dictionary.isEmpty || dictionary.count > 64 { problems.append(.init(pointer: "/dictionary", detail: "must be 1 to 64 characters")) }
+            if let dictionary, !Self.dictionaryNames.contains(dictionary.unicodeScalars.count) {
+                problems.append(.init(pointer: "/dictionary", detail: "must be 1 to 64 characters"))
+            }
             return problems
         }
     }

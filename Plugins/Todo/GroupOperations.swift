@@ -4,17 +4,27 @@ import GatewayCore
 /// The native API of groups (`/v1/todo/groups`): the groups the NEC BaaS dialect serves at
 /// `groups/{name}`, whose members object ACL entries `g:{name}` admit.
 extension TodoPlugin {
-    struct GroupPath: Codable, Sendable { var name: String }
+    struct GroupPath: Codable, Sendable, ConstrainedFields {
+        static let fieldRules: [String: FieldRule] = ["name": NativeSchemas.groupNameRule]
+        var name: String
+    }
 
     /// A group's members and ACL as sent: members left out stay as they are.
-    struct GroupInput: Codable, Sendable {
+    struct GroupInput: Codable, Sendable, ConstrainedFields {
+        static let fieldRules: [String: FieldRule] = [
+            "users": FieldRule.list(maxCount: GroupDirectory.maximumMembers).described("User ids (each must be a user)."),
+            "groups": FieldRule.list(maxCount: GroupDirectory.maximumMembers, of: .pattern(NativeSchemas.groupNamePattern)).described("Group names (each must be a group)."),
+        ]
+
         var users: [String]?
         var groups: [String]?
         /// `{owner, r, w, u, d, admin}`: user ids, `anonymous`, `authenticated` or `g:{group}`.
         var acl: GroupACL?
     }
 
-    struct MembersInput: Codable, Sendable {
+    struct MembersInput: Codable, Sendable, ConstrainedFields {
+        static let fieldRules = GroupInput.fieldRules
+
         var users: [String]?
         var groups: [String]?
     }

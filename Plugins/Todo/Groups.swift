@@ -19,7 +19,11 @@ struct UserGroup: Sendable, Equatable {
 /// Who may do what to a group: its owner everything; `r` read, `u` change its members, `d`
 /// delete it, `w` all three, `admin` change its ACL. Entries are user ids, `anonymous`,
 /// `authenticated` or `g:{group}`.
-struct GroupACL: Sendable, Equatable, Codable {
+struct GroupACL: Sendable, Equatable, Codable, ConstrainedFields {
+    static let fieldRules: [String: FieldRule] = Dictionary(uniqueKeysWithValues: ["r", "w", "u", "d", "admin"].map {
+        ($0, FieldRule.each(.pattern(NativeSchemas.aclEntryPattern)))
+    })
+
     var owner: String?
     var r: [String] = []
     var w: [String] = []

@@ -207,10 +207,13 @@ struct SortKey: Sendable, Equatable {
     var field: QueryField
     var descending: Bool
 
+    /// The most keys an order may have.
+    static let maximumKeys = 8
+
     /// Parses `-updatedAt,description` (at most 8 keys).
     static func parse(_ text: String) throws(QueryProblem) -> [SortKey] {
         let parts = text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
-        guard parts.count <= 8 else { throw QueryProblem("order names more than 8 fields") }
+        guard parts.count <= maximumKeys else { throw QueryProblem("order names more than 8 fields") }
         var keys: [SortKey] = []
         for part in parts {
             let descending = part.hasPrefix("-")

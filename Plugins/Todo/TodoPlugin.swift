@@ -103,13 +103,28 @@ public struct TodoPlugin: AuthorizingPlugin {
 
     // MARK: Native shapes
 
-    struct BucketPath: Codable, Sendable { var bucket: String }
-    struct ObjectPath: Codable, Sendable {
+    struct BucketPath: Codable, Sendable, ConstrainedFields {
+        static let fieldRules: [String: FieldRule] = ["bucket": NativeSchemas.bucketNameRule]
+        var bucket: String
+    }
+    struct ObjectPath: Codable, Sendable, ConstrainedFields {
+        static let fieldRules: [String: FieldRule] = ["bucket": NativeSchemas.bucketNameRule, "id": NativeSchemas.objectIDRule]
         var bucket: String
         var id: String
     }
 
-    struct QueryParameters: Codable, Sendable {
+    /// A query in the query string. `limit` is documented by the operation: its largest value is
+    /// the configured `maxQueryLimit`.
+    struct QueryParameters: Codable, Sendable, ConstrainedFields {
+        static let fieldRules: [String: FieldRule] = [
+            "where": FieldRule(keywords: ["contentMediaType": .string("application/json")])
+                .described("A JSON object of conditions: field paths with values or $eq $ne $lt $lte $gt $gte $in $nin $all $exists $regex $not, and $and $or $nor. Empty: every object."),
+            "order": FieldRule.pattern(NativeSchemas.orderPattern).described("Field paths to sort by, `-` for descending: `-updatedAt,description`."),
+            "cursor": NativeSchemas.cursorRule,
+            "skip": FieldRule.integer(0...NativeSchemas.maximumSkip).described("Objects to skip (not with a cursor)."),
+            "fields": FieldRule.pattern(NativeSchemas.fieldListPattern).described("Comma-separated field paths to return besides the system fields."),
+        ]
+
         var whereClause: String?
         var order: String?
         var limit: Int?
@@ -223,17 +238,17 @@ public struct TodoPlugin: AuthorizingPlugin {
             if let whereValue, whereValue != .null { query.condition = try Condition.parse(whereValue) }
         } catch { throw fail("where", error.message) }
         do {
-            query.order = try SortKey.parse(order ?? "")
+            query.order = try SortKey.parse(firstMentions(order ?? ""))
         } catch { throw fail("order", error.message) }
         if let limit {
             guard (1...maxLimit).contains(limit) else { throw fail("limit", "limit must be between 1 and \(maxLimit)") }
             query.limit = limit
         }
         if let skip {
-            guard (0...1_000_000).contains(skip) else { throw fail("skip", "skip must be between 0 and 1000000") }
+            guard (0...NativeSchemas.maximumSkip).contains(skip) else { throw fail("skip", "skip must be between 0 and 1000000") }
             query.skip = skip
         }
-        if let cursor {
+        if let cursor, !cursor.isEmpty {
             guard query.skip == 0 else { throw fail("cursor", "cursor and skip cannot be combined") }
             do {
                 query.cursor = try QueryCursor(token: cursor, keys: query.order)
@@ -241,12 +256,23 @@ public struct TodoPlugin: AuthorizingPlugin {
         }
         query.count = count ?? false
         if let fields {
-            guard fields.count <= 100 else { throw fail("fields", "at most 100 fields") }
+            guard fields.count <= NativeSchemas.maximumFields else { throw fail("fields", "at most 100 fields") }
             do {
                 query.fields = try fields.map { name throws(QueryProblem) in try QueryField(parsing: name) }
             } catch { throw fail("fields", error.message) }
         }
         return query
+    }
+
+    /// `order` with the later mentions of a field left out: sorting by a field again changes nothing.
+    static func firstMentions(_ order: String) -> String {
+        var seen = Set<String>()
+        return order.split(separator: ",").filter { part in
+            let key = part.trimmingCharacters(in: .whitespaces)
+            guard !key.isEmpty else { return false }
+            let name = key.hasPrefix("-") || key.hasPrefix("+") ? String(key.dropFirst()) : key
+            return seen.insert((try? QueryField(parsing: name))?.name ?? name).inserted
+        }.joined(separator: ",")
     }
 
     /// A page of objects, written once as JSON: the native list shape, with the optional `count`.
@@ -293,11 +319,13 @@ public struct TodoPlugin: AuthorizingPlugin {
         let bucketTag = ObjectService.cacheTag("{bucket}")
         return [
             ServiceOperation.define("todo.buckets.list", .get, "/buckets", summary: "The buckets and their rules")
+                .documentOutput(schema: NativeSchemas.bucketPage)
                 .cache(.shared(ttl: .seconds(60), tags: ["todo:buckets"]))
                 .returns(Page<BucketInfo>.self) { _, _ in
                     Page(items: try await service.buckets.all().map(Self.info), nextCursor: nil)
                 },
             ServiceOperation.define("todo.buckets.get", .get, "/buckets/{bucket}", summary: "One bucket's rules")
+                .documentOutput(schema: NativeSchemas.bucket)
                 .path(BucketPath.self)
                 .resource("bucket")
                 .cache(.shared(ttl: .seconds(60), tags: ["todo:buckets"]))
@@ -305,6 +333,8 @@ public struct TodoPlugin: AuthorizingPlugin {
                     Self.info(try await service.buckets.bucket(input.path.bucket))
                 },
             ServiceOperation.define("todo.buckets.create", .post, "/buckets", summary: "Create a bucket (administrators)")
+                .documentBody(schema: NativeSchemas.newBucket)
+                .documentOutput(schema: NativeSchemas.bucket)
                 .access(.admin)
                 .cache(.invalidating(["todo:buckets"]))
                 .body(NewBucket.self)
@@ -342,12 +372,13 @@ public struct TodoPlugin: AuthorizingPlugin {
                 .details("`where` is JSON with $eq $ne $lt $lte $gt $gte $in $nin $all $exists $regex $not $and $or $nor on field paths (a.b.c); `order` is `-updatedAt,description`; `cursor` continues from a page's `nextCursor`.")
                 .path(BucketPath.self)
                 .query(QueryParameters.self)
+                .rules(["query.limit": FieldRule.integer(1...maxLimit).described("Objects per page, 1 to \(maxLimit) (default 100).")])
                 .resource("bucket")
                 .cache(.perPrincipal(ttl: .seconds(60), tags: [bucketTag, GroupDirectory.readsTag]))
                 .returns(ObjectPage.self) { input, context in
                     let parameters = input.query
                     var whereValue: JSONValue?
-                    if let text = parameters.whereClause {
+                    if let text = parameters.whereClause, !text.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty {
                         do {
                             whereValue = try JSONValue.parse(text, maximumDepth: 16)
                         } catch {
@@ -362,6 +393,7 @@ public struct TodoPlugin: AuthorizingPlugin {
                     return Self.page(result, fields: query.fields)
                 },
             ServiceOperation.define("todo.objects.search", .post, "/buckets/{bucket}/query", summary: "Query objects with the query in a JSON body")
+                .documentBody(schema: NativeSchemas.search(maxLimit: maxLimit))
                 .documentOutput(schema: objectPageSchema)
                 .details("The body is {where, order, limit, cursor, skip, count, fields (an array)}: for queries too long for a URL.")
                 .path(BucketPath.self)
@@ -424,6 +456,7 @@ public struct TodoPlugin: AuthorizingPlugin {
                     return Reply(Self.document(object), headers: Self.headers(for: object))
                 },
             ServiceOperation.define("todo.objects.patch", .patch, "/buckets/{bucket}/objects/{id}", summary: "Change some fields of an object")
+                .documentBody(schema: NativeSchemas.patch)
                 .documentOutput(schema: objectSchema)
                 .details("A JSON merge patch (RFC 7396) and/or the operators $set, $unset and $inc with field paths. `If-Match` makes it conditional.")
                 .path(ObjectPath.self)
@@ -444,6 +477,7 @@ public struct TodoPlugin: AuthorizingPlugin {
                     return NoContent()
                 },
             ServiceOperation.define("todo.objects.batch", .post, "/buckets/{bucket}/batch", summary: "Run many object operations in one request")
+                .documentBody(schema: NativeSchemas.batch)
                 .details("The body is {\"operations\": [{\"op\": \"create\"|\"replace\"|\"patch\"|\"delete\", \"id\", \"object\", \"ifMatch\"}]} (at most 100); each gets its own result with a status, in order.")
                 .path(BucketPath.self)
                 .resource("bucket")
@@ -521,6 +555,7 @@ public struct TodoPlugin: AuthorizingPlugin {
             let fields = settings.schema.flatMap { try? JSONValue(encoding: $0) } ?? .object(["type": .string("object")])
             result["todo.\(name)"] = .object(["allOf": .array([fields, Self.systemMembersSchema])])
         }
+        result[NativeSchemas.fieldValueName] = NativeSchemas.fieldValue
         return result
     }
 
@@ -538,20 +573,22 @@ public struct TodoPlugin: AuthorizingPlugin {
         ]),
     ])
 
-    /// An object of the bucket the path names: one of the configured buckets' schemas.
+    /// An object of the bucket the path names: one of the configured buckets' schemas, or, in a
+    /// bucket made at run time (`POST /buckets`), any object with the stored members.
     var objectSchema: JSONValue {
         let references = configuration.buckets.keys.sorted().map { JSONValue.object(["$ref": .string("#/components/schemas/todo.\($0)")]) }
-        return references.count == 1 ? references[0]
-            : .object(["oneOf": .array(references), "description": .string("An object of the bucket named in the path (its schema is that bucket's).")])
+        return .object(["anyOf": .array(references + [Self.systemMembersSchema]),
+                        "description": .string("An object of the bucket named in the path (its schema is that bucket's: GET /v1/todo/buckets/{bucket}).")])
     }
 
-    /// The fields a client sends for an object: the schema of the bucket the path names.
+    /// The fields a client sends for an object: the schema of the bucket the path names (any fields
+    /// in a bucket made at run time without one).
     var fieldsSchema: JSONValue {
         let schemas = configuration.buckets.keys.sorted().map { name in
-            configuration.buckets[name]?.schema.flatMap { try? JSONValue(encoding: $0) } ?? .object(["type": .string("object")])
+            NativeSchemas.objectFields(configuration.buckets[name]?.schema.flatMap { try? JSONValue(encoding: $0) } ?? .object(["type": .string("object")]))
         }
-        return schemas.count == 1 ? schemas[0]
-            : .object(["oneOf": .array(schemas), "description": .string("The fields of an object of the bucket named in the path.")])
+        return .object(["anyOf": .array(schemas + [NativeSchemas.objectFields(.object(["type": .string("object")]))]),
+                        "description": .string("The fields of an object of the bucket named in the path (its schema: GET /v1/todo/buckets/{bucket}).")])
     }
 
     /// A page of objects of the bucket the path names.

@@ -159,7 +159,13 @@ public struct FeedPath: Codable, Sendable {
     public var feed: String
 }
 
-public struct NearStopsQuery: Codable, Sendable, ValidatableInput {
+public struct NearStopsQuery: Codable, Sendable, ValidatableInput, ConstrainedFields {
+    public static let fieldRules: [String: FieldRule] = [
+        "lat": TransitInput.latitudeRule, "lon": TransitInput.longitudeRule,
+        "radius": FieldRule.number(above: 0).described("Metres (default the plugin's `defaultRadius`; larger values are capped at its `maxRadius`)."),
+        "limit": TransitInput.limitRule,
+    ]
+
     public var lat: Double
     public var lon: Double
     /// Metres (default 500; larger values are capped at the plugin's `maxRadius`).
@@ -169,25 +175,42 @@ public struct NearStopsQuery: Codable, Sendable, ValidatableInput {
     public func validate() -> [GatewayError.FieldError] {
         var problems = TransitInput.point(lat: lat, lon: lon)
         if let radius, !(radius > 0) { problems.append(.init(pointer: "radius", detail: "must be more than 0 metres")) }
-        if let limit, !(1...1000).contains(limit) { problems.append(.init(pointer: "limit", detail: "must be between 1 and 1000")) }
+        if let limit, !TransitInput.limits.contains(limit) { problems.append(.init(pointer: "limit", detail: "must be between 1 and 1000")) }
         return problems
     }
 }
 
-public struct StopSearchQuery: Codable, Sendable, ValidatableInput {
+public struct StopSearchQuery: Codable, Sendable, ValidatableInput, ConstrainedFields {
+    /// The longest search, in characters (Unicode code points).
+    static let longestQuery = 200
+
+    public static let fieldRules: [String: FieldRule] = [
+        "q": FieldRule.nonBlank(maxLength: longestQuery).described("The start of a word of the stop's name; not blank."),
+        "limit": TransitInput.limitRule,
+    ]
+
     public var q: String
     public var limit: Int?
 
     public func validate() -> [GatewayError.FieldError] {
         var problems: [GatewayError.FieldError] = []
-        if q.trimmingCharacters(in: .whitespaces).isEmpty { problems.append(.init(pointer: "q", detail: "must not be empty")) }
-        if q.count > 200 { problems.append(.init(pointer: "q", detail: "must be at most 200 characters")) }
-        if let limit, !(1...1000).contains(limit) { problems.append(.init(pointer: "limit", detail: "must be between 1 and 1000")) }
+        if q.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty { problems.append(.init(pointer: "q", detail: "must not be empty")) }
+        if q.unicodeScalars.count > Self.longestQuery { problems.append(.init(pointer: "q", detail: "must be at most 200 characters")) }
+        if let limit, !TransitInput.limits.contains(limit) { problems.append(.init(pointer: "limit", detail: "must be between 1 and 1000")) }
         return problems
     }
 }
 
-public struct ArrivalsQuery: Codable, Sendable, ValidatableInput {
+public struct ArrivalsQuery: Codable, Sendable, ValidatableInput, ConstrainedFields {
+    /// The minutes a window may reach before and after `time`.
+    static let windowMinutes = 0...1440
+
+    public static let fieldRules: [String: FieldRule] = [
+        "time": TransitInput.instantRule,
+        "minutesBefore": FieldRule.integer(windowMinutes).described("Minutes before `time` (default 5)."),
+        "minutesAfter": FieldRule.integer(windowMinutes).described("Minutes after `time` (default 35)."),
+    ]
+
     /// The instant asked about (RFC 3339, or milliseconds since 1970); default now.
     public var time: String?
     public var minutesBefore: Int?
@@ -198,30 +221,37 @@ public struct ArrivalsQuery: Codable, Sendable, ValidatableInput {
         if let time, TransitInput.instant(time) == nil {
             problems.append(.init(pointer: "time", detail: "must be an RFC 3339 time (2026-11-24T08:00:00Z) or milliseconds since 1970"))
         }
-        if let minutesBefore, !(0...1440).contains(minutesBefore) { problems.append(.init(pointer: "minutesBefore", detail: "must be between 0 and 1440")) }
-        if let minutesAfter, !(0...1440).contains(minutesAfter) { problems.append(.init(pointer: "minutesAfter", detail: "must be between 0 and 1440")) }
+        if let minutesBefore, !Self.windowMinutes.contains(minutesBefore) { problems.append(.init(pointer: "minutesBefore", detail: "must be between 0 and 1440")) }
+        if let minutesAfter, !Self.windowMinutes.contains(minutesAfter) { problems.append(.init(pointer: "minutesAfter", detail: "must be between 0 and 1440")) }
         return problems
     }
 }
 
-public struct ScheduleQuery: Codable, Sendable, ValidatableInput {
+public struct ScheduleQuery: Codable, Sendable, ValidatableInput, ConstrainedFields {
+    public static let fieldRules: [String: FieldRule] = ["date": FieldRule.date.described("`yyyy-MM-dd` in the agency's time zone (default today there).")]
+
     /// `yyyy-MM-dd` in the agency's zone; default today there.
     public var date: String?
 
     public func validate() -> [GatewayError.FieldError] {
-        if let date, ServiceDay.parse(date) == nil { return [.init(pointer: "date", detail: "must be a date (yyyy-MM-dd)")] }
+        if let date, TransitInput.date(date) == nil { return [.init(pointer: "date", detail: "must be a date (yyyy-MM-dd)")] }
         return []
     }
 }
 
-public struct TripQuery: Codable, Sendable, ValidatableInput {
+public struct TripQuery: Codable, Sendable, ValidatableInput, ConstrainedFields {
+    public static let fieldRules: [String: FieldRule] = [
+        "serviceDate": FieldRule.date.described("The service date, `yyyy-MM-dd` (default the day the trip runs nearest to `time`)."),
+        "time": TransitInput.instantRule,
+    ]
+
     /// The service date (`yyyy-MM-dd`); default the day the trip runs nearest to `time`.
     public var serviceDate: String?
     public var time: String?
 
     public func validate() -> [GatewayError.FieldError] {
         var problems: [GatewayError.FieldError] = []
-        if let serviceDate, ServiceDay.parse(serviceDate) == nil { problems.append(.init(pointer: "serviceDate", detail: "must be a date (yyyy-MM-dd)")) }
+        if let serviceDate, TransitInput.date(serviceDate) == nil { problems.append(.init(pointer: "serviceDate", detail: "must be a date (yyyy-MM-dd)")) }
         if let time, TransitInput.instant(time) == nil {
             problems.append(.init(pointer: "time", detail: "must be an RFC 3339 time (2026-11-24T08:00:00Z) or milliseconds since 1970"))
         }
@@ -262,18 +292,47 @@ public struct RealtimeBody: RawBodyInput {
 }
 
 enum TransitInput {
+    static let latitudes = -90.0...90.0
+    static let longitudes = -180.0...180.0
+    /// The sizes of the native API's lists.
+    static let limits = PageQuery.limits
+    /// The most digits of an instant in milliseconds (up to the year 5138).
+    static let longestMilliseconds = 14
+
+    static let latitudeRule = FieldRule.number(latitudes).described("Latitude in degrees.")
+    static let longitudeRule = FieldRule.number(longitudes).described("Longitude in degrees.")
+    static let limitRule = FieldRule.integer(limits).described("Items, 1 to 1000 (default 20).")
+    /// An instant as ``instant(_:)`` reads it.
+    static let instantRule = FieldRule(keywords: [
+        "anyOf": .array([
+            .object(["type": .string("string"), "format": .string("date-time")]),
+            .object(["type": .string("string"), "format": .string("date"), "pattern": .string("^[0-9]{4}-[0-9]{2}-[0-9]{2}$")]),
+            .object(["type": .string("string"), "pattern": .string("^[0-9]{1,\(longestMilliseconds)}$")]),
+        ]),
+    ]).described("An RFC 3339 time (`2026-11-24T08:00:00Z`), a date (its midnight UTC) or milliseconds since 1970 (default now).")
+
     static func point(lat: Double, lon: Double) -> [GatewayError.FieldError] {
         var problems: [GatewayError.FieldError] = []
-        if !(-90...90).contains(lat) { problems.append(.init(pointer: "lat", detail: "must be between -90 and 90")) }
-        if !(-180...180).contains(lon) { problems.append(.init(pointer: "lon", detail: "must be between -180 and 180")) }
+        if !latitudes.contains(lat) { problems.append(.init(pointer: "lat", detail: "must be between -90 and 90")) }
+        if !longitudes.contains(lon) { problems.append(.init(pointer: "lon", detail: "must be between -180 and 180")) }
         return problems
     }
 
-    /// An instant: RFC 3339 or milliseconds since 1970. UTC seconds.
+    /// An instant: RFC 3339, a date (midnight UTC) or milliseconds since 1970 (at most
+    /// ``longestMilliseconds`` digits). UTC seconds.
     static func instant(_ text: String) -> Int64? {
-        if let millis = Int64(text) { return millis.floorDivided(by: 1000) }
+        let utf8 = text.utf8
+        if !utf8.isEmpty, utf8.count <= longestMilliseconds, utf8.allSatisfy({ (48...57).contains($0) }), let millis = Int64(text) {
+            return millis / 1000
+        }
         guard let micros = UTCTimestamp.parse(text) else { return nil }
         return micros.floorDivided(by: 1_000_000)
+    }
+
+    /// A date of the native API, `yyyy-MM-dd` (any year from 0000 to 9999): days since 1970.
+    static func date(_ text: String) -> Int32? {
+        guard text.utf8.count == 10, let micros = UTCTimestamp.parse(text) else { return nil }
+        return Int32(micros.floorDivided(by: 86_400_000_000))
     }
 }
 

@@ -222,7 +222,7 @@ public struct TransitPlugin: ServicePlugin {
                 .returns(ScheduleReply.self) { input, _ in
                     let view = runtime.view()
                     let stop = try TransitJSON.findStop(input.path.id, in: view.network)
-                    let day = input.query.date.flatMap(ServiceDay.parse) ?? ServiceDay.day(of: runtime.now(), in: view.network.zone(ofStop: stop))
+                    let day = input.query.date.flatMap(TransitInput.date) ?? ServiceDay.day(of: runtime.now(), in: view.network.zone(ofStop: stop))
                     return ScheduleReply(stop: TransitJSON.stop(stop, network: view.network), date: ServiceDay.format(day),
                                          items: view.schedule(at: stop, day: day).map { TransitJSON.arrival($0, network: view.network) })
                 },
@@ -252,7 +252,7 @@ public struct TransitPlugin: ServicePlugin {
                     let view = runtime.view()
                     guard let trip = view.network.trip(input.path.id) else { throw GatewayError.notFound("No trip '\(input.path.id.prefix(100))'.") }
                     let time = input.query.time.flatMap(TransitInput.instant) ?? runtime.now()
-                    let day = input.query.serviceDate.flatMap(ServiceDay.parse) ?? view.serviceDay(of: trip, near: time)
+                    let day = input.query.serviceDate.flatMap(TransitInput.date) ?? view.serviceDay(of: trip, near: time)
                         ?? ServiceDay.day(of: time, in: view.network.zone(ofTrip: trip))
                     return TransitJSON.tripDetail(trip, day: day, time: time, view: view)
                 },
