@@ -27,7 +27,7 @@ public struct UpstreamPlugin: ServicePlugin {
 
     public init(configuration: Configuration, context: PluginContext) async throws {
         let settings = try configuration.settings(
-            environment: ProcessInfo.processInfo.environment,
+            environment: context.environment,
             readFile: { path in try? String(contentsOf: context.resolve(path: path), encoding: .utf8) },
             checkSecrets: true, pluginID: context.pluginID)
         self.settings = settings

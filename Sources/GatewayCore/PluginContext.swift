@@ -29,11 +29,14 @@ public struct PluginContext: Sendable {
         let accounts: any AccountDirectory
         let baseDirectory: URL
         let appKeys: Set<String>
+        let environment: [String: String]
 
         init(pluginID: String, logger: Logger, metrics: any MetricsFactory, database: any SQLDatabase, clock: any WallClock,
              http: any UpstreamHTTPClient, notifier: any Notifier, history: any ActivityRecorder, events: any EventBus,
-             cache: any CacheInvalidator, accounts: any AccountDirectory, baseDirectory: URL, appKeys: Set<String>) {
+             cache: any CacheInvalidator, accounts: any AccountDirectory, baseDirectory: URL, appKeys: Set<String>,
+             environment: [String: String]) {
             self.appKeys = appKeys
+            self.environment = environment
             self.pluginID = pluginID
             self.logger = logger
             self.metrics = metrics
@@ -79,15 +82,20 @@ public struct PluginContext: Sendable {
     /// The application keys legacy clients may present (`auth.appKeys` in plugins.yaml): the
     /// COIMOTION `_key`, checked by ``Coimotion/call(_:)``.
     public var appKeys: Set<String> { storage.appKeys }
+    /// The environment variables a plugin reads secrets from (`env:` settings): the process's, or
+    /// the ones a test gives (changing the process's own with `setenv` while other tests start
+    /// processes is a data race).
+    public var environment: [String: String] { storage.environment }
 
     public init(
         pluginID: String, logger: Logger, metrics: any MetricsFactory, database: any SQLDatabase,
         clock: any WallClock, http: any UpstreamHTTPClient, notifier: any Notifier, history: any ActivityRecorder,
-        events: any EventBus, cache: any CacheInvalidator, accounts: any AccountDirectory, baseDirectory: URL, appKeys: Set<String> = []
+        events: any EventBus, cache: any CacheInvalidator, accounts: any AccountDirectory, baseDirectory: URL, appKeys: Set<String> = [],
+        environment: [String: String] = ProcessInfo.processInfo.environment
     ) {
         storage = Storage(pluginID: pluginID, logger: logger, metrics: metrics, database: database, clock: clock, http: http,
                           notifier: notifier, history: history, events: events, cache: cache, accounts: accounts,
-                          baseDirectory: baseDirectory, appKeys: appKeys)
+                          baseDirectory: baseDirectory, appKeys: appKeys, environment: environment)
     }
 
     /// A path from the configuration, made absolute against ``baseDirectory``.

@@ -96,6 +96,8 @@ public final class Gateway: Sendable {
         public var credentialCacheTTL: Duration = .seconds(5)
         /// The clock plugins see.
         public var clock: any WallClock = SystemClock()
+        /// The environment variables plugins read secrets from (``PluginContext/environment``).
+        public var environment: [String: String] = ProcessInfo.processInfo.environment
         public var logger: Logger = Logger(label: "gateway")
         /// Reads the configuration again for a reload (SIGHUP, `gateway reload`, `POST
         /// /v1/admin/reload`), throwing its located error when the file cannot be used; nil:

@@ -105,8 +105,11 @@ struct ReloadTests {
             try await b.serve { urlB in
                 try await TestGateway.with(upstream, yaml: upstreamYAML("weather", [urlA])) { gateway in
                     let gw = gateway.gateway
-                    async let held = gw.handle(.get, "/v1/weather/hold?ms=800")
-                    #expect(try await eventually(within: .seconds(5)) { a.inFlight.load(ordering: .relaxed) == 1 })
+                    // Held for 3 s: the reloads below come while it is under way, even on a loaded machine
+                    // (waiting for the upstream to have it, not for it to be in flight at the moment of a
+                    // poll, which a starved poller can miss).
+                    async let held = gw.handle(.get, "/v1/weather/hold?ms=3000")
+                    #expect(try await eventually(within: .seconds(10)) { a.requests.load(ordering: .relaxed) == 1 })
                     #expect(await gw.reload(to: try parsed(upstreamYAML("weather", [urlB]), for: gateway)).status == .applied)
                     #expect(try await gw.handle(.get, "/v1/weather/x").json["upstream"] as? String == "b")
                     #expect(await gw.reload(to: try parsed("plugins: {}\n", for: gateway)).changes == ["plugins.weather (removed)"])

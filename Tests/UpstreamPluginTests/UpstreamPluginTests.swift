@@ -57,7 +57,6 @@ struct UpstreamPluginTests {
     @Test("routes rewrite paths; query and header transforms; a credential from the environment or a file; the gateway's credentials never leave")
     func transforms() async throws {
         let fake = FakeUpstream("a")
-        setenv("UPSTREAM_TEST_SECRET", "s3cret", 1)
         try await fake.serve { url in
             let extra = """
                   access: user
@@ -71,7 +70,8 @@ struct UpstreamPluginTests {
                     - { path: "/public/{rest...}", upstreamPath: "/open/{rest...}", access: public }
 
             """
-            try await TestGateway.with(upstream, yaml: upstreamYAML("weather", [url], extra)) { gateway in
+            try await TestGateway.with(upstream, yaml: upstreamYAML("weather", [url], extra),
+                                       configure: { $0.environment["UPSTREAM_TEST_SECRET"] = "s3cret" }) { gateway in
                 let (token, userID) = try await gateway.register("reader")
                 let guest = try await gateway.gateway.handle(.get, "/v1/weather/forecast/paris")
                 #expect(guest.status == 401)
@@ -103,7 +103,8 @@ struct UpstreamPluginTests {
             try "t0ken\n".write(to: secretFile, atomically: true, encoding: .utf8)
             defer { try? FileManager.default.removeItem(at: secretFile) }
             let extra = "      credential: { file: \"\(secretFile.path)\", prefix: \"Bearer \" }\n"
-            try await TestGateway.with(upstream, yaml: upstreamYAML("weather", [url], extra)) { gateway in
+            try await TestGateway.with(upstream, yaml: upstreamYAML("weather", [url], extra),
+                                       configure: { $0.environment["UPSTREAM_TEST_SECRET"] = "s3cret" }) { gateway in
                 let reply = try await gateway.gateway.handle(.get, "/v1/weather/x", headers: [.authorization: "Bearer not-for-the-service"])
                 // A bearer token the gateway cannot verify is refused before anything is forwarded.
                 #expect(reply.status == 401)
@@ -123,7 +124,8 @@ struct UpstreamPluginTests {
                     - { path: "/{rest...}" }
 
             """
-            try await TestGateway.with(upstream, yaml: upstreamYAML("weather", [url], extra)) { gateway in
+            try await TestGateway.with(upstream, yaml: upstreamYAML("weather", [url], extra),
+                                       configure: { $0.environment["UPSTREAM_TEST_SECRET"] = "s3cret" }) { gateway in
                 let (token, _) = try await gateway.register("owner")
                 let key = try await gateway.createKey(token: token, grant: #"{"label": "read", "scopes": ["weather:read"]}"#)
                 let read = try await gateway.gateway.handle(.get, "/v1/weather/items", headers: [HTTPField.Name("X-Api-Key")!: key.secret])
@@ -254,7 +256,8 @@ struct UpstreamPluginTests {
         fake.failWith.withLock { $0 = 500 }
         try await fake.serve { url in
             let extra = "      retries: 0\n      breaker: { failures: 3, openFor: 1s }\n      ejection: { failures: 0 }\n"
-            try await TestGateway.with(upstream, yaml: upstreamYAML("svc", [url], extra)) { gateway in
+            try await TestGateway.with(upstream, yaml: upstreamYAML("svc", [url], extra),
+                                       configure: { $0.environment["UPSTREAM_TEST_WS_SECRET"] = "ws-secret" }) { gateway in
                 for _ in 0..<3 { #expect(try await gateway.gateway.handle(.get, "/v1/svc/x").status == 500) }
                 let calls = fake.requests.load(ordering: .relaxed)
                 let open = try await gateway.gateway.handle(.get, "/v1/svc/x")
@@ -363,7 +366,6 @@ struct UpstreamPluginTests {
 
     @Test("WebSockets pass through: opened at the service with the route's path and query and the credential, messages both ways; the access rule holds")
     func webSockets() async throws {
-        setenv("UPSTREAM_TEST_WS_SECRET", "ws-secret", 1)
         try await withWebSocketEcho { url in
             let extra = """
                   credential: { header: X-Service-Key, env: UPSTREAM_TEST_WS_SECRET }
@@ -371,7 +373,8 @@ struct UpstreamPluginTests {
                     - { path: "/rooms/{rest...}", upstreamPath: "/chat/{rest...}", methods: [GET], websocket: true, access: user }
 
             """
-            try await TestGateway.with(upstream, yaml: upstreamYAML("svc", [url], extra)) { gateway in
+            try await TestGateway.with(upstream, yaml: upstreamYAML("svc", [url], extra),
+                                       configure: { $0.environment["UPSTREAM_TEST_WS_SECRET"] = "ws-secret" }) { gateway in
                 let (token, _) = try await gateway.register("talker")
                 #expect(gateway.gateway.routes.contains { $0.method == "WS" && $0.path == "/v1/svc/rooms/{rest...}" })
                 try await listening(gateway.gateway) { port in
@@ -441,7 +444,8 @@ struct UpstreamPluginTests {
                     - { path: "/forecast/{city}", upstreamPath: "/cities/{city}/forecast", methods: [GET] }
 
             """
-            try await TestGateway.with(upstream, yaml: upstreamYAML("weather", [url], extra)) { gateway in
+            try await TestGateway.with(upstream, yaml: upstreamYAML("weather", [url], extra),
+                                       configure: { $0.environment["UPSTREAM_TEST_SECRET"] = "s3cret" }) { gateway in
                 let openAPI = try await gateway.openAPIDocument()
                 let paths = openAPI["paths"] as? [String: Any] ?? [:]
                 let item = paths["/v1/weather/forecast/{city}"] as? [String: Any]

@@ -42,7 +42,8 @@ extension Gateway {
             logger[metadataKey: "plugin"] = .string(id)
             return PluginContext(pluginID: id, logger: logger, metrics: metrics.factory, database: database.sql, clock: options.clock, http: http,
                                  notifier: inbox, history: inbox, events: events, cache: cache, accounts: directory,
-                                 baseDirectory: options.baseDirectory, appKeys: Set(configuration.auth.appKeys))
+                                 baseDirectory: options.baseDirectory, appKeys: Set(configuration.auth.appKeys),
+                                 environment: options.environment)
         }
 
         /// Whether a plugins.yaml entry can be created, replaced and removed while the gateway runs:
