@@ -34,7 +34,7 @@ public final class Gateway: Sendable {
     /// Metrics of requests and of plugins.
     public let metrics: GatewayMetrics
     /// The OpenAPI document of the enabled plugins.
-    public var openAPIDocument: OpenAPI.Document { live.withLock { $0.openAPIDocument } }
+    public var openAPIDocument: OpenAPI.Document { get throws { try live.withLock { $0.openAPIDocument }.document } }
     /// The event bus plugins publish to.
     public let events: LocalEventBus
     public let logger: Logger

@@ -13,7 +13,7 @@ extension Gateway {
     /// name hosts, files or upstream errors) are shown to administrators only, found by
     /// `administrators`. `trusted`: the endpoints of the admin listener (`server.admin`), where
     /// the listener's address is the boundary and everything is shown to anyone who reaches it.
-    static func builtinEndpoints(plugins: [LoadedPlugin], metrics: GatewayMetrics, openAPIJSON: ByteBuffer,
+    static func builtinEndpoints(plugins: [LoadedPlugin], metrics: GatewayMetrics, openAPIJSON: LazyOpenAPIDocument,
                                  database: GatewayDatabase, metricsReader: (any Authenticator)?, administrators: any Authenticator,
                                  trusted: Bool = false) -> [(path: String, endpoint: GatewayEndpoint)] {
         let metricsReader = trusted ? nil : metricsReader
@@ -87,7 +87,7 @@ extension Gateway {
             ("/openapi.json", GatewayEndpoint(name: "gateway.openapi", summary: "The OpenAPI 3.1 document of the enabled plugins", metrics: metrics) { _, _ in
                 var headers = HTTPFields()
                 headers[.contentType] = "application/json"
-                return Response(status: .ok, headers: headers, body: .init(byteBuffer: openAPIJSON))
+                return Response(status: .ok, headers: headers, body: .init(byteBuffer: try openAPIJSON.json))
             }),
             ("/v1/plugins", GatewayEndpoint(name: "gateway.plugins", summary: "The enabled plugins, their mounts and health", metrics: metrics) { request, context in
                 struct List: Encodable, Sendable { var items: [PluginStatus] }

@@ -14,7 +14,7 @@ extension Gateway {
         var configuration: GatewayConfiguration
         var plugins: [LoadedPlugin]
         var routeList: [RouteDescription]
-        var openAPIDocument: OpenAPI.Document
+        var openAPIDocument: LazyOpenAPIDocument
         /// The endpoints of the admin listener, by path.
         var adminEndpoints: [String: GatewayEndpoint]
     }
@@ -178,11 +178,13 @@ extension Gateway {
                 }
             }
 
-            let document = OpenAPIDocumentBuilder.document(
-                title: "Gateway", version: GatewayVersion.current, serverURL: configuration.server.publicURL,
-                plugins: plugins.map { PluginDescription(id: $0.id, summary: $0.summary, mount: $0.mount, operations: $0.instance.operations,
-                                                         schemas: $0.instance.schemas, documentedPaths: $0.instance.documentedPaths) })
-            let openAPIJSON = ByteBuffer(bytes: try OpenAPIDocumentBuilder.json(document))
+            let publicURL = configuration.server.publicURL
+            let descriptions = plugins.map { PluginDescription(id: $0.id, summary: $0.summary, mount: $0.mount, operations: $0.instance.operations,
+                                                               schemas: $0.instance.schemas, documentedPaths: $0.instance.documentedPaths) }
+            let document = LazyOpenAPIDocument {
+                OpenAPIDocumentBuilder.document(title: "Gateway", version: GatewayVersion.current, serverURL: publicURL, plugins: descriptions)
+            }
+            let openAPIJSON = document
             let metricsReader: (any Authenticator)? = configuration.server.publicMetrics ? nil : authenticator
             for endpoint in Gateway.builtinEndpoints(plugins: plugins, metrics: metrics, openAPIJSON: openAPIJSON, database: database,
                                                      metricsReader: metricsReader, administrators: authenticator) {
@@ -297,6 +299,30 @@ extension Gateway {
             return ReloadReport(status: .applied, changes: plan.changes, restartNeeded: plan.restartNeeded)
         } catch {
             return .refused("\(error)")
+        }
+    }
+}
+
+/// The OpenAPI document of one assembly of the gateway, made on first use and kept: reflecting
+/// every operation's types is work that most starts (a test's, a reload's) never need.
+final class LazyOpenAPIDocument: Sendable {
+    private let make: @Sendable () -> OpenAPI.Document
+    private let made = Mutex<(document: OpenAPI.Document, json: ByteBuffer)?>(nil)
+
+    init(_ make: @escaping @Sendable () -> OpenAPI.Document) {
+        self.make = make
+    }
+
+    var document: OpenAPI.Document { get throws { try value().document } }
+    var json: ByteBuffer { get throws { try value().json } }
+
+    private func value() throws -> (document: OpenAPI.Document, json: ByteBuffer) {
+        try made.withLock { made in
+            if let made { return made }
+            let document = make()
+            let value = (document: document, json: ByteBuffer(bytes: try OpenAPIDocumentBuilder.json(document)))
+            made = value
+            return value
         }
     }
 }
