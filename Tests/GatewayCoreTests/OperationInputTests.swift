@@ -149,6 +149,13 @@ struct OperationInputTests {
         #expect(Timestamp.format(Date(timeIntervalSince1970: 0.5)) == "1970-01-01T00:00:00.500Z")
         #expect(Timestamp.parse("2024-05-01T12:00:00+02:00") == Date(timeIntervalSince1970: 1_714_557_600))
         #expect(Timestamp.parse("2024-05-01") == nil)
+        // RFC 3339 and nothing after it; fractions of any length, `Z` or an offset.
+        #expect(Timestamp.parse("1910-08-08T10:39:10.961877-04:15") != nil)
+        #expect(Timestamp.parse("2024-05-01t12:00:00z") == Date(timeIntervalSince1970: 1_714_564_800))
+        for bad in ["1910-08-08T10:39:10.961877-04:15*", "2024-05-01T12:00:00Z ", "2024-05-01T12:00:00", "2024-05-01T12:00:00.Z",
+                    "2024-05-01T12:00:00+0200", "2024-05-01 12:00:00Z", "2024-05-01T12:00:00+02:00:00", "+2024-05-01T12:00:00Z"] {
+            #expect(Timestamp.parse(bad) == nil, "\(bad)")
+        }
         // Whole seconds are written without a calendar: the same text Foundation writes, in any year.
         var generator = SystemRandomNumberGenerator()
         let samples = [-62_135_596_800, -1, 0, 951_782_400, 4_107_542_399, 253_402_300_799]
