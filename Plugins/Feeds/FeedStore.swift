@@ -11,6 +11,29 @@ import SQLKit
 struct FeedStore: Sendable {
     let database: any SQLDatabase
     let clock: any WallClock
+    /// Batches for one datastream that arrive while one is being written go in together, in one
+    /// transaction: a stream's writers take turns on its row anyway, and on PostgreSQL each turn
+    /// is a transaction of several round trips.
+    let ingests: WriteCombiner<Int64, Ingest>
+
+    /// A batch of datapoints for a datastream of a feed.
+    struct Ingest: Sendable {
+        let points: [Datapoint]
+        let feedID: Int64
+        let now: Int64
+    }
+
+    init(database: any SQLDatabase, clock: any WallClock) {
+        self.database = database
+        self.clock = clock
+        ingests = WriteCombiner(maxItems: 32) { stream, batches in
+            // In arrival order: where two batches have a time, the later one's value stays.
+            let points = batches.count == 1 ? batches[0].points : batches.flatMap(\.points)
+            try await database.transaction { db in
+                try await Self.write(points, stream: stream, feedID: batches[0].feedID, now: batches.map(\.now).max()!, on: db)
+            }
+        }
+    }
 
     func now() -> Int64 { UTCTimestamp.micros(clock.now()) }
 
@@ -319,7 +342,7 @@ struct FeedStore: Sendable {
             key = newKey
         }
         if let value = draft.currentValue {
-            try await write([Datapoint(at: draft.at ?? now, value: value)], stream: key, feedID: feedID, now: now, on: db)
+            try await Self.write([Datapoint(at: draft.at ?? now, value: value)], stream: key, feedID: feedID, now: now, on: db)
         }
     }
 
@@ -340,10 +363,7 @@ struct FeedStore: Sendable {
     /// stream's current value (the latest datapoint), minimum and maximum, and the feed's `updated`.
     func ingest(_ points: [Datapoint], into stream: DatastreamRecord) async throws {
         guard !points.isEmpty else { return }
-        let now = now()
-        try await database.transaction { db in
-            try await write(points, stream: stream.key, feedID: stream.feedID, now: now, on: db)
-        }
+        try await ingests.submit(Ingest(points: points, feedID: stream.feedID, now: now()), key: stream.key)
     }
 
     /// Writes datapoints into the stream's chunks. The datastream's row is updated first: on
@@ -352,7 +372,7 @@ struct FeedStore: Sendable {
     /// the batch are read, merged with it and written back; for a small batch also the chunks just
     /// before and after it when they have room, so that datapoints sent one at a time (in either
     /// order) fill chunks. Chunks in between that hold none of its times stay as they are.
-    private func write(_ incoming: [Datapoint], stream: Int64, feedID: Int64, now: Int64, on db: any SQLDatabase) async throws {
+    private static func write(_ incoming: [Datapoint], stream: Int64, feedID: Int64, now: Int64, on db: any SQLDatabase) async throws {
         let points = DatapointChunks.normalized(incoming)
         guard let first = points.first, let latest = points.last else { return }
         var low = first.value
@@ -464,7 +484,7 @@ struct FeedStore: Sendable {
             // between the check and the write.
             try await db.raw("UPDATE feeds_datastreams SET updated = updated WHERE stream_key = \(bind: stream.key)").run()
             guard try await Self.datapoint(stream.key, at: at, on: db) != nil else { return false }
-            try await write([Datapoint(at: at, value: value)], stream: stream.key, feedID: stream.feedID, now: now, on: db)
+            try await Self.write([Datapoint(at: at, value: value)], stream: stream.key, feedID: stream.feedID, now: now, on: db)
             return true
         }
     }

@@ -179,13 +179,40 @@ struct ObjectStore: Sendable {
     let sql: QuerySQL
     let clock: any WallClock
     let maxObjectBytes: Int
+    /// Creates that arrive together, inserted by one statement (where there is no ``runner``: on
+    /// PostgreSQL every statement is a round trip and a commit of its own).
+    let creates: WriteCombiner<Int, NewRow>
+
+    /// A row of `todo_objects` to insert.
+    struct NewRow: Sendable {
+        let bucket: String
+        let object: StoredObject
+        let readers: String
+        let acl: String
+    }
 
     init(database: any SQLDatabase, clock: any WallClock, maxObjectBytes: Int) {
         self.database = database
-        runner = database as? any SQLStatementRunner
+        let runner = database as? any SQLStatementRunner
+        self.runner = runner
         sql = QuerySQL(sqlite: database.isSQLite)
         self.clock = clock
         self.maxObjectBytes = maxObjectBytes
+        creates = WriteCombiner(maxItems: 64) { _, rows in try await Self.insert(rows, on: database) }
+    }
+
+    /// Inserts new objects in one statement.
+    static func insert(_ rows: [NewRow], on database: any SQLDatabase) async throws {
+        let sqlite = database.isSQLite
+        var query: SQLQueryString = "INSERT INTO todo_objects (bucket, id, data, owner, readers, acl, etag, created_at, updated_at) VALUES "
+        for (index, row) in rows.enumerated() {
+            let object = row.object
+            let data: SQLQueryString = sqlite ? "\(bind: object.dataText)" : "CAST(\(bind: object.dataText) AS jsonb)"
+            let owner: SQLQueryString = object.owner.map { "\(bind: $0)" } ?? "NULL"
+            query += (index == 0 ? "(" : ", (") + "\(bind: row.bucket), \(bind: object.id), " + data + ", " + owner + ", \(bind: row.readers), "
+                + "\(bind: row.acl), \(bind: object.etag), \(bind: object.createdAt), \(bind: object.updatedAt))"
+        }
+        try await database.raw(query).run()
     }
 
     static let migrations: [Migration] = [
@@ -390,10 +417,8 @@ struct ObjectStore: Sendable {
             ])
             return object
         }
-        let query: SQLQueryString = "INSERT INTO todo_objects (bucket, id, data, owner, readers, acl, etag, created_at, updated_at) VALUES ("
-            + "\(bind: bucket.name), \(bind: object.id), " + json(object.dataText) + ", " + ownerSQL(owner) + ", \(bind: effectiveACL.searchable), "
-            + "\(bind: aclText(effectiveACL)), \(bind: object.etag), \(bind: micros), \(bind: micros))"
-        try await database.raw(query).run()
+        let row = NewRow(bucket: bucket.name, object: object, readers: effectiveACL.searchable, acl: aclText(effectiveACL))
+        try await creates.submit(row, key: 0)
         return object
     }
 

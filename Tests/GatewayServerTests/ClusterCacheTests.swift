@@ -28,6 +28,49 @@ struct ClusterCacheTests {
         }
     }
 
+    @Test("events published at once on one instance all reach the other, equal ones too, each once and in order per publisher")
+    func crossInstanceEvents() async throws {
+        try await TestGateway.withTwoListening(notes, yaml: notesYAML) { first, second in
+            let received = second.events.subscribe(to: "burst")
+            // 8 publishers of 25 events each, all at once: notifications sent together go in one
+            // statement, where PostgreSQL would deliver a payload sent twice only once.
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for publisher in 0..<8 {
+                    group.addTask {
+                        for index in 0..<25 {
+                            // Every fifth the same event from every publisher.
+                            let (topic, payload) = index % 5 == 0 ? ("burst/all", "same") : ("burst/\(publisher)", "\(publisher) \(index)")
+                            await first.events.publish(GatewayEvent(topic: topic, payload: ByteBuffer(string: payload)))
+                        }
+                    }
+                }
+                try await group.waitForAll()
+            }
+            // Read until all 200 arrived, or for 15 seconds at most.
+            let reader = Task {
+                var events: [GatewayEvent] = []
+                for await event in received {
+                    events.append(event)
+                    if events.count == 200 { break }
+                }
+                return events
+            }
+            let timeout = Task {
+                try await Task.sleep(for: .seconds(15))
+                reader.cancel()
+            }
+            let events = await reader.value
+            timeout.cancel()
+            #expect(events.count == 200)
+            var perPublisher: [String: [String]] = [:]
+            for event in events { perPublisher[event.topic, default: []].append(String(buffer: event.payload)) }
+            #expect(perPublisher["burst/all"]?.count == 40)
+            for publisher in 0..<8 {
+                #expect(perPublisher["burst/\(publisher)"] == (0..<25).filter { $0 % 5 != 0 }.map { "\(publisher) \($0)" })
+            }
+        }
+    }
+
     @Test("a key revoked or a session ended through one instance stops working on the other at once, not after its credential cache")
     func crossInstanceRevocation() async throws {
         // Credentials remembered for ten minutes: only the announcement can end them within the wait.

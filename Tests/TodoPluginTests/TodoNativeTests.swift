@@ -350,6 +350,34 @@ struct TodoNativeTests {
             #expect(try await gateway.call(.get, "\(Self.objects)/\(id)").json["n"] == .number(50))
         }
     }
+
+    @Test("200 concurrent creates by a guest and a user (inserted together on PostgreSQL): each stored once, whole, with its owner", arguments: TestStorage.available)
+    func concurrentCreates(storage: TestStorage) async throws {
+        try await withTodo(storage) { gateway in
+            let user = try await gateway.register("casey")
+            let created = try await withThrowingTaskGroup(of: (Int, String).self) { group in
+                for index in 0..<200 {
+                    group.addTask {
+                        let reply = try await gateway.call(.post, Self.objects, token: index % 2 == 0 ? user.token : nil,
+                                                           json: #"{"description": "todo \#(index)", "tags": ["t\#(index)"]}"#)
+                        #expect(reply.status == 201, "\(reply.json.jsonText)")
+                        return (index, reply.json["id"]?.string ?? "")
+                    }
+                }
+                return try await group.reduce(into: [Int: String]()) { $0[$1.0] = $1.1 }
+            }
+            #expect(Set(created.values).count == 200)
+            for (index, id) in created {
+                let read = try await gateway.call(.get, "\(Self.objects)/\(id)", token: user.token)
+                #expect(read.status == 200)
+                #expect(read.json["description"]?.string == "todo \(index)")
+                #expect(read.json["tags"] == .array([.string("t\(index)")]))
+            }
+            // The guest sees the guest's 100 and none of the user's.
+            #expect(try await gateway.call(.get, "\(Self.objects)?count=true&limit=1").json["count"] == .number(100))
+            #expect(try await gateway.call(.get, "\(Self.objects)?count=true&limit=1", token: user.token).json["count"] == .number(200))
+        }
+    }
 }
 
 @Suite("todo in the OpenAPI document")

@@ -5,6 +5,7 @@ import NIOConcurrencyHelpers
 import PostgresKit
 import ServiceLifecycle
 import SQLKit
+import Synchronization
 
 /// Carries messages between gateway instances that share one PostgreSQL database, over
 /// `LISTEN` / `NOTIFY` on one channel (`gateway_cache` for cache invalidations, `gateway_events`
@@ -25,12 +26,26 @@ final class PostgresChannel: Service, Sendable {
     let instanceID = UUID().uuidString
     private let receiver = NIOLockedValueBox<StoredClosure<@Sendable (String) -> Void>?>(nil)
     private let listening = NIOLockedValueBox(false)
+    /// Messages published while one is being sent go in one statement: every request that changes
+    /// something publishes (a cache invalidation, an event), and a statement each would be a
+    /// round trip and a transaction each.
+    private let sender: WriteCombiner<Int, String>
+    /// Numbers this instance's messages, so that two equal messages sent in one statement stay two
+    /// (PostgreSQL delivers a payload sent twice in one transaction once).
+    private let sequence = Atomic<UInt64>(0)
 
     init(channel: String, url: String, database: any SQLDatabase, logger: Logger) {
         self.channel = channel
         self.url = url
         self.database = database
         self.logger = logger
+        sender = WriteCombiner(maxItems: 64) { _, messages in
+            var query: SQLQueryString = "SELECT "
+            for (index, message) in messages.enumerated() {
+                query += (index == 0 ? "" : ", ") + "pg_notify(\(bind: channel), \(bind: message))"
+            }
+            try await database.raw(query).run()
+        }
     }
 
     /// Sets what receives the other instances' messages.
@@ -49,7 +64,8 @@ final class PostgresChannel: Service, Sendable {
             return false
         }
         do {
-            try await database.raw("SELECT pg_notify(\(bind: channel), \(bind: instanceID + "\n" + message))").run()
+            let number = sequence.add(1, ordering: .relaxed).newValue
+            try await sender.submit("\(instanceID) \(number)\n\(message)", key: 0)
             return true
         } catch {
             logger.warning("could not publish to the other instances", metadata: ["channel": "\(channel)", "error": "\(error)"])
@@ -69,7 +85,8 @@ final class PostgresChannel: Service, Sendable {
                         self.listening.withLockedValue { $0 = true }
                         for try await notification in notifications {
                             let parts = notification.payload.split(separator: "\n", maxSplits: 1, omittingEmptySubsequences: false)
-                            guard parts.count == 2, parts[0] != self.instanceID else { continue }
+                            // `sender number`: this instance's own messages are not for it.
+                            guard parts.count == 2, parts[0].prefix(while: { $0 != " " }) != self.instanceID else { continue }
                             self.receiver.withLockedValue { $0 }?.call(String(parts[1]))
                         }
                     }
