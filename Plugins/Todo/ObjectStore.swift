@@ -203,16 +203,20 @@ struct ObjectStore: Sendable {
 
     /// Inserts new objects in one statement.
     static func insert(_ rows: [NewRow], on database: any SQLDatabase) async throws {
-        let sqlite = database.isSQLite
+        try await database.raw(insertQuery(rows, sqlite: database.isSQLite)).run()
+    }
+
+    /// The `INSERT` of new objects. A guest's object has no owner, written as `NULL` (an optional
+    /// bind would go through SQLiteKit's generic `Encodable` path).
+    static func insertQuery(_ rows: [NewRow], sqlite: Bool) -> SQLQueryString {
         var query: SQLQueryString = "INSERT INTO todo_objects (bucket, id, data, owner, readers, acl, etag, created_at, updated_at) VALUES "
         for (index, row) in rows.enumerated() {
             let object = row.object
-            let data: SQLQueryString = sqlite ? "\(bind: object.dataText)" : "CAST(\(bind: object.dataText) AS jsonb)"
             let owner: SQLQueryString = object.owner.map { "\(bind: $0)" } ?? "NULL"
-            query += (index == 0 ? "(" : ", (") + "\(bind: row.bucket), \(bind: object.id), " + data + ", " + owner + ", \(bind: row.readers), "
-                + "\(bind: row.acl), \(bind: object.etag), \(bind: object.createdAt), \(bind: object.updatedAt))"
+            query += (index == 0 ? "(" : ", (") + "\(bind: row.bucket), \(bind: object.id), " + jsonValue(object.dataText, sqlite: sqlite) + ", " + owner
+                + ", \(bind: row.readers), \(bind: row.acl), \(bind: object.etag), \(bind: object.createdAt), \(bind: object.updatedAt))"
         }
-        try await database.raw(query).run()
+        return query
     }
 
     static let migrations: [Migration] = [
@@ -329,16 +333,9 @@ struct ObjectStore: Sendable {
         return z ^ (z >> 31)
     }
 
-    /// The owner as SQL: a guest's object has none, written as `NULL` (an optional bind would go
-    /// through SQLiteKit's generic `Encodable` path on every create).
-    private func ownerSQL(_ owner: String?) -> SQLQueryString {
-        guard let owner else { return "NULL" }
-        return "\(bind: owner)"
-    }
-
     /// A bound JSON value for the `data` column (text on SQLite, jsonb on PostgreSQL).
-    private func json(_ text: String) -> SQLQueryString {
-        sql.sqlite ? "\(bind: text)" : "CAST(\(bind: text) AS jsonb)"
+    private static func jsonValue(_ text: String, sqlite: Bool) -> SQLQueryString {
+        sqlite ? "\(bind: text)" : "CAST(\(bind: text) AS jsonb)"
     }
 
     private func encodedData(_ data: [String: JSONValue]) throws -> String {
@@ -399,11 +396,10 @@ struct ObjectStore: Sendable {
         let effectiveACL = acl ?? (owner == nil ? .everyone : .ownerOnly)
         let object = StoredObject(id: chosenID ?? Self.newID(now: now), dataText: try encodedData(data), owner: owner, acl: effectiveACL, etag: Self.newETag(),
                                   createdAt: micros, updatedAt: micros)
+        let row = NewRow(bucket: bucket.name, object: object, readers: effectiveACL.searchable, acl: aclText(effectiveACL))
         if chosenID != nil {
             // The primary key decides, so two clients choosing one id at once cannot both win.
-            let query: SQLQueryString = "INSERT INTO todo_objects (bucket, id, data, owner, readers, acl, etag, created_at, updated_at) VALUES ("
-                + "\(bind: bucket.name), \(bind: object.id), " + json(object.dataText) + ", " + ownerSQL(owner) + ", \(bind: effectiveACL.searchable), "
-                + "\(bind: aclText(effectiveACL)), \(bind: object.etag), \(bind: micros), \(bind: micros)) ON CONFLICT (bucket, id) DO NOTHING RETURNING id"
+            let query = Self.insertQuery([row], sqlite: sql.sqlite) + " ON CONFLICT (bucket, id) DO NOTHING RETURNING id"
             guard try await database.raw(query).first() != nil else {
                 throw GatewayError.conflict("An object with the id '\(object.id)' exists already in bucket '\(bucket.name)'.", duplicate: "id")
             }
@@ -417,7 +413,6 @@ struct ObjectStore: Sendable {
             ])
             return object
         }
-        let row = NewRow(bucket: bucket.name, object: object, readers: effectiveACL.searchable, acl: aclText(effectiveACL))
         try await creates.submit(row, key: 0)
         return object
     }
@@ -449,7 +444,7 @@ struct ObjectStore: Sendable {
             object.etag = Self.newETag()
             object.updatedAt = max(Timestamps.micros(clock.now()), object.updatedAt + 1)
             if markDeleted { object.deleted = true }
-            let query: SQLQueryString = "UPDATE todo_objects SET data = " + json(object.dataText) + (markDeleted ? ", deleted = 1" : "")
+            let query: SQLQueryString = "UPDATE todo_objects SET data = " + Self.jsonValue(object.dataText, sqlite: sql.sqlite) + (markDeleted ? ", deleted = 1" : "")
                 + ", readers = \(bind: object.acl.searchable), acl = \(bind: aclText(object.acl)), etag = \(bind: object.etag), "
                 + "updated_at = \(bind: object.updatedAt) WHERE bucket = \(bind: bucket.name) AND id = \(bind: id) AND etag = \(bind: previousETag) RETURNING id"
             if try await database.raw(query).first() != nil { return object }
