@@ -41,6 +41,23 @@ private final class Recorder: Sendable {
 
     func release() { gate.withLock { $0 }?.resume() }
 
+    /// A combiner that writes through this recorder.
+    func combiner(maxItems: Int) -> WriteCombiner<String, Int> {
+        WriteCombiner(maxItems: maxItems) { _, items in try await self.write(items) }
+    }
+
+    /// Submits item 0 under `key` and runs `body` while its write is held; then lets it go and
+    /// waits for every write.
+    func whileFirstHeld(_ combiner: WriteCombiner<String, Int>, key: String, _ body: (inout ThrowingTaskGroup<Void, any Error>) async throws -> Void) async throws {
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await combiner.submit(0, key: key) }
+            await firstWriteHeld()
+            try await body(&group)
+            release()
+            try await group.waitForAll()
+        }
+    }
+
     struct Failure: Error, Equatable {
         let items: [Int]
     }
@@ -51,7 +68,7 @@ struct WriteCombinerTests {
     @Test("a write with nothing running goes at once, alone")
     func alone() async throws {
         let recorder = Recorder(holdFirst: false)
-        let combiner = WriteCombiner<String, Int>(maxItems: 10) { _, items in try await recorder.write(items) }
+        let combiner = recorder.combiner(maxItems: 10)
         for item in 1...3 { try await combiner.submit(item, key: "k") }
         #expect(recorder.written == [[1], [2], [3]])
     }
@@ -59,17 +76,13 @@ struct WriteCombinerTests {
     @Test("writes that arrive while one runs go together, in arrival order, at most maxItems a call")
     func combined() async throws {
         let recorder = Recorder()
-        let combiner = WriteCombiner<String, Int>(maxItems: 4) { _, items in try await recorder.write(items) }
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { try await combiner.submit(0, key: "k") }
-            await recorder.firstWriteHeld()
+        let combiner = recorder.combiner(maxItems: 4)
+        try await recorder.whileFirstHeld(combiner, key: "k") { group in
             // Queued one after another, so that their order is known.
             for item in 1...6 {
                 group.addTask { try await combiner.submit(item, key: "k") }
                 try await waitUntil { combiner.waiting(for: "k") == item }
             }
-            recorder.release()
-            try await group.waitForAll()
         }
         #expect(recorder.written == [[0], [1, 2, 3, 4], [5, 6]])
     }
@@ -77,22 +90,18 @@ struct WriteCombinerTests {
     @Test("keys do not wait for each other")
     func keys() async throws {
         let recorder = Recorder()
-        let combiner = WriteCombiner<String, Int>(maxItems: 4) { _, items in try await recorder.write(items) }
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { try await combiner.submit(0, key: "a") }
-            await recorder.firstWriteHeld()
+        let combiner = recorder.combiner(maxItems: 4)
+        try await recorder.whileFirstHeld(combiner, key: "a") { _ in
             // Key "b" is written while "a" is held.
             try await combiner.submit(1, key: "b")
             #expect(recorder.written == [[0], [1]])
-            recorder.release()
-            try await group.waitForAll()
         }
     }
 
     @Test("a failed combined write is written again item by item: only the bad item fails")
     func failure() async throws {
         let recorder = Recorder(failing: [3])
-        let combiner = WriteCombiner<String, Int>(maxItems: 10) { _, items in try await recorder.write(items) }
+        let combiner = recorder.combiner(maxItems: 10)
         let outcomes = try await withThrowingTaskGroup(of: (Int, Bool).self) { group in
             group.addTask { (0, (try? await combiner.submit(0, key: "k")) != nil) }
             await recorder.firstWriteHeld()
