@@ -167,17 +167,18 @@ public final class Gateway: Sendable {
         metrics.observe(database)
         // With PostgreSQL, cache invalidations, events, revocations and reloads travel to every
         // instance on the database.
-        var channels: [PostgresChannel] = []
+        var messaging: [PostgresMessaging] = []
         var invalidations: PostgresChannel?
         var eventChannel: PostgresChannel?
         var authChannel: PostgresChannel?
         var reloadChannel: PostgresChannel?
         if case .postgres(let url) = database.location {
-            invalidations = PostgresChannel(channel: "gateway_cache", url: url, database: db, logger: logger)
-            eventChannel = PostgresChannel(channel: "gateway_events", url: url, database: db, logger: logger)
-            authChannel = PostgresChannel(channel: "gateway_auth", url: url, database: db, logger: logger)
-            reloadChannel = PostgresChannel(channel: "gateway_reload", url: url, database: db, logger: logger)
-            channels = [invalidations!, eventChannel!, authChannel!, reloadChannel!]
+            let shared = PostgresMessaging(url: url, database: db, logger: logger)
+            invalidations = shared.channel("gateway_cache", merging: true)
+            eventChannel = shared.channel("gateway_events")
+            authChannel = shared.channel("gateway_auth")
+            reloadChannel = shared.channel("gateway_reload", merging: true)
+            messaging = [shared]
         }
         var eventBroadcast: (@Sendable (String) async -> Void)?
         if let eventChannel { eventBroadcast = { message in await eventChannel.publish(message) } }
@@ -248,7 +249,7 @@ public final class Gateway: Sendable {
         let assembled = try parts.pipeline(for: configuration, plugins: built.plugins, rateLimiter: parts.rateLimiter(for: configuration, previous: nil))
         let responder = GatewayResponder(state: assembled.pipeline, authenticator: parts.authenticator, cache: cache, metrics: metrics, logger: logger)
         parts.caller.attach(responder, operations: assembled.callable)
-        let gateway = Gateway(parts: parts, live: assembled.live, accounts: accounts, responder: responder, hostServices: channels,
+        let gateway = Gateway(parts: parts, live: assembled.live, accounts: accounts, responder: responder, hostServices: messaging,
                               certificates: certificates, reloadChannel: reloadChannel)
         for plugin in built.plugins where plugin.reloadable {
             gateway.pluginServices.add(plugin.id, services: plugin.instance.services)
@@ -297,7 +298,7 @@ public final class Gateway: Sendable {
 
     /// Whether cache invalidations and events from other instances are being received (always true without PostgreSQL).
     public var isListeningForInvalidations: Bool {
-        hostServices.compactMap { $0 as? PostgresChannel }.allSatisfy(\.isListening)
+        hostServices.compactMap { $0 as? PostgresMessaging }.allSatisfy(\.isListening)
     }
 
     /// Forgets every remembered credential, so the next request of each asks the database again.
