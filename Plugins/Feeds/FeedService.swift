@@ -77,11 +77,31 @@ struct FeedService: Sendable {
 
     /// The feed if the caller may see it; 404 otherwise.
     func visibleFeed(_ idText: String, _ principal: Principal) async throws -> FeedRecord {
-        guard let id = FeedRules.feedID(idText), let feed = try await store.feed(id), canSee(feed, principal) else {
+        guard let id = FeedRules.feedID(idText), let feed = try await store.feed(id) else {
             throw GatewayError.notFound("No feed '\(idText.prefix(40))'.")
         }
+        return try await visible(feed, idText, principal)
+    }
+
+    private func visible(_ feed: FeedRecord, _ idText: String, _ principal: Principal) async throws -> FeedRecord {
+        guard canSee(feed, principal) else { throw GatewayError.notFound("No feed '\(idText.prefix(40))'.") }
         if feed.isPrivate, try await keys.hidesPrivate(principal) { throw GatewayError.notFound("No feed '\(idText.prefix(40))'.") }
         return feed
+    }
+
+    /// A datastream of a feed the caller may see, or with `changing` change, looked up with its
+    /// feed in one statement; the answers of ``visibleFeed(_:_:)`` or ``changeableFeed(_:_:)`` and
+    /// then ``stream(_:_:_:)``, in that order.
+    func feedAndStream(_ feedText: String, _ streamID: String, _ principal: Principal, changing: Bool) async throws -> (FeedRecord, DatastreamRecord) {
+        guard let id = FeedRules.feedID(feedText), let found = try await store.feed(id, datastream: streamID) else {
+            throw GatewayError.notFound("No feed '\(feedText.prefix(40))'.")
+        }
+        let feed = try await visible(found.feed, feedText, principal)
+        if changing, !owns(feed, principal) { throw GatewayError.forbidden("Only the feed's creator may change feed \(feed.id).") }
+        guard FeedRules.isDatastreamID(streamID), mayReach(stream: streamID, of: feed.id, principal), let stream = found.stream else {
+            throw GatewayError.notFound("Feed \(feed.id) has no datastream '\(streamID.prefix(64))'.")
+        }
+        return (feed, stream)
     }
 
     /// The feed if the caller may change it; 404 when they cannot see it, 403 when they only can.

@@ -259,20 +259,44 @@ struct FeedStore: Sendable {
     static let streamColumns = "stream_key, feed_id, id, tags, unit_label, unit_symbol, unit_type, current_value, at, min_value, max_value, created, updated"
 
     func decodeStream(_ row: any SQLRow) throws -> DatastreamRecord {
+        try decodeStream(row, prefix: "")
+    }
+
+    /// A datastream from `row`, whose columns are ``streamColumns`` with `prefix` before each name.
+    func decodeStream(_ row: any SQLRow, prefix: String) throws -> DatastreamRecord {
         DatastreamRecord(
-            key: try row.decode(column: "stream_key", as: Int64.self),
-            feedID: try row.decode(column: "feed_id", as: Int64.self),
-            id: try row.decode(column: "id", as: String.self),
-            tags: Self.decodeTags(try row.decode(column: "tags", as: String.self)),
-            unit: DatastreamUnit(label: try row.decode(column: "unit_label", as: String?.self),
-                                 symbol: try row.decode(column: "unit_symbol", as: String?.self),
-                                 type: try row.decode(column: "unit_type", as: String?.self)),
-            currentValue: try row.decode(column: "current_value", as: Double?.self),
-            at: try row.decode(column: "at", as: Int64?.self),
-            minValue: try row.decode(column: "min_value", as: Double?.self),
-            maxValue: try row.decode(column: "max_value", as: Double?.self),
-            created: try row.decode(column: "created", as: Int64.self),
-            updated: try row.decode(column: "updated", as: Int64.self))
+            key: try row.decode(column: prefix + "stream_key", as: Int64.self),
+            feedID: try row.decode(column: prefix + "feed_id", as: Int64.self),
+            id: try row.decode(column: prefix + "id", as: String.self),
+            tags: Self.decodeTags(try row.decode(column: prefix + "tags", as: String.self)),
+            unit: DatastreamUnit(label: try row.decode(column: prefix + "unit_label", as: String?.self),
+                                 symbol: try row.decode(column: prefix + "unit_symbol", as: String?.self),
+                                 type: try row.decode(column: prefix + "unit_type", as: String?.self)),
+            currentValue: try row.decode(column: prefix + "current_value", as: Double?.self),
+            at: try row.decode(column: prefix + "at", as: Int64?.self),
+            minValue: try row.decode(column: prefix + "min_value", as: Double?.self),
+            maxValue: try row.decode(column: prefix + "max_value", as: Double?.self),
+            created: try row.decode(column: prefix + "created", as: Int64.self),
+            updated: try row.decode(column: prefix + "updated", as: Int64.self))
+    }
+
+    /// The feed's columns as `f.name`, and the datastream's as `s.name AS s_name`, for a join of the two.
+    private static let joinedColumns = (feedColumns.split(separator: ",").map { "f.\($0.trimmingCharacters(in: .whitespacesAndNewlines))" }
+        + streamColumns.split(separator: ",").map { column in
+            let name = column.trimmingCharacters(in: .whitespaces)
+            return "s.\(name) AS s_\(name)"
+        }).joined(separator: ", ")
+
+    /// A feed and one of its datastreams, in one statement (a request on a datastream needs both):
+    /// nil without the feed, a nil datastream when the feed has none of that id.
+    func feed(_ id: Int64, datastream streamID: String) async throws -> (feed: FeedRecord, stream: DatastreamRecord?)? {
+        guard let row = try await database.raw("""
+            SELECT \(unsafeRaw: Self.joinedColumns) FROM feeds_feeds f
+              LEFT JOIN feeds_datastreams s ON s.feed_id = f.id AND s.id = \(bind: streamID)
+            WHERE f.id = \(bind: id)
+            """).first() else { return nil }
+        let stream = try row.decode(column: "s_stream_key", as: Int64?.self) == nil ? nil : try decodeStream(row, prefix: "s_")
+        return (try decodeFeed(row), stream)
     }
 
     /// The datastreams of a feed, by id.

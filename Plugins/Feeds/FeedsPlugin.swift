@@ -496,8 +496,8 @@ public struct FeedsPlugin: AuthorizingPlugin {
                 .cache(.perPrincipal(ttl: .seconds(5), tags: [feedTag]))
                 .tags(FeedService.keyPermissions)
                 .returns(DatastreamView.self) { input, context in
-                    let feed = try await service.visibleFeed(input.path.feed, context.principal)
-                    return Self.render(try await service.stream(feed, input.path.stream, context.principal), points: nil)
+                    let (_, stream) = try await service.feedAndStream(input.path.feed, input.path.stream, context.principal, changing: false)
+                    return Self.render(stream, points: nil)
                 },
             ServiceOperation.define("feeds.datastreams.update", .put, "/{feed}/datastreams/{stream}", summary: "Change a datastream (a currentValue records a datapoint)")
                 .access(.scope("feeds:write"))
@@ -508,8 +508,7 @@ public struct FeedsPlugin: AuthorizingPlugin {
                 .cache(.invalidating([feedTag]))
                 .tags(FeedService.keyPermissions)
                 .returns(DatastreamView.self) { input, context in
-                    let feed = try await service.changeableFeed(input.path.feed, context.principal)
-                    let stream = try await service.stream(feed, input.path.stream, context.principal)
+                    let (feed, stream) = try await service.feedAndStream(input.path.feed, input.path.stream, context.principal, changing: true)
                     var problems: [GatewayError.FieldError] = []
                     guard let draft = service.datastreamDraft(input.body, id: stream.id, pointer: "", naming: .native, problems: &problems), problems.isEmpty else {
                         throw FeedService.invalid(problems)
@@ -524,8 +523,8 @@ public struct FeedsPlugin: AuthorizingPlugin {
                 .cache(.invalidating([feedTag]))
                 .tags(FeedService.keyPermissions)
                 .returns(NoContent.self) { input, context in
-                    let feed = try await service.changeableFeed(input.path.feed, context.principal)
-                    try await service.deleteDatastream(try await service.stream(feed, input.path.stream, context.principal))
+                    let (_, stream) = try await service.feedAndStream(input.path.feed, input.path.stream, context.principal, changing: true)
+                    try await service.deleteDatastream(stream)
                     return NoContent()
                 },
             ServiceOperation.define("feeds.datapoints.ingest", .post, "/{feed}/datastreams/{stream}/datapoints", summary: "Record datapoints (JSON or CSV)")
@@ -540,8 +539,7 @@ public struct FeedsPlugin: AuthorizingPlugin {
                 .status(200)
                 .tags(FeedService.keyPermissions)
                 .returns(Ingested.self) { input, context in
-                    let feed = try await service.changeableFeed(input.path.feed, context.principal)
-                    let stream = try await service.stream(feed, input.path.stream, context.principal)
+                    let (_, stream) = try await service.feedAndStream(input.path.feed, input.path.stream, context.principal, changing: true)
                     let points = try service.datapoints(input.body.bytes, contentType: input.body.contentType)
                     try await service.ingest(points, into: stream)
                     return Ingested(accepted: points.count)
@@ -554,8 +552,7 @@ public struct FeedsPlugin: AuthorizingPlugin {
                 .cache(.perPrincipal(ttl: .seconds(5), tags: [feedTag]))
                 .tags(FeedService.keyPermissions)
                 .returns(HistoryReply.self) { input, context in
-                    let feed = try await service.visibleFeed(input.path.feed, context.principal)
-                    let stream = try await service.stream(feed, input.path.stream, context.principal)
+                    let (_, stream) = try await service.feedAndStream(input.path.feed, input.path.stream, context.principal, changing: false)
                     let query = try HistoryQuery(parameters: input.query.dictionary, now: service.store.now(), legacy: false)
                     return HistoryReply(points: query.isEmpty ? [] : try await service.store.history(stream, query))
                 },
@@ -567,8 +564,7 @@ public struct FeedsPlugin: AuthorizingPlugin {
                 .cache(.invalidating([feedTag]))
                 .tags(FeedService.keyPermissions)
                 .returns(Removed.self) { input, context in
-                    let feed = try await service.changeableFeed(input.path.feed, context.principal)
-                    let stream = try await service.stream(feed, input.path.stream, context.principal)
+                    let (_, stream) = try await service.feedAndStream(input.path.feed, input.path.stream, context.principal, changing: true)
                     let (start, end) = try Self.range(input.query, now: service.store.now())
                     return Removed(deleted: start > end ? 0 : try await service.deleteDatapoints(stream, from: start, through: end))
                 },
@@ -577,8 +573,7 @@ public struct FeedsPlugin: AuthorizingPlugin {
                 .resource("feed")
                 .tags(FeedService.keyPermissions)
                 .returns(DatapointView.self) { input, context in
-                    let feed = try await service.visibleFeed(input.path.feed, context.principal)
-                    let stream = try await service.stream(feed, input.path.stream, context.principal)
+                    let (_, stream) = try await service.feedAndStream(input.path.feed, input.path.stream, context.principal, changing: false)
                     let at = try Self.time(input.path.at)
                     guard let point = try await service.store.datapoint(stream, at: at) else {
                         throw GatewayError.notFound("No datapoint at \(UTCTimestamp.format(micros: at)).")
@@ -593,8 +588,7 @@ public struct FeedsPlugin: AuthorizingPlugin {
                 .cache(.invalidating([feedTag]))
                 .tags(FeedService.keyPermissions)
                 .returns(DatapointView.self) { input, context in
-                    let feed = try await service.changeableFeed(input.path.feed, context.principal)
-                    let stream = try await service.stream(feed, input.path.stream, context.principal)
+                    let (_, stream) = try await service.feedAndStream(input.path.feed, input.path.stream, context.principal, changing: true)
                     let at = try Self.time(input.path.at)
                     guard let value = FeedRules.value(input.body.value) else { throw GatewayError.invalid(field: "/value", "must be a number") }
                     try await service.updateDatapoint(stream, at: at, value: value)
@@ -607,8 +601,7 @@ public struct FeedsPlugin: AuthorizingPlugin {
                 .cache(.invalidating([feedTag]))
                 .tags(FeedService.keyPermissions)
                 .returns(NoContent.self) { input, context in
-                    let feed = try await service.changeableFeed(input.path.feed, context.principal)
-                    let stream = try await service.stream(feed, input.path.stream, context.principal)
+                    let (_, stream) = try await service.feedAndStream(input.path.feed, input.path.stream, context.principal, changing: true)
                     let at = try Self.time(input.path.at)
                     guard try await service.deleteDatapoints(stream, from: at, through: at) == 1 else {
                         throw GatewayError.notFound("No datapoint at \(UTCTimestamp.format(micros: at)).")

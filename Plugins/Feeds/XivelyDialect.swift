@@ -247,9 +247,7 @@ struct XivelyDialect: Sendable {
 
     func locate(_ request: DialectRequest, _ context: OperationContext, writing: Bool = false) async throws -> (FeedRecord, DatastreamRecord) {
         let feedID = request.pathParameters["feed"] ?? ""
-        let feed = writing ? try await service.changeableFeed(feedID, context.principal) : try await service.visibleFeed(feedID, context.principal)
-        let stream = try await service.stream(feed, Self.strip(request.pathParameters["stream"]), context.principal)
-        return (feed, stream)
+        return try await service.feedAndStream(feedID, Self.strip(request.pathParameters["stream"]), context.principal, changing: writing)
     }
 
     /// CSV datastream updates: `id,value` or `id,at,value` lines.
