@@ -194,16 +194,44 @@ struct ObjectStore: Sendable {
     init(database: any SQLDatabase, clock: any WallClock, maxObjectBytes: Int) {
         self.database = database
         let runner = database as? any SQLStatementRunner
-        self.runner = runner
+        // SQLite's writer commits the creates that wait together itself; elsewhere they are combined here.
+        self.runner = database.isSQLite ? runner : nil
         sql = QuerySQL(sqlite: database.isSQLite)
         self.clock = clock
         self.maxObjectBytes = maxObjectBytes
-        creates = WriteCombiner(maxItems: 64) { _, rows in try await Self.insert(rows, on: database) }
+        creates = WriteCombiner(maxItems: Self.insertTexts.count) { _, rows in try await Self.insert(rows, on: database, runner: runner) }
     }
 
-    /// Inserts new objects in one statement.
-    static func insert(_ rows: [NewRow], on database: any SQLDatabase) async throws {
-        try await database.raw(insertQuery(rows, sqlite: database.isSQLite)).run()
+    /// Inserts new objects in one statement: a finished statement where the database runs them
+    /// (on PostgreSQL a prepared statement, one for each number of rows), SQLKit's query otherwise.
+    static func insert(_ rows: [NewRow], on database: any SQLDatabase, runner: (any SQLStatementRunner)?) async throws {
+        guard let runner, rows.count <= insertTexts.count else {
+            try await database.raw(insertQuery(rows, sqlite: database.isSQLite)).run()
+            return
+        }
+        var values: [StatementValue] = []
+        values.reserveCapacity(rows.count * 9)
+        for row in rows { values += statementValues(row) }
+        try await runner.runStatement((database.isSQLite ? insertTexts : postgresInsertTexts)[rows.count - 1], values)
+    }
+
+    /// The insert of 1, 2, … 64 objects, with `?` placeholders.
+    static let insertTexts = insertTexts(data: "?")
+    /// The same on PostgreSQL, where `data` is `jsonb`.
+    static let postgresInsertTexts = insertTexts(data: "CAST(? AS jsonb)")
+
+    private static func insertTexts(data: String) -> [String] {
+        (1...64).map { count in
+            "INSERT INTO todo_objects (bucket, id, data, owner, readers, acl, etag, created_at, updated_at) VALUES "
+                + Array(repeating: "(?, ?, \(data), ?, ?, ?, ?, ?, ?)", count: count).joined(separator: ", ")
+        }
+    }
+
+    /// A row's values in the order of ``insertTexts``.
+    static func statementValues(_ row: NewRow) -> [StatementValue] {
+        let object = row.object
+        return [.text(row.bucket), .text(object.id), .text(object.dataText), object.owner.map { .text($0) } ?? .null, .text(row.readers),
+                .text(row.acl), .text(object.etag), .integer(object.createdAt), .integer(object.updatedAt)]
     }
 
     /// The `INSERT` of new objects. A guest's object has no owner, written as `NULL` (an optional
@@ -406,19 +434,13 @@ struct ObjectStore: Sendable {
             return object
         }
         if let runner {
-            // The SQLite text and plain values: no query builder, no `Encodable` binds.
-            try await runner.runStatement(Self.insertSQL, [
-                .text(bucket.name), .text(object.id), .text(object.dataText), owner.map { .text($0) } ?? .null, .text(effectiveACL.searchable),
-                .text(aclText(effectiveACL)), .text(object.etag), .integer(micros), .integer(micros),
-            ])
+            // SQLite: the finished text and plain values, no query builder, no `Encodable` binds.
+            try await runner.runStatement(Self.insertTexts[0], Self.statementValues(row))
             return object
         }
         try await creates.submit(row, key: 0)
         return object
     }
-
-    /// The insert of ``create(in:data:acl:actor:)`` for an ``SQLStatementRunner`` (SQLite's `?` placeholders).
-    static let insertSQL = "INSERT INTO todo_objects (bucket, id, data, owner, readers, acl, etag, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 
     /// Changes an object: `change` edits its fields (and may return a new ACL) from the current
     /// version. With `ifMatch`, the write happens only on that etag (412 otherwise); without it,

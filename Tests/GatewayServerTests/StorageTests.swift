@@ -156,31 +156,55 @@ struct StorageTests {
         }
     }
 
-    @Test("SQLite runs finished statements directly (every value kind, joining a transaction, failing alone); PostgreSQL leaves that to SQLKit",
+    @Test("finished statements: SQLite runs them through its writer (joining a transaction), PostgreSQL as statements prepared once per connection; every value kind, failing alone",
           arguments: TestStorage.available)
     func statementRunner(storage: TestStorage) async throws {
         try await storage.withDatabase { database in
             let sql = database.sql
-            guard let runner = sql as? any SQLStatementRunner else {
-                #expect(!sql.isSQLite, "the SQLite database runs statements directly")
-                return
-            }
-            #expect(sql.isSQLite)
-            try await sql.raw("CREATE TABLE runner_t (id INTEGER PRIMARY KEY, name TEXT, size REAL, note TEXT)").run()
-            try await runner.runStatement("INSERT INTO runner_t (id, name, size, note) VALUES (?, ?, ?, ?)", [.integer(1), .text("一 'quoted'"), .real(2.5), .null])
-            try await runner.runStatement("INSERT INTO runner_t (id, name, size, note) VALUES (?, ?, ?, ?)", [.integer(Int64.max), .text(""), .real(-0.125), .text("n")])
+            let runner = try #require(sql as? any SQLStatementRunner)
+            try await sql.raw(SQLQueryString(sql.isSQLite
+                ? "CREATE TABLE runner_t (id INTEGER PRIMARY KEY, name TEXT, size REAL, note TEXT, doc TEXT)"
+                : "CREATE TABLE runner_t (id BIGINT PRIMARY KEY, name TEXT, size DOUBLE PRECISION, note TEXT, doc JSONB)")).run()
+            let insert = sql.isSQLite ? "INSERT INTO runner_t (id, name, size, note, doc) VALUES (?, ?, ?, ?, ?)"
+                : "INSERT INTO runner_t (id, name, size, note, doc) VALUES (?, ?, ?, ?, CAST(? AS jsonb))"
+            try await runner.runStatement(insert, [.integer(1), .text("一 'quoted' ?"), .real(2.5), .null, .text(#"{"a": [1, "?"]}"#)])
+            try await runner.runStatement(insert, [.integer(Int64.max), .text(""), .real(-0.125), .text("n"), .null])
+            // A `?` inside a literal is not a placeholder.
+            try await runner.runStatement("INSERT INTO runner_t (id, name, note) VALUES (?, ?, 'what?')", [.integer(Int64.min), .text("min")])
             await #expect(throws: (any Error).self) {
                 try await runner.runStatement("INSERT INTO runner_t (id, name) VALUES (?, ?)", [.integer(1), .text("duplicate")])
             }
+            if !sql.isSQLite {
+                await #expect(throws: (any Error).self) { try await runner.runStatement(insert, [.integer(5), .text("x"), .null, .null, .text("not json")]) }
+            }
+            // SQLite's writer runs it inside the transaction; on PostgreSQL it has a connection of its own.
             await #expect(throws: GatewayError.self) {
                 try await sql.transaction { _ in
-                    try await runner.runStatement("INSERT INTO runner_t (id, name) VALUES (?, ?)", [.integer(3), .text("rolled back")])
+                    try await runner.runStatement("INSERT INTO runner_t (id, name) VALUES (?, ?)", [.integer(3), .text("inside")])
                     throw GatewayError.conflict("abort")
                 }
             }
-            struct Row: Decodable, Equatable { var id: Int64; var name: String; var size: Double?; var note: String? }
-            let rows = try await sql.raw("SELECT id, name, size, note FROM runner_t ORDER BY id").all(decoding: Row.self)
-            #expect(rows == [Row(id: 1, name: "一 'quoted'", size: 2.5, note: nil), Row(id: Int64.max, name: "", size: -0.125, note: "n")])
+            struct Row: Decodable, Equatable { var id: Int64; var name: String; var size: Double?; var note: String?; var doc: String? }
+            let rows = try await sql.raw(SQLQueryString("SELECT id, name, size, note, \(sql.isSQLite ? "doc" : "doc::text AS doc") FROM runner_t ORDER BY id"))
+                .all(decoding: Row.self)
+            var expected = [Row(id: Int64.min, name: "min", size: nil, note: "what?", doc: nil),
+                            Row(id: 1, name: "一 'quoted' ?", size: 2.5, note: nil, doc: #"{"a": [1, "?"]}"#),
+                            Row(id: Int64.max, name: "", size: -0.125, note: "n", doc: nil)]
+            if !sql.isSQLite { expected.insert(Row(id: 3, name: "inside", size: nil, note: nil, doc: nil), at: 2) }
+            #expect(rows == expected)
+
+            guard !sql.isSQLite else { return }
+            // Prepared once per connection and kept: every run finds its statement prepared, at the
+            // same time as the earlier runs on that connection.
+            try await sql.raw("CREATE TABLE runner_p (pid INTEGER, prepared TEXT)").run()
+            let probe = "INSERT INTO runner_p (pid, prepared) SELECT pg_backend_pid(), prepare_time::text FROM pg_prepared_statements WHERE statement LIKE 'INSERT INTO runner_p%'"
+            for _ in 0..<24 { try await runner.runStatement(probe, []) }
+            struct Probe: Decodable { var pid: Int; var prepared: String }
+            let probes = try await sql.raw("SELECT pid, prepared FROM runner_p").all(decoding: Probe.self)
+            #expect(probes.count == 24)
+            for (_, runs) in Dictionary(grouping: probes, by: \.pid) {
+                #expect(Set(runs.map(\.prepared)).count == 1, "a connection prepared the statement again")
+            }
         }
     }
 

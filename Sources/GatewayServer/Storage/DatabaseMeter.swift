@@ -72,6 +72,24 @@ extension ForwardingSQLDatabase {
     var queryLogLevel: Logger.Level? { forwarded.queryLogLevel }
 }
 
+/// A database that sends every statement and session on to ``ForwardingSQLDatabase/forwarded``
+/// unchanged (and adds something else, such as running finished statements).
+protocol PassThroughSQLDatabase: ForwardingSQLDatabase {}
+
+extension PassThroughSQLDatabase {
+    func execute(sql query: any SQLExpression, _ onRow: @escaping @Sendable (any SQLRow) -> Void) -> EventLoopFuture<Void> {
+        forwarded.execute(sql: query, onRow)
+    }
+
+    func execute(sql query: any SQLExpression, _ onRow: @escaping @Sendable (any SQLRow) -> Void) async throws {
+        try await forwarded.execute(sql: query, onRow)
+    }
+
+    func withSession<R>(_ closure: @escaping @Sendable (any SQLDatabase) async throws -> R) async throws -> R {
+        try await forwarded.withSession(closure)
+    }
+}
+
 /// A database whose statements the meter counts and times. Inside a session (one connection held
 /// for its whole life) statements are timed, and the session counts as one connection in use.
 struct MeteredDatabase: ForwardingSQLDatabase {
@@ -119,7 +137,7 @@ struct MeteredDatabase: ForwardingSQLDatabase {
 }
 
 /// ``MeteredDatabase`` over a database that also runs finished statements (SQLite's).
-struct MeteredStatementDatabase: SQLStatementRunner, ForwardingSQLDatabase {
+struct MeteredStatementDatabase: SQLStatementRunner, PassThroughSQLDatabase {
     let metered: MeteredDatabase
     let runner: any SQLStatementRunner
 
@@ -128,19 +146,8 @@ struct MeteredStatementDatabase: SQLStatementRunner, ForwardingSQLDatabase {
         metered = MeteredDatabase(base: runner, meter: meter, pooled: true)
     }
 
-    var forwarded: any SQLDatabase { runner }
-
-    func execute(sql query: any SQLExpression, _ onRow: @escaping @Sendable (any SQLRow) -> Void) -> EventLoopFuture<Void> {
-        metered.execute(sql: query, onRow)
-    }
-
-    func execute(sql query: any SQLExpression, _ onRow: @escaping @Sendable (any SQLRow) -> Void) async throws {
-        try await metered.execute(sql: query, onRow)
-    }
-
-    func withSession<R>(_ closure: @escaping @Sendable (any SQLDatabase) async throws -> R) async throws -> R {
-        try await metered.withSession(closure)
-    }
+    /// Statements and sessions go through the meter; its answers about the database are the runner's.
+    var forwarded: any SQLDatabase { metered }
 
     func runStatement(_ sql: String, _ values: [StatementValue]) async throws {
         guard GatewayTracing.isEnabled else {

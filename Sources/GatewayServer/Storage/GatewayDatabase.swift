@@ -71,7 +71,9 @@ public final class GatewayDatabase: Sendable {
                                                      maxConnectionsPerEventLoop: perLoop,
                                                      requestTimeout: acquireTimeout, logger: logger, on: eventLoopGroup)
             let meter = DatabaseMeter(capacity: perLoop * loops)
-            let sql = MeteredDatabase(base: pools.database(logger: logger).sql(queryLogLevel: .trace), meter: meter, pooled: true)
+            let statements = PostgresStatementDatabase(base: pools.database(logger: logger).sql(queryLogLevel: .trace), pools: pools,
+                                                       statements: PreparedStatements())
+            let sql = MeteredStatementDatabase(statements, meter: meter)
             do {
                 _ = try await sql.raw("SELECT 1").all()
             } catch {
@@ -155,23 +157,11 @@ enum SQLiteRegularExpressions {
 /// The SQLite database as SQLKit sees it, which also runs finished statements directly
 /// (``SQLStatementRunner``): binds become `SQLiteData` without SQLKit's serializer or its
 /// `Encodable` encoder.
-private struct SQLiteStatementDatabase: SQLStatementRunner, ForwardingSQLDatabase {
+private struct SQLiteStatementDatabase: SQLStatementRunner, PassThroughSQLDatabase {
     let base: any SQLDatabase
     let sqlite: PooledSQLiteDatabase
 
     var forwarded: any SQLDatabase { base }
-
-    func execute(sql query: any SQLExpression, _ onRow: @escaping @Sendable (any SQLRow) -> Void) -> EventLoopFuture<Void> {
-        base.execute(sql: query, onRow)
-    }
-
-    func execute(sql query: any SQLExpression, _ onRow: @escaping @Sendable (any SQLRow) -> Void) async throws {
-        try await base.execute(sql: query, onRow)
-    }
-
-    func withSession<R>(_ closure: @escaping @Sendable (any SQLDatabase) async throws -> R) async throws -> R {
-        try await base.withSession(closure)
-    }
 
     func runStatement(_ sql: String, _ values: [StatementValue]) async throws {
         let binds = values.map { value -> SQLiteData in
