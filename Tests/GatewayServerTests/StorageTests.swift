@@ -185,7 +185,7 @@ struct StorageTests {
                 }
             }
             struct Row: Decodable, Equatable { var id: Int64; var name: String; var size: Double?; var note: String?; var doc: String? }
-            let rows = try await sql.raw(SQLQueryString("SELECT id, name, size, note, \(sql.isSQLite ? "doc" : "doc::text AS doc") FROM runner_t ORDER BY id"))
+            let rows = try await sql.raw(SQLQueryString("SELECT id, name, size, note, \(unsafeRaw: sql.isSQLite ? "doc" : "doc::text AS doc") FROM runner_t ORDER BY id"))
                 .all(decoding: Row.self)
             var expected = [Row(id: Int64.min, name: "min", size: nil, note: "what?", doc: nil),
                             Row(id: 1, name: "一 'quoted' ?", size: 2.5, note: nil, doc: #"{"a": [1, "?"]}"#),
