@@ -290,14 +290,14 @@ struct FeedStore: Sendable {
     /// A feed and one of its datastreams, in one statement (a request on a datastream needs both):
     /// nil without the feed, a nil datastream when the feed has none of that id.
     func feed(_ id: Int64, datastream streamID: String) async throws -> (feed: FeedRecord, stream: DatastreamRecord?)? {
-        guard let row = try await database.raw("""
-            SELECT \(unsafeRaw: Self.joinedColumns) FROM feeds_feeds f
-              LEFT JOIN feeds_datastreams s ON s.feed_id = f.id AND s.id = \(bind: streamID)
-            WHERE f.id = \(bind: id)
-            """).first() else { return nil }
+        guard let row = try await database.rows(statement: Self.feedAndStreamSQL, [.text(streamID), .integer(id)]).first else { return nil }
         let stream = try row.decode(column: "s_stream_key", as: Int64?.self) == nil ? nil : try decodeStream(row, prefix: "s_")
         return (try decodeFeed(row), stream)
     }
+
+    private static let feedAndStreamSQL = """
+        SELECT \(joinedColumns) FROM feeds_feeds f LEFT JOIN feeds_datastreams s ON s.feed_id = f.id AND s.id = ? WHERE f.id = ?
+        """
 
     /// The datastreams of a feed, by id.
     func datastreams(of feedID: Int64) async throws -> [DatastreamRecord] {
@@ -405,23 +405,13 @@ struct FeedStore: Sendable {
             low = min(low, point.value)
             high = max(high, point.value)
         }
-        guard try await db.raw("""
-            UPDATE feeds_datastreams SET
-              current_value = CASE WHEN at IS NULL OR at <= \(bind: latest.at) THEN \(bind: latest.value) ELSE current_value END,
-              at = CASE WHEN at IS NULL OR at <= \(bind: latest.at) THEN \(bind: latest.at) ELSE at END,
-              min_value = CASE WHEN min_value IS NULL OR min_value > \(bind: low) THEN \(bind: low) ELSE min_value END,
-              max_value = CASE WHEN max_value IS NULL OR max_value < \(bind: high) THEN \(bind: high) ELSE max_value END,
-              updated = \(bind: now)
-            WHERE stream_key = \(bind: stream) RETURNING stream_key
-            """).first() != nil else { throw GatewayError.notFound("The datastream no longer exists.") }
-        // The candidates, without their blobs: the chunk at or before the batch's first time,
-        // those starting inside its range, and the one after it.
-        let candidates = try await db.raw("""
-            SELECT first_at, last_at, n FROM feeds_chunks WHERE stream = \(bind: stream)
-              AND first_at >= COALESCE((SELECT MAX(first_at) FROM feeds_chunks WHERE stream = \(bind: stream) AND first_at <= \(bind: first.at)), \(bind: first.at))
-              AND first_at <= COALESCE((SELECT MIN(first_at) FROM feeds_chunks WHERE stream = \(bind: stream) AND first_at > \(bind: latest.at)), \(bind: latest.at))
-            ORDER BY first_at
-            """).all()
+        guard try await !db.rows(statement: Self.streamWriteSQL, [
+            .integer(latest.at), .real(latest.value), .integer(latest.at), .integer(latest.at), .real(low), .real(low),
+            .real(high), .real(high), .integer(now), .integer(stream),
+        ]).isEmpty else { throw GatewayError.notFound("The datastream no longer exists.") }
+        let candidates = try await db.rows(statement: Self.candidatesSQL, [
+            .integer(stream), .integer(stream), .integer(first.at), .integer(first.at), .integer(stream), .integer(latest.at), .integer(latest.at),
+        ])
         let small = points.count < DatapointChunks.capacity / 2
         var touched: [Int64] = []
         var untouched: [Int64] = []
@@ -435,12 +425,12 @@ struct FeedStore: Sendable {
         }
         var existing: [Datapoint] = []
         for group in stride(from: 0, to: touched.count, by: 500).map({ Array(touched[$0..<min(touched.count, $0 + 500)]) }) {
-            for row in try await db.raw("""
-                SELECT points FROM feeds_chunks WHERE stream = \(bind: stream) AND first_at IN (\(binds: group)) ORDER BY first_at
-                """).all() {
+            let values = [StatementValue.integer(stream)] + group.map(StatementValue.integer)
+            let places = Self.places(group.count)
+            for row in try await db.rows(statement: "SELECT points FROM feeds_chunks WHERE stream = ? AND first_at IN (\(places)) ORDER BY first_at", values) {
                 try DatapointChunks.decode(try row.decode(column: "points", as: Data.self), into: &existing)
             }
-            try await db.raw("DELETE FROM feeds_chunks WHERE stream = \(bind: stream) AND first_at IN (\(binds: group))").run()
+            try await db.run(statement: "DELETE FROM feeds_chunks WHERE stream = ? AND first_at IN (\(places))", values)
         }
         // The merged datapoints, cut wherever a chunk left alone lies between two of them.
         var runs: [[Datapoint]] = [[]]
@@ -455,25 +445,56 @@ struct FeedStore: Sendable {
             runs[runs.count - 1].append(point)
         }
         try await Self.insertChunks(runs.flatMap(DatapointChunks.split), stream: stream, on: db)
-        try await db.raw("UPDATE feeds_feeds SET updated = \(bind: now) WHERE id = \(bind: feedID) AND updated < \(bind: now)").run()
+        try await db.run(statement: "UPDATE feeds_feeds SET updated = ? WHERE id = ? AND updated < ?", [.integer(now), .integer(feedID), .integer(now)])
+    }
+
+    /// The statements of ``write``, each one text (prepared once per connection on PostgreSQL).
+    private static let streamWriteSQL = """
+        UPDATE feeds_datastreams SET
+          current_value = CASE WHEN at IS NULL OR at <= ? THEN ? ELSE current_value END,
+          at = CASE WHEN at IS NULL OR at <= ? THEN ? ELSE at END,
+          min_value = CASE WHEN min_value IS NULL OR min_value > ? THEN ? ELSE min_value END,
+          max_value = CASE WHEN max_value IS NULL OR max_value < ? THEN ? ELSE max_value END,
+          updated = ?
+        WHERE stream_key = ? RETURNING stream_key
+        """
+    /// The candidates, without their blobs: the chunk at or before the batch's first time, those
+    /// starting inside its range, and the one after it. The neighbours are found with `ORDER BY …
+    /// LIMIT 1` rather than `MAX`/`MIN`: PostgreSQL keeps one generic plan for a prepared statement,
+    /// and one made while the table was empty read `MAX` by scanning every chunk of the stream.
+    private static let candidatesSQL = """
+        SELECT first_at, last_at, n FROM feeds_chunks WHERE stream = ?
+          AND first_at >= COALESCE((SELECT first_at FROM feeds_chunks WHERE stream = ? AND first_at <= ? ORDER BY first_at DESC LIMIT 1), ?)
+          AND first_at <= COALESCE((SELECT first_at FROM feeds_chunks WHERE stream = ? AND first_at > ? ORDER BY first_at LIMIT 1), ?)
+        ORDER BY first_at
+        """
+
+    /// `count` placeholders, comma-separated.
+    static func places(_ count: Int) -> String {
+        Array(repeating: "?", count: count).joined(separator: ", ")
     }
 
     /// Inserts chunks (each non-empty, in increasing time), in statements of up to 50 rows.
     static func insertChunks(_ chunks: [ArraySlice<Datapoint>], stream: Int64, on db: any SQLDatabase) async throws {
         var start = 0
         while start < chunks.count {
-            var query: SQLQueryString = "INSERT INTO feeds_chunks (stream, first_at, last_at, n, low, high, total, first_value, last_value, points) VALUES "
-            for (index, chunk) in chunks[start..<min(chunks.count, start + 50)].enumerated() {
+            let rows = chunks[start..<min(chunks.count, start + 50)]
+            var values: [StatementValue] = []
+            values.reserveCapacity(rows.count * 10)
+            for chunk in rows {
                 let summary = DatapointChunks.summary(of: chunk)
-                if index > 0 { query.appendLiteral(", ") }
-                query += """
-                    (\(bind: stream), \(bind: summary.firstAt), \(bind: summary.lastAt), \(bind: Int64(summary.count)), \(bind: summary.low), \
-                    \(bind: summary.high), \(bind: summary.total), \(bind: summary.firstValue), \(bind: summary.lastValue), \(bind: DatapointChunks.encode(chunk)))
-                    """
+                values += [.integer(stream), .integer(summary.firstAt), .integer(summary.lastAt), .integer(Int64(summary.count)), .real(summary.low),
+                           .real(summary.high), .real(summary.total), .real(summary.firstValue), .real(summary.lastValue), .blob(DatapointChunks.encode(chunk))]
             }
-            try await db.raw(query).run()
+            try await db.run(statement: insertChunksSQL[rows.count - 1], values)
             start += 50
         }
+    }
+
+    /// For 1 to 50 rows, the insert of that many chunks.
+    private static let insertChunksSQL = (1...50).map { count in
+        "INSERT INTO feeds_chunks (stream, first_at, last_at, n, low, high, total, first_value, last_value, points) VALUES "
+            + Array(repeating: "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", count: count).joined(separator: ", ")
     }
 
     /// The chunks of a stream that may hold datapoints in [start, end], oldest first: the one at

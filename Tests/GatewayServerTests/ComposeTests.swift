@@ -49,15 +49,20 @@ struct BatchTests {
 
     @Test("each call is authorized and rate-limited on its own")
     func perCallPolicies() async throws {
-        try await TestGateway.with(notes, yaml: "limits: { anonymous: 3/min }\n" + notesYAML, limits: true) { gateway in
+        try await TestGateway.with(notes, yaml: "limits: { anonymous: 4/min }\n" + notesYAML, limits: true) { gateway in
+            // The administrator's call alone first: calls run side by side, so in one batch with the
+            // others it could meet the limit before its authorization.
+            let guest = try await batch(gateway, #"{"calls": [{"method": "GET", "path": "/v1/notes/admin/stats"}]}"#)
+            #expect((guest.object["results"] as? [[String: Any]])?.first?["status"] as? Int == 401, "a guest is not an administrator")
             let reply = try await batch(gateway, """
-                {"calls": [{"method": "GET", "path": "/v1/notes/admin/stats"},
-                           {"method": "GET", "path": "/v1/notes/echo?name=a"}, {"method": "GET", "path": "/v1/notes/echo?name=b"},
-                           {"method": "GET", "path": "/v1/notes/echo?name=c"}, {"method": "GET", "path": "/v1/notes/echo?name=d"}]}
+                {"calls": [{"method": "GET", "path": "/v1/notes/echo?name=a"}, {"method": "GET", "path": "/v1/notes/echo?name=b"},
+                           {"method": "GET", "path": "/v1/notes/echo?name=c"}, {"method": "GET", "path": "/v1/notes/echo?name=d"},
+                           {"method": "GET", "path": "/v1/notes/echo?name=e"}]}
                 """)
             let statuses = (reply.object["results"] as? [[String: Any]] ?? []).compactMap { $0["status"] as? Int }
-            #expect(statuses.first == 401, "a guest is not an administrator")
+            #expect(statuses.count == 5)
             #expect(statuses.filter { $0 == 429 }.count >= 1, "the calls spend the caller's limit: \(statuses)")
+            #expect(statuses.allSatisfy { $0 == 200 || $0 == 429 }, "\(statuses)")
         }
     }
 

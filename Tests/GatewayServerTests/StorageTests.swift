@@ -208,6 +208,77 @@ struct StorageTests {
         }
     }
 
+    @Test("finished statements with rows, and in a transaction: every value kind comes back as SQLKit reads it; on PostgreSQL a transaction's statements are prepared on its connection",
+          arguments: TestStorage.available)
+    func statementRows(storage: TestStorage) async throws {
+        try await storage.withDatabase { database in
+            let sql = database.sql
+            try await sql.raw(SQLQueryString(sql.isSQLite
+                ? "CREATE TABLE rows_t (id INTEGER PRIMARY KEY, name TEXT NOT NULL, size REAL, bytes BLOB, note TEXT)"
+                : "CREATE TABLE rows_t (id BIGINT PRIMARY KEY, name TEXT NOT NULL, size DOUBLE PRECISION, bytes BYTEA, note TEXT)")).run()
+            let insert = "INSERT INTO rows_t (id, name, size, bytes, note) VALUES (?, ?, ?, ?, ?)"
+            let everyByte = Data((0...255).map(UInt8.init))
+            try await sql.run(statement: insert, [.integer(Int64.min), .text("一 'quoted' ?"), .real(-0.125), .blob(everyByte), .null])
+            try await sql.run(statement: insert, [.integer(7), .text(""), .null, .blob(Data()), .text("n")])
+            try await sql.run(statement: "INSERT INTO rows_t (id, name, note) VALUES (?, ?, 'what?')", [.integer(Int64.max), .text("max")])
+
+            struct Row: Equatable, Sendable { var id: Int64; var name: String; var size: Double?; var bytes: Data?; var note: String? }
+            @Sendable func read(_ db: any SQLDatabase, from id: Int64) async throws -> [Row] {
+                try await db.rows(statement: "SELECT id, name, size, bytes, note FROM rows_t WHERE id >= ? ORDER BY id", [.integer(id)]).map { row in
+                    Row(id: try row.decode(column: "id", as: Int64.self), name: try row.decode(column: "name", as: String.self),
+                        size: try row.decode(column: "size", as: Double?.self), bytes: try row.decode(column: "bytes", as: Data?.self),
+                        note: try row.decode(column: "note", as: String?.self))
+                }
+            }
+            let expected = [Row(id: Int64.min, name: "一 'quoted' ?", size: -0.125, bytes: everyByte, note: nil),
+                            Row(id: 7, name: "", size: nil, bytes: Data(), note: "n"),
+                            Row(id: Int64.max, name: "max", size: nil, bytes: nil, note: "what?")]
+            #expect(try await read(sql, from: Int64.min) == expected)
+            #expect(try await read(sql, from: 8) == [expected[2]])
+            let row = try #require(try await sql.rows(statement: "SELECT id, note FROM rows_t WHERE id = ?", [.integer(Int64.min)]).first)
+            #expect(row.contains(column: "note") && !row.contains(column: "size"))
+            #expect(try row.decodeNil(column: "note"))
+            #expect(throws: (any Error).self) { try row.decode(column: "size", as: Double.self) }
+            // A `?` in a literal stays; a missing value is null.
+            let literal = try #require(try await sql.rows(statement: "SELECT ? AS a, '?' AS b, ? AS c", [.text("é?")]).first)
+            #expect(try literal.decode(column: "a", as: String.self) == "é?")
+            #expect(try literal.decode(column: "b", as: String.self) == "?")
+            #expect(try literal.decodeNil(column: "c"))
+
+            // Inside a transaction the statements are part of it: seen inside, gone after a rollback.
+            await #expect(throws: GatewayError.self) {
+                try await sql.transaction { db in
+                    #expect(sql.isSQLite || db is any SQLStatementRunner)
+                    try await db.run(statement: insert, [.integer(8), .text("inside"), .real(1), .blob(Data([0])), .null])
+                    #expect(try await read(db, from: 8).map(\.name) == ["inside", "max"])
+                    throw GatewayError.conflict("abort")
+                }
+            }
+            try await sql.transaction { db in
+                try await db.run(statement: insert, [.integer(9), .text("committed"), .null, .null, .null])
+            }
+            #expect(try await read(sql, from: 8).map(\.name) == ["committed", "max"])
+
+            guard !sql.isSQLite else { return }
+            // A transaction's statements are prepared once on its connection and kept there.
+            let probe = "SELECT pg_backend_pid() AS pid, prepare_time::text AS prepared FROM pg_prepared_statements WHERE statement LIKE 'SELECT pg_backend_pid() AS pid%'"
+            let (pid, times) = try await sql.transaction { db in
+                var times: Set<String> = []
+                var pids: Set<Int> = []
+                for _ in 0..<6 {
+                    let rows = try await db.rows(statement: probe, [])
+                    #expect(rows.count == 1)
+                    for row in rows {
+                        pids.insert(try row.decode(column: "pid", as: Int.self))
+                        times.insert(try row.decode(column: "prepared", as: String.self))
+                    }
+                }
+                return (pids, times)
+            }
+            #expect(pid.count == 1 && times.count == 1)
+        }
+    }
+
     @Test("database: pool size, acquire timeout and statement timeout from plugins.yaml; what they refuse is a 503 to clients",
           .enabled(if: TestStorage.available.contains(.postgres)))
     func poolSettings() async throws {

@@ -131,31 +131,44 @@ struct MeteredDatabase: ForwardingSQLDatabase {
         meter.connectionsInUse.add(1, ordering: .relaxed)
         defer { meter.connectionsInUse.subtract(1, ordering: .relaxed) }
         return try await base.withSession { session in
-            try await closure(MeteredDatabase(base: session, meter: meter, pooled: false))
+            if let runner = session as? any SQLStatementRunner {
+                try await closure(MeteredStatementDatabase(runner, meter: meter, pooled: false))
+            } else {
+                try await closure(MeteredDatabase(base: session, meter: meter, pooled: false))
+            }
         }
     }
 }
 
-/// ``MeteredDatabase`` over a database that also runs finished statements (SQLite's).
+/// ``MeteredDatabase`` over a database that also runs finished statements (the pool's, or a
+/// session's on PostgreSQL).
 struct MeteredStatementDatabase: SQLStatementRunner, PassThroughSQLDatabase {
     let metered: MeteredDatabase
     let runner: any SQLStatementRunner
 
-    init(_ runner: any SQLStatementRunner, meter: DatabaseMeter) {
+    /// `pooled`: whether each statement takes a pooled connection (false inside a session).
+    init(_ runner: any SQLStatementRunner, meter: DatabaseMeter, pooled: Bool = true) {
         self.runner = runner
-        metered = MeteredDatabase(base: runner, meter: meter, pooled: true)
+        metered = MeteredDatabase(base: runner, meter: meter, pooled: pooled)
     }
 
     /// Statements and sessions go through the meter; its answers about the database are the runner's.
     var forwarded: any SQLDatabase { metered }
 
     func runStatement(_ sql: String, _ values: [StatementValue]) async throws {
+        try await measured(sql) { try await runner.runStatement(sql, values) }
+    }
+
+    func statementRows(_ sql: String, _ values: [StatementValue]) async throws -> [any SQLRow] {
+        try await measured(sql) { try await runner.statementRows(sql, values) }
+    }
+
+    private func measured<T>(_ sql: String, _ body: () async throws -> T) async throws -> T {
         guard GatewayTracing.isEnabled else {
-            try await metered.meter.measure(holdsConnection: true) { try await runner.runStatement(sql, values) }
-            return
+            return try await metered.meter.measure(holdsConnection: metered.pooled, body)
         }
-        try await DatabaseMeter.traced(sql, system: runner.dialect.name) {
-            try await metered.meter.measure(holdsConnection: true) { try await runner.runStatement(sql, values) }
+        return try await DatabaseMeter.traced(sql, system: runner.dialect.name) {
+            try await metered.meter.measure(holdsConnection: metered.pooled, body)
         }
     }
 }

@@ -169,6 +169,7 @@ private struct SQLiteStatementDatabase: SQLStatementRunner, PassThroughSQLDataba
             case .text(let text): .text(text)
             case .integer(let integer): .integer(Int(integer))
             case .real(let real): .float(real)
+            case .blob(let bytes): .blob(ByteBuffer(bytes: bytes))
             case .null: .null
             }
         }
