@@ -12,9 +12,11 @@ import Foundation
 /// increasing time with no time twice, and the chunks of a stream do not overlap, so the stream's
 /// datapoints are its chunks' in the order of `first_at`.
 enum DatapointChunks {
-    /// The most datapoints in one chunk: 8 KiB of blob, so that adding one datapoint to a stream's
-    /// newest chunk rewrites at most that much.
-    static let capacity = 512
+    /// The most datapoints in one chunk: under 8 KiB of blob, so that adding one datapoint to a
+    /// stream's newest chunk rewrites at most that much, and so that a full chunk's row (8,108 bytes)
+    /// fits in one PostgreSQL page beside nothing else and stays there (`toast_tuple_target`, set by
+    /// the feeds migrations) instead of being cut into four or five rows of a TOAST table.
+    static let capacity = 500
     /// Bytes per datapoint in a blob: the time (Int64) and the value's bits (Double), little-endian.
     static let bytesPerPoint = 16
 

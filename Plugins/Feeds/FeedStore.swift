@@ -5,7 +5,7 @@ import SQLKit
 /// The feeds plugin's tables and every query on them. Knows nothing of callers and access: the
 /// plugin decides who may do what and then calls the store.
 ///
-/// Datapoints live in chunks (`DatapointChunks`): rows of up to 512 consecutive datapoints of a
+/// Datapoints live in chunks (`DatapointChunks`): rows of up to 500 consecutive datapoints of a
 /// stream, keyed by (stream, first_at), so that a batch is a few rows to write and a history range
 /// is one index range scan. Re-sending a datapoint replaces it.
 struct FeedStore: Sendable {

@@ -75,5 +75,13 @@ enum FeedsMigrations {
             }
             try await db.raw("DROP TABLE feeds_datapoints").run()
         },
+        Migration(5, "chunks stored in line") { db in
+            // A full chunk's row fits a page (`DatapointChunks.capacity`); PostgreSQL's default
+            // target (2 KiB) would move its blob out of line, into several TOAST rows to write,
+            // index and read back. Chunks written earlier keep their place until rewritten.
+            if !db.isSQLite {
+                try await db.raw("ALTER TABLE feeds_chunks SET (toast_tuple_target = 8160)").run()
+            }
+        },
     ]
 }
