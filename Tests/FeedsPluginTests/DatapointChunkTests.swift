@@ -353,6 +353,11 @@ struct DatapointChunkLayoutTests {
             try await store.ingest((0..<2_000).map { Datapoint(at: Int64($0) * 1_000_000, value: 1) }, into: stream)
             let before = try await db.raw("SELECT first_at, points FROM feeds_chunks ORDER BY first_at").all()
             #expect(before.count == 4)
+            func feedUpdated() async throws -> Int64 {
+                try #require(try await db.raw("SELECT updated FROM feeds_feeds WHERE id = 1").first()).decode(column: "updated", as: Int64.self)
+            }
+            let updated = try await feedUpdated()
+            #expect(updated > 0, "an ingest sets the feed's updated")
             // Times inside the first and the last chunk: the two in between must not be rewritten.
             try await store.ingest([Datapoint(at: 10 * 1_000_000 + 1, value: 2), Datapoint(at: 1_990 * 1_000_000 + 1, value: 2)], into: stream)
             let after = try await db.raw("SELECT first_at, points FROM feeds_chunks ORDER BY first_at").all()
@@ -364,6 +369,7 @@ struct DatapointChunkLayoutTests {
                 #expect(try afterByStart[start] == before[index].decode(column: "points", as: Data.self), "the chunk at \(start) was rewritten")
             }
             #expect(try await chunkSizes(db).reduce(0, +) == 2_002)
+            #expect(try await feedUpdated() > updated)
             try await store.deleteDatastream(stream)
             await #expect(throws: GatewayError.self) { try await store.ingest([Datapoint(at: 5, value: 1)], into: stream) }
             #expect(try await chunkSizes(db).isEmpty, "nothing written for a stream that is gone")
