@@ -247,7 +247,8 @@ public final class Gateway: Sendable {
             try await loadDemoData(built.plugins, database: db, logger: logger)
         }
         let assembled = try parts.pipeline(for: configuration, plugins: built.plugins, rateLimiter: parts.rateLimiter(for: configuration, previous: nil))
-        let responder = GatewayResponder(state: assembled.pipeline, authenticator: parts.authenticator, cache: cache, metrics: metrics, logger: logger)
+        let responder = GatewayResponder(state: assembled.pipeline, authenticator: parts.authenticator, cache: cache, metrics: metrics, logger: logger,
+                                         messaging: messaging.first)
         parts.caller.attach(responder, operations: assembled.callable)
         let gateway = Gateway(parts: parts, live: assembled.live, accounts: accounts, responder: responder, hostServices: messaging,
                               certificates: certificates, reloadChannel: reloadChannel)

@@ -29,12 +29,13 @@ extension TestGateway {
                 try await withThrowingTaskGroup(of: Void.self) { tasks in
                     tasks.addTask { try await group.run() }
                     do {
-                        let deadline = ContinuousClock.now + .seconds(10)
+                        // Seconds in a loaded test run (every suite at once on two cores); a fraction of one otherwise.
+                        let deadline = ContinuousClock.now + .seconds(60)
                         while ContinuousClock.now < deadline, !(first.isListeningForInvalidations && second.isListeningForInvalidations) {
                             try await Task.sleep(for: .milliseconds(50))
                         }
                         guard first.isListeningForInvalidations && second.isListeningForInvalidations else {
-                            throw GatewayStartupError("the instances did not start listening within 10 seconds")
+                            throw GatewayStartupError("the instances did not start listening within 60 seconds")
                         }
                         try await body(first, second)
                     } catch {

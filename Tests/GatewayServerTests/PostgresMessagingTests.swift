@@ -12,12 +12,7 @@ import Testing
 struct PostgresMessagingTests {
     @Test("equal invalidations published at once arrive merged, every event arrives, each channel to its own receiver, over one connection")
     func mergedInvalidations() async throws {
-        try await TestStorage.postgres.withDatabase { database in
-            guard case .postgres(let url) = database.location else { return }
-            var logger = Logger(label: "test")
-            logger.logLevel = .critical
-            let sender = PostgresMessaging(url: url, database: database.sql, logger: logger)
-            let receiver = PostgresMessaging(url: url, database: database.sql, logger: logger)
+        try await withTwoInstances { database, sender, receiver in
             let sentPurges = sender.channel("gateway_cache", merging: true)
             let sentEvents = sender.channel("gateway_events")
             let purges = Mutex<[String]>([])
@@ -59,6 +54,61 @@ struct PostgresMessagingTests {
             #expect(await sentPurges.publish("mine"))
             #expect(try await eventually(within: .seconds(15)) { purges.withLock { $0.last } == "mine" })
             #expect(echoes.withLock { $0 } == 0)
+        }
+    }
+
+    @Test("what a request publishes waits for the end of its handling and goes in one statement; a task outliving it sends its own")
+    func collectedPerRequest() async throws {
+        try await withTwoInstances { database, sender, receiver in
+            let sentPurges = sender.channel("gateway_cache", merging: true)
+            let sentEvents = sender.channel("gateway_events")
+            let received = Mutex<[String]>([])
+            receiver.channel("gateway_cache", merging: true).onMessage { message in received.withLock { $0.append("purge " + message) } }
+            receiver.channel("gateway_events").onMessage { message in received.withLock { $0.append("event " + message) } }
+            let listening = Task { try await receiver.run() }
+            defer { listening.cancel() }
+            #expect(try await eventually(within: .seconds(10)) { receiver.isListening })
+
+            let late = try await sender.collecting { () async throws -> Task<Bool, Never> in
+                #expect(await sentPurges.publish("feeds:1"))
+                #expect(await sentEvents.publish("changed 1"))
+                #expect(await sentPurges.publish("feeds:1"))
+                #expect(await sentEvents.publish("changed 2"))
+                // Kept until the handling ends: a marker sent meanwhile, outside the request, arrives alone.
+                try await Task.detached { #expect(await sentEvents.publish("outside")) }.value
+                #expect(try await eventually(within: .seconds(15)) { received.withLock { $0 } == ["event outside"] })
+                // A task started here that publishes after the handling ended sends on its own.
+                return Task {
+                    try? await Task.sleep(for: .milliseconds(300))
+                    return await sentEvents.publish("late")
+                }
+            }
+            // Sent together: the invalidation published twice arrives once, events in their order.
+            #expect(try await eventually(within: .seconds(15)) { received.withLock { $0.count } == 4 })
+            #expect(received.withLock { $0 } == ["event outside", "purge feeds:1", "event changed 1", "event changed 2"])
+            #expect(await late.value)
+            #expect(try await eventually(within: .seconds(15)) { received.withLock { $0.last } == "event late" })
+
+            // A handling that fails still sends what it published.
+            struct Refused: Error {}
+            await #expect(throws: Refused.self) {
+                try await sender.collecting {
+                    #expect(await sentEvents.publish("before the failure"))
+                    throw Refused()
+                }
+            }
+            #expect(try await eventually(within: .seconds(15)) { received.withLock { $0.last } == "event before the failure" })
+        }
+    }
+
+    /// Two instances' messaging on one test database (neither running yet).
+    private func withTwoInstances(_ body: (GatewayDatabase, PostgresMessaging, PostgresMessaging) async throws -> Void) async throws {
+        try await TestStorage.postgres.withDatabase { database in
+            guard case .postgres(let url) = database.location else { return }
+            var logger = Logger(label: "test")
+            logger.logLevel = .critical
+            try await body(database, PostgresMessaging(url: url, database: database.sql, logger: logger),
+                           PostgresMessaging(url: url, database: database.sql, logger: logger))
         }
     }
 }

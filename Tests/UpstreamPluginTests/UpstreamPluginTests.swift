@@ -292,7 +292,8 @@ struct UpstreamPluginTests {
                 }
                 a.failWith.withLock { $0 = nil }
                 a.healthy.withLock { $0 = false }
-                let checks = "      healthCheck: { path: /health, interval: 1h, unhealthyAfter: 1, healthyAfter: 1 }\n"
+                // A generous timeout: under a loaded test run a check may wait seconds for a thread.
+                let checks = "      healthCheck: { path: /health, interval: 1h, timeout: 60s, unhealthyAfter: 1, healthyAfter: 1 }\n"
                 try await TestGateway.with(upstream, yaml: upstreamYAML("svc", [urlA, urlB], checks)) { gateway in
                     let plugin = try #require(gateway.gateway.plugins.first { $0.id == "svc" }?.instance as? UpstreamPlugin)
                     let checker = try #require(plugin.services.first as? HealthChecker)

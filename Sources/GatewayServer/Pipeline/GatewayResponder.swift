@@ -31,6 +31,8 @@ public struct GatewayResponder: HTTPResponder {
     let cache: any ResponseCacheStore
     let metrics: GatewayMetrics
     let logger: Logger
+    /// With PostgreSQL: what a request publishes to the other instances goes in one statement.
+    let messaging: PostgresMessaging?
 
     var routes: RouteTable<Endpoint> { state.routes }
     var settings: PipelineSettings { state.settings }
@@ -38,13 +40,15 @@ public struct GatewayResponder: HTTPResponder {
     /// The WebSocket routes (served by the upgrade, beside this responder).
     var webSockets: RouteTable<MountedWebSocket> { state.webSockets }
 
-    init(state: PipelineState, authenticator: any Authenticator, cache: any ResponseCacheStore, metrics: GatewayMetrics, logger: Logger) {
+    init(state: PipelineState, authenticator: any Authenticator, cache: any ResponseCacheStore, metrics: GatewayMetrics, logger: Logger,
+         messaging: PostgresMessaging? = nil) {
         live = LivePipeline(state)
         self.state = state
         self.authenticator = authenticator
         self.cache = cache
         self.metrics = metrics
         self.logger = logger
+        self.messaging = messaging
     }
 
     /// This responder with the live state as it is now.
@@ -149,12 +153,23 @@ public struct GatewayResponder: HTTPResponder {
                 case .found(let endpoint, let parameters):
                     endpointName = endpoint.name
                     endpointMetrics = endpoint.metrics
+                    let (request, context) = (request, context)
                     switch endpoint {
                     case .route(let mounted):
-                        response = await run(mounted, method: method, parameters: parameters, request: request, context: context, requestID: requestID)
+                        if let messaging {
+                            response = await messaging.collecting {
+                                await run(mounted, method: method, parameters: parameters, request: request, context: context, requestID: requestID)
+                            }
+                        } else {
+                            response = await run(mounted, method: method, parameters: parameters, request: request, context: context, requestID: requestID)
+                        }
                         operationReplied = true
                     case .gateway(let gateway):
-                        response = try await gateway.handler(request, context)
+                        if let messaging {
+                            response = try await messaging.collecting { try await gateway.handler(request, context) }
+                        } else {
+                            response = try await gateway.handler(request, context)
+                        }
                     }
                 case .methodNotAllowed(let allowed):
                     response = ProblemResponse.make(.methodNotAllowed(method.rawValue, allowed: allowed), path: request.uri.path, requestID: requestID)

@@ -29,7 +29,7 @@ final class PostgresMessaging: Service, Sendable {
     let logger: Logger
     let instanceID: String
     private let registered = NIOLockedValueBox<[PostgresChannel]>([])
-    private let outbox: Outbox
+    fileprivate let outbox: Outbox
 
     init(url: String, database: any SQLDatabase, logger: Logger) {
         self.url = url
@@ -51,6 +51,22 @@ final class PostgresMessaging: Service, Sendable {
 
     /// Whether every channel is being listened to (for tests and health).
     var isListening: Bool { registered.withLockedValue { $0 }.allSatisfy(\.isListening) }
+
+    /// Runs `body` (the handling of one request) keeping what it publishes on any channel of this
+    /// instance, and sends all of it together once `body` returns: a reply leaves after its
+    /// messages have been sent, as when each was sent on its own, but in one statement.
+    func collecting<Result>(_ body: () async throws -> Result) async rethrows -> Result {
+        let pending = PendingMessages(outbox: outbox)
+        let result: Result
+        do {
+            result = try await PendingMessages.$current.withValue(pending) { try await body() }
+        } catch {
+            await outbox.send(pending)
+            throw error
+        }
+        await outbox.send(pending)
+        return result
+    }
 
     func run() async throws {
         let channels = registered.withLockedValue { $0 }
@@ -99,7 +115,7 @@ final class PostgresMessaging: Service, Sendable {
 final class PostgresChannel: Sendable {
     let name: String
     let merging: Bool
-    private let outbox: Outbox
+    fileprivate let outbox: Outbox
     private let receiver = NIOLockedValueBox<StoredClosure<@Sendable (String) -> Void>?>(nil)
     fileprivate let listening = NIOLockedValueBox(false)
 
@@ -141,18 +157,22 @@ final class PostgresChannel: Sendable {
     }
 }
 
-/// What an instance sends: messages of a channel published while others of it are being sent go
-/// together in one statement (channels send side by side: one request's cache invalidation does
-/// not wait for another's event).
-private final class Outbox: Sendable {
+/// What an instance sends. Messages published while a request is handled (inside
+/// ``PostgresMessaging/collecting(_:)``) wait for the end of its handling and go together, before
+/// its reply; messages published while others are being sent wait for that statement and go
+/// together in the next one. A statement is a round trip, a commit, and a wake-up of every
+/// listening connection on the database: a feeds ingest publishes three messages (its datastream's
+/// event and two invalidations of its feed's tag), and sent one by one they cost PostgreSQL more than
+/// the ingest itself.
+fileprivate final class Outbox: Sendable {
     let instanceID: String
     let logger: Logger
-    private let sender: WriteCombiner<String, Outgoing>
+    private let sender: WriteCombiner<Int, [Outgoing]>
     /// Numbers this instance's messages, so that two equal messages sent in one statement stay two
     /// (PostgreSQL delivers a payload sent twice in one transaction once).
     private let sequence = Atomic<UInt64>(0)
 
-    private struct Outgoing: Sendable {
+    struct Outgoing: Sendable {
         let channel: String
         let number: UInt64
         let message: String
@@ -162,19 +182,66 @@ private final class Outbox: Sendable {
     init(database: any SQLDatabase, instanceID: String, logger: Logger) {
         self.instanceID = instanceID
         self.logger = logger
-        sender = WriteCombiner(maxItems: 64) { _, messages in
+        sender = WriteCombiner(maxItems: 32) { _, batches in
             var merged = Set<[String]>()
-            var query: SQLQueryString = "SELECT "
-            var first = true
-            for outgoing in messages where !outgoing.merging || merged.insert([outgoing.channel, outgoing.message]).inserted {
-                query += (first ? "" : ", ") + "pg_notify(\(bind: outgoing.channel), \(bind: "\(instanceID) \(outgoing.number)\n\(outgoing.message)"))"
-                first = false
+            var text = "SELECT "
+            var values: [StatementValue] = []
+            for outgoing in batches.joined() where !outgoing.merging || merged.insert([outgoing.channel, outgoing.message]).inserted {
+                text += values.isEmpty ? "pg_notify(?, ?)" : ", pg_notify(?, ?)"
+                values.append(.text(outgoing.channel))
+                values.append(.text("\(instanceID) \(outgoing.number)\n\(outgoing.message)"))
             }
-            try await database.raw(query).run()
+            guard !values.isEmpty else { return }
+            try await database.run(statement: text, values)
         }
     }
 
     func send(_ message: String, on channel: String, merging: Bool) async throws {
-        try await sender.submit(Outgoing(channel: channel, number: sequence.add(1, ordering: .relaxed).newValue, message: message, merging: merging), key: channel)
+        let outgoing = Outgoing(channel: channel, number: sequence.add(1, ordering: .relaxed).newValue, message: message, merging: merging)
+        if let pending = PendingMessages.current, pending.outbox === self, pending.add(outgoing) { return }
+        try await sender.submit([outgoing], key: 0)
+    }
+
+    /// Sends what a request published (nothing when it published nothing).
+    func send(_ pending: PendingMessages) async {
+        let messages = pending.close()
+        guard !messages.isEmpty else { return }
+        do {
+            try await sender.submit(messages, key: 0)
+        } catch {
+            logger.warning("could not publish to the other instances", metadata: [
+                "channels": "\(Set(messages.map(\.channel)).sorted().joined(separator: ", "))", "error": "\(error)"])
+        }
+    }
+}
+
+/// The messages one request has published so far, sent when its handling ends. A task that
+/// outlives the request (it inherits the task-local) finds them closed and sends its own at once.
+final class PendingMessages: Sendable {
+    @TaskLocal static var current: PendingMessages?
+
+    fileprivate let outbox: Outbox
+    private let state = Mutex<(messages: [Outbox.Outgoing], open: Bool)>(([], true))
+
+    fileprivate init(outbox: Outbox) {
+        self.outbox = outbox
+    }
+
+    /// Keeps `outgoing` for later; false once the request's messages were sent.
+    fileprivate func add(_ outgoing: Outbox.Outgoing) -> Bool {
+        state.withLock { state in
+            guard state.open else { return false }
+            state.messages.append(outgoing)
+            return true
+        }
+    }
+
+    /// The messages kept, in the order they were published; nothing more is kept afterwards.
+    fileprivate func close() -> [Outbox.Outgoing] {
+        state.withLock { state in
+            state.open = false
+            defer { state.messages = [] }
+            return state.messages
+        }
     }
 }
