@@ -37,7 +37,9 @@ let unprotected = CommandLine.arguments.contains("--unprotected")
 
 let directory = FileManager.default.temporaryDirectory.appendingPathComponent("gateway-bench-\(ProcessInfo.processInfo.processIdentifier)")
 try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-var configuration = GatewayConfiguration(storage: .sqlite(path: directory.appendingPathComponent("bench.sqlite").path))
+// `--postgres URL`: the gateway's tables on that PostgreSQL database instead of a new SQLite file.
+var configuration = GatewayConfiguration(storage: argument("--postgres").map { .postgres(url: $0) }
+                                         ?? .sqlite(path: directory.appendingPathComponent("bench.sqlite").path))
 configuration.plugins = ["notes": PluginSettings()]
 // Absolute: the configuration resolves relative paths against the server's own temporary folder.
 let suggestData = argument("--suggest").map { URL(fileURLWithPath: $0).standardizedFileURL.path }

@@ -111,7 +111,9 @@ struct ResponseCompression: Sendable {
     /// Text-like types that shrink when coded; every other type (images, audio, video, archives,
     /// fonts, `application/octet-stream`) is compressed already or unknown.
     static func isCompressible(_ contentType: String) -> Bool {
-        let type = contentType.split(separator: ";", maxSplits: 1).first?.trimmingCharacters(in: .whitespaces).lowercased() ?? ""
+        let type = MediaType.essence(of: contentType)
+        // Most replies of an API: decided without the comparisons below.
+        if type == "application/json" { return true }
         if type == "text/event-stream" { return false }
         if type.hasPrefix("text/") { return true }
         if type.hasSuffix("+json") || type.hasSuffix("+xml") { return true }
