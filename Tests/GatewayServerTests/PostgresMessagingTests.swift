@@ -101,6 +101,24 @@ struct PostgresMessagingTests {
         }
     }
 
+    @Test("a request that publishes more than one statement holds sends it all, in order, together")
+    func manyFromOneRequest() async throws {
+        try await withTwoInstances { _, sender, receiver async throws in
+            let sentEvents = sender.channel("gateway_events")
+            let received = Mutex<[String]>([])
+            receiver.channel("gateway_events").onMessage { message in received.withLock { $0.append(message) } }
+            let listening = Task { try await receiver.run() }
+            defer { listening.cancel() }
+            #expect(try await eventually(within: .seconds(10)) { receiver.isListening })
+            let sent = (0..<(3 * 32 + 5)).map { "change \($0)" }
+            await sender.collecting {
+                for message in sent { #expect(await sentEvents.publish(message)) }
+            }
+            #expect(try await eventually(within: .seconds(15)) { received.withLock { $0.count } == sent.count })
+            #expect(received.withLock { $0 } == sent)
+        }
+    }
+
     /// Two instances' messaging on one test database (neither running yet).
     private func withTwoInstances(_ body: (GatewayDatabase, PostgresMessaging, PostgresMessaging) async throws -> Void) async throws {
         try await TestStorage.postgres.withDatabase { database in

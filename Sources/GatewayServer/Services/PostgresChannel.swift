@@ -184,16 +184,39 @@ fileprivate final class Outbox: Sendable {
         self.logger = logger
         sender = WriteCombiner(maxItems: 32) { _, batches in
             var merged = Set<[String]>()
-            var text = "SELECT "
-            var values: [StatementValue] = []
-            for outgoing in batches.joined() where !outgoing.merging || merged.insert([outgoing.channel, outgoing.message]).inserted {
-                text += values.isEmpty ? "pg_notify(?, ?)" : ", pg_notify(?, ?)"
-                values.append(.text(outgoing.channel))
-                values.append(.text("\(instanceID) \(outgoing.number)\n\(outgoing.message)"))
+            let messages = batches.joined().filter { !$0.merging || merged.insert([$0.channel, $0.message]).inserted }
+            guard messages.count > Self.perStatement else {
+                if !messages.isEmpty {
+                    let (text, values) = Self.statement(messages, instanceID: instanceID)
+                    try await database.run(statement: text, values)
+                }
+                return
             }
-            guard !values.isEmpty else { return }
-            try await database.run(statement: text, values)
+            // More than a statement holds (an import that changed many things): several statements
+            // in one transaction, so that they are delivered together, in order, or not at all.
+            try await database.transaction { db in
+                for start in stride(from: 0, to: messages.count, by: Self.perStatement) {
+                    let (text, values) = Self.statement(messages[start..<min(start + Self.perStatement, messages.count)], instanceID: instanceID)
+                    try await db.run(statement: text, values)
+                }
+            }
         }
+    }
+
+    /// The most messages in one statement: each count is a statement text prepared on each connection.
+    static let perStatement = 32
+
+    /// `SELECT pg_notify(?, ?), …` with its values, for `messages`.
+    private static func statement(_ messages: some Collection<Outgoing>, instanceID: String) -> (String, [StatementValue]) {
+        var text = "SELECT "
+        var values: [StatementValue] = []
+        values.reserveCapacity(messages.count * 2)
+        for outgoing in messages {
+            text += values.isEmpty ? "pg_notify(?, ?)" : ", pg_notify(?, ?)"
+            values.append(.text(outgoing.channel))
+            values.append(.text("\(instanceID) \(outgoing.number)\n\(outgoing.message)"))
+        }
+        return (text, values)
     }
 
     func send(_ message: String, on channel: String, merging: Bool) async throws {
