@@ -110,7 +110,7 @@ struct PostgresMessagingTests {
             let listening = Task { try await receiver.run() }
             defer { listening.cancel() }
             #expect(try await eventually(within: .seconds(10)) { receiver.isListening })
-            let sent = (0..<(3 * 32 + 5)).map { "change \($0)" }
+            let sent = (0..<(2 * 64 + 5)).map { "change \($0)" }
             await sender.collecting {
                 for message in sent { #expect(await sentEvents.publish(message)) }
             }

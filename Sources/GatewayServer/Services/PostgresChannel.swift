@@ -203,8 +203,9 @@ fileprivate final class Outbox: Sendable {
         }
     }
 
-    /// The most messages in one statement: each count is a statement text prepared on each connection.
-    static let perStatement = 32
+    /// The most messages in one statement (each count is a text prepared on each connection that
+    /// runs it; combined requests rarely send more than a few).
+    static let perStatement = 64
 
     /// `SELECT pg_notify(?, ?), …` with its values, for `messages`.
     private static func statement(_ messages: some Collection<Outgoing>, instanceID: String) -> (String, [StatementValue]) {
