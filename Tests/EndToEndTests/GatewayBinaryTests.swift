@@ -40,7 +40,8 @@ struct GatewayBinaryTests {
     /// The process is waited for on a thread of its own, never on one of the tasks' threads (two on
     /// this machine): blocking those would stall every other test running meanwhile.
     func run(_ arguments: [String], in directory: URL) async throws -> (status: Int32, output: String, errors: String) {
-        try await withCheckedThrowingContinuation { continuation in
+        await SpawnGate.waitForFewDescriptors()
+        return try await withCheckedThrowingContinuation { continuation in
             Thread.detachNewThread { continuation.resume(with: Result { try self.runBlocking(arguments, in: directory) }) }
         }
     }

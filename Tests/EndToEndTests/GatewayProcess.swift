@@ -18,6 +18,7 @@ final class GatewayProcess: @unchecked Sendable {
         let errors = Pipe()
         process.standardOutput = pipe
         process.standardError = errors
+        await SpawnGate.waitForFewDescriptors()
         try process.run()
         // Read on a thread of its own: the read blocks until the server writes, and a blocked task
         // thread would stall every other test meanwhile.
