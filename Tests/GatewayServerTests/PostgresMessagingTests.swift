@@ -19,9 +19,8 @@ struct PostgresMessagingTests {
             let events = Mutex<[String]>([])
             receiver.channel("gateway_cache", merging: true).onMessage { message in purges.withLock { $0.append(message) } }
             receiver.channel("gateway_events").onMessage { message in events.withLock { $0.append(message) } }
-            let listening = Task { try await receiver.run() }
+            let listening = try await listen(receiver)
             defer { listening.cancel() }
-            #expect(try await eventually(within: .seconds(10)) { receiver.isListening })
             // One connection listens on both channels.
             let listeners = try await database.sql.raw("""
                 SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() AND query LIKE 'LISTEN%'
@@ -48,9 +47,8 @@ struct PostgresMessagingTests {
             // Its own messages are not delivered to the sender.
             let echoes = Mutex(0)
             sentPurges.onMessage { _ in echoes.withLock { $0 += 1 } }
-            let own = Task { try await sender.run() }
+            let own = try await listen(sender)
             defer { own.cancel() }
-            #expect(try await eventually(within: .seconds(10)) { sender.isListening })
             #expect(await sentPurges.publish("mine"))
             #expect(try await eventually(within: .seconds(15)) { purges.withLock { $0.last } == "mine" })
             #expect(echoes.withLock { $0 } == 0)
@@ -65,9 +63,8 @@ struct PostgresMessagingTests {
             let received = Mutex<[String]>([])
             receiver.channel("gateway_cache", merging: true).onMessage { message in received.withLock { $0.append("purge " + message) } }
             receiver.channel("gateway_events").onMessage { message in received.withLock { $0.append("event " + message) } }
-            let listening = Task { try await receiver.run() }
+            let listening = try await listen(receiver)
             defer { listening.cancel() }
-            #expect(try await eventually(within: .seconds(10)) { receiver.isListening })
 
             let late = try await sender.collecting { () async throws -> Task<Bool, Never> in
                 #expect(await sentPurges.publish("feeds:1"))
@@ -107,9 +104,8 @@ struct PostgresMessagingTests {
             let sentEvents = sender.channel("gateway_events")
             let received = Mutex<[String]>([])
             receiver.channel("gateway_events").onMessage { message in received.withLock { $0.append(message) } }
-            let listening = Task { try await receiver.run() }
+            let listening = try await listen(receiver)
             defer { listening.cancel() }
-            #expect(try await eventually(within: .seconds(10)) { receiver.isListening })
             let sent = (0..<(2 * 64 + 5)).map { "change \($0)" }
             await sender.collecting {
                 for message in sent { #expect(await sentEvents.publish(message)) }
@@ -128,5 +124,12 @@ struct PostgresMessagingTests {
             try await body(database, PostgresMessaging(url: url, database: database.sql, logger: logger),
                            PostgresMessaging(url: url, database: database.sql, logger: logger))
         }
+    }
+
+    /// Runs `instance` (its channels made already) and returns once it listens; cancel the task to stop it.
+    private func listen(_ instance: PostgresMessaging) async throws -> Task<Void, any Error> {
+        let run = Task { try await instance.run() }
+        #expect(try await eventually(within: .seconds(10)) { instance.isListening })
+        return run
     }
 }
