@@ -108,6 +108,7 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "HummingbirdBcrypt", package: "hummingbird-auth"),
                 .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
@@ -270,7 +271,7 @@ let package = Package(
         // Benchmark servers (see Benchmarks/README.md).
         .executableTarget(
             name: "gateway-bench-server",
-            dependencies: ["GatewayServer", "NotesFixturePlugin", "SuggestPlugin", "TodoPlugin"],
+            dependencies: ["GatewayServer", "NotesFixturePlugin", "SuggestPlugin", "TodoPlugin", "UpstreamPlugin"],
             path: "Benchmarks/Servers/GatewayBenchServer",
             swiftSettings: strictSettings
         ),

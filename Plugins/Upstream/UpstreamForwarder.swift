@@ -203,7 +203,8 @@ struct UpstreamForwarder: Sendable {
                 path += "/" + segment(parameters[name] ?? "")
             case .rest(let name):
                 let rest = parameters[name] ?? ""
-                for piece in rest.split(separator: "/") {
+                for piece in rest.split(separator: "/") where piece.utf8.allSatisfy({ $0 == UInt8(ascii: ".") || $0 == UInt8(ascii: "%") || $0 == UInt8(ascii: "2") || $0 | 0x20 == UInt8(ascii: "e") }) {
+                    // Only dots, written plainly or as %2E, can climb.
                     let decoded = piece.removingPercentEncoding ?? String(piece)
                     if decoded == ".." || decoded == "." {
                         throw GatewayError.badRequest("A path segment may not be '.' or '..'.")

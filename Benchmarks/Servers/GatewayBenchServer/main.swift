@@ -5,6 +5,7 @@ import Logging
 import NotesFixturePlugin
 import SuggestPlugin
 import TodoPlugin
+import UpstreamPlugin
 
 // The gateway with the notes fixture plugin on a fresh SQLite database, for the benchmark.
 //   --port N          where to listen
@@ -24,6 +25,9 @@ import TodoPlugin
 //   --body JSON       with --in-process: POST this body (as application/json) instead of a GET
 //   --seed N          with --todo: first create N todos (half of them done), so that queries
 //                     (--target /v1/todo/buckets/todos/query --body '{"where":...}') run over them
+//   --upstream URL    also host an upstream service plugin `weather` forwarding to URL (public), so
+//                     that --in-process --target /v1/weather/forecast.json times a forwarded call
+//                     without the incoming socket
 // Quotas are set far above what the load generator can reach, so rate limiting is measured as
 // work done, not as rejections. Logging is at warning level, as a production gateway would run.
 func argument(_ name: String) -> String? {
@@ -52,6 +56,16 @@ if let suggestData {
     """
     configuration.plugins["suggest"] = try GatewayConfiguration.parse(Data(yaml.utf8), file: "suggest.yaml", knownPlugins: ["suggest"]).plugins["suggest"]
 }
+let upstream = argument("--upstream")
+if let upstream {
+    let yaml = """
+    plugins:
+      weather:
+        type: upstream
+        config: { upstreams: ["\(upstream)"], access: public }
+    """
+    configuration.plugins["weather"] = try GatewayConfiguration.parse(Data(yaml.utf8), file: "upstream.yaml", knownPlugins: [], instanceTypes: ["upstream"]).plugins["weather"]
+}
 let todo = CommandLine.arguments.contains("--todo")
 if todo { configuration.plugins["todo"] = PluginSettings() }
 let body = argument("--body")
@@ -69,7 +83,8 @@ if unprotected {
     options.cache = DisabledResponseCache()
 }
 let gateway = try await Gateway.start(configuration: configuration, registrations: [PluginRegistration(NotesPlugin.self)] + (suggestData == nil ? [] : [PluginRegistration(SuggestPlugin.self)])
-                                     + (todo ? [PluginRegistration(TodoPlugin.self)] : []), options: options)
+                                     + (todo ? [PluginRegistration(TodoPlugin.self)] : [])
+                                     + (upstream == nil ? [] : [PluginRegistration(UpstreamPlugin.self, multipleInstances: true)]), options: options)
 for index in 0..<20 {
     _ = try await gateway.handle(.post, "/v1/notes/notes", headers: [.contentType: "application/json"],
                                  body: ByteBuffer(string: #"{"title": "note \#(index)", "body": "benchmark data"}"#))

@@ -48,6 +48,10 @@ public struct AsyncUpstreamClient: UpstreamHTTPClient {
     }
 
     private func openInSpan(_ request: UpstreamRequest, body: ByteStream?) async throws -> StreamedUpstreamResponse {
+        // Plain HTTP with the body (if any) at hand: the forwarding client (see its doc for why).
+        if body == nil, let target = ForwardingTarget(url: request.url) {
+            return try await ForwardingClient.shared.open(request, target: target, fields: Self.outboundHeaders(request))
+        }
         var outbound = Self.outbound(request)
         if let body {
             let length = request.headers[.contentLength].flatMap(Int64.init)
@@ -88,18 +92,25 @@ public struct AsyncUpstreamClient: UpstreamHTTPClient {
     private static func outbound(_ request: UpstreamRequest) -> HTTPClientRequest {
         var outbound = HTTPClientRequest(url: request.url)
         outbound.method = HTTPMethod(rawValue: request.method.rawValue)
-        for field in request.headers { outbound.headers.add(name: field.name.rawName, value: field.value) }
-        // The request's trace, continued with a span of this call (unless the plugin set its own).
+        outbound.headers = outboundHeaders(request)
+        return outbound
+    }
+
+    /// The request's fields, and its trace continued with a span of this call (unless the plugin set its own).
+    private static func outboundHeaders(_ request: UpstreamRequest) -> HTTPHeaders {
+        var headers = HTTPHeaders()
+        headers.reserveCapacity(request.headers.count + 2)
+        for field in request.headers { headers.add(name: field.name.rawName, value: field.value) }
         if request.headers[RequestTrace.traceparent] == nil, GatewayTracing.isEnabled, let context = ServiceContext.current {
             var fields = HTTPFields()
             InstrumentationSystem.instrument.inject(context, into: &fields, using: HTTPFieldsInjector())
-            for field in fields { outbound.headers.add(name: field.name.rawName, value: field.value) }
+            for field in fields { headers.add(name: field.name.rawName, value: field.value) }
         } else if request.headers[RequestTrace.traceparent] == nil {
             let trace = RequestTrace.outgoingFields()
-            outbound.headers.add(name: "traceparent", value: trace.traceparent)
-            if let state = trace.tracestate { outbound.headers.add(name: "tracestate", value: state) }
+            headers.add(name: "traceparent", value: trace.traceparent)
+            if let state = trace.tracestate { headers.add(name: "tracestate", value: state) }
         }
-        return outbound
+        return headers
     }
 
     private static func timeAmount(_ duration: Duration) -> TimeAmount {

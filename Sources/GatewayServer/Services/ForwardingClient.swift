@@ -1,0 +1,455 @@
+import GatewayCore
+import HTTPTypes
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import Synchronization
+
+/// The client of forwarded calls to plain-HTTP services (`type: upstream`, composites): kept-alive
+/// HTTP/1.1 connections, one request at a time each, the reply's head handed over as soon as it
+/// arrives and its body streamed with back-pressure.
+///
+/// A forwarded call is the gateway's hottest path after its own endpoints, and AsyncHTTPClient's
+/// general machinery (URL parsing, redirect and decompression handling, a state machine and a
+/// timer per request, its own tracing span) cost about four times what the call itself costs
+/// (Benchmarks/README.md, "Forwarding to an upstream service"). This client does only what
+/// forwarding needs: the request is already made (path, query and fields by the forwarder), the
+/// reply goes back as it came. TLS, streamed uploads and every other call of a plugin still go
+/// through AsyncHTTPClient (``AsyncUpstreamClient``).
+///
+/// Guarantees: a connection carries one exchange at a time and goes back to the idle set only
+/// after its reply ended whole with keep-alive; a reply the caller stops reading closes its
+/// connection; the head must come within the request's timeout (504 otherwise) and the body may
+/// stall at most its ``bodyIdleTimeout``; a service that cannot be reached, resets or answers with a
+/// malformed reply is a 502.
+final class ForwardingClient: Sendable {
+    /// One per process, like `HTTPClient.shared`, on the event loops the server runs on.
+    static let shared = ForwardingClient(group: MultiThreadedEventLoopGroup.singleton)
+
+    static let connectTimeout = TimeAmount.seconds(5)
+    /// An idle connection older than this is closed rather than reused (services close theirs
+    /// after 5 s to 75 s; a connection the service closed is dropped at once anyway).
+    static let idleLifetime = TimeAmount.seconds(50)
+    /// Idle connections kept per service address; more are closed when their exchange ends.
+    static let idlePerAddress = 256
+
+    let group: any EventLoopGroup
+    /// How long a reply's body may stall (nothing read) before the call ends as a 504.
+    let bodyIdleTimeout: TimeAmount
+    private let idle = Mutex<[String: [IdleConnection]]>([:])
+
+    init(group: any EventLoopGroup, bodyIdleTimeout: TimeAmount = .seconds(60)) {
+        self.group = group
+        self.bodyIdleTimeout = bodyIdleTimeout
+    }
+
+    /// Sends `request` (its body, if any, whole) to `target` and returns the reply's status and
+    /// fields once they arrive; the body follows as the caller reads it.
+    func open(_ request: UpstreamRequest, target: ForwardingTarget, fields: HTTPHeaders) async throws -> StreamedUpstreamResponse {
+        var headers = fields
+        if !headers.contains(name: "host") { headers.add(name: "host", value: target.authority) }
+        headers.remove(name: "content-length")
+        if let body = request.body {
+            headers.add(name: "content-length", value: String(body.readableBytes))
+        } else if [.post, .put, .patch].contains(request.method) {
+            headers.add(name: "content-length", value: "0")
+        }
+        let head = HTTPRequestHead(version: .http1_1, method: HTTPMethod(rawValue: request.method.rawValue), uri: target.pathAndQuery, headers: headers)
+        let connection: ForwardingConnection
+        do {
+            connection = try await checkout(target)
+        } catch let error as ForwardingError {
+            throw error.problem(url: request.url)
+        }
+        let exchange = ForwardingExchange(head: head, body: request.body, timeout: Self.timeAmount(request.timeout),
+                                          answer: connection.channel.eventLoop.makePromise())
+        let written = connection.channel.eventLoop.makePromise(of: Void.self)
+        written.futureResult.whenFailure { error in exchange.fail(ForwardingError.closed(error)) }
+        connection.channel.writeAndFlush(exchange, promise: written)
+        let answer: ForwardingExchange.Answer
+        do {
+            answer = try await withTaskCancellationHandler {
+                try await exchange.answer.futureResult.get()
+            } onCancel: {
+                connection.channel.close(promise: nil)
+            }
+        } catch let error as ForwardingError {
+            throw Task.isCancelled ? CancellationError() : error.problem(url: request.url)
+        }
+        let status = HTTPResponse.Status(code: Int(answer.head.status.code), reasonPhrase: answer.head.status.reasonPhrase)
+        var replyFields = HTTPFields()
+        replyFields.reserveCapacity(answer.head.headers.count)
+        for (name, value) in answer.head.headers {
+            if let name = HTTPField.Name(name) { replyFields.append(HTTPField(name: name, value: value)) }
+        }
+        let url = request.url
+        let body = answer.body
+        return StreamedUpstreamResponse(status: status, headers: replyFields, body: ByteStream(next: { [iterator = IteratorBox(body.makeAsyncIterator())] in
+            do {
+                return try await iterator.next()
+            } catch let error as ForwardingError {
+                throw error.problem(url: url)
+            }
+        }))
+    }
+
+    /// An idle connection to the target's address, or a new one.
+    private func checkout(_ target: ForwardingTarget) async throws -> ForwardingConnection {
+        let now = NIODeadline.now()
+        while let kept = idle.withLock({ $0[target.address]?.popLast() }) {
+            if kept.connection.channel.isActive && now - kept.since < Self.idleLifetime { return kept.connection }
+            kept.connection.channel.close(promise: nil)
+        }
+        let address = target.address
+        let bodyIdleTimeout = bodyIdleTimeout
+        do {
+            let channel = try await ClientBootstrap(group: group)
+                .connectTimeout(Self.connectTimeout)
+                .channelOption(.socketOption(.tcp_nodelay), value: 1)
+                .channelInitializer { [weak self] channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        // The fields were checked as they became `HTTPFields`.
+                        try channel.pipeline.syncOperations.addHTTPClientHandlers(enableOutboundHeaderValidation: false)
+                        try channel.pipeline.syncOperations.addHandler(ForwardingConnectionHandler(client: self, address: address, bodyIdleTimeout: bodyIdleTimeout))
+                    }
+                }
+                .connect(host: target.host, port: target.port).get()
+            return ForwardingConnection(channel: channel)
+        } catch {
+            throw ForwardingError.unreachable(error)
+        }
+    }
+
+    /// Keeps a connection whose exchange ended with keep-alive for the next call to its address.
+    fileprivate func checkin(_ channel: any Channel, address: String) {
+        let kept = idle.withLock { idle -> Bool in
+            guard idle[address, default: []].count < Self.idlePerAddress else { return false }
+            idle[address, default: []].append(IdleConnection(connection: ForwardingConnection(channel: channel), since: .now()))
+            return true
+        }
+        if !kept { channel.close(promise: nil) }
+    }
+
+    /// Forgets a connection that closed while idle.
+    fileprivate func forget(_ channel: any Channel, address: String) {
+        idle.withLock { idle in idle[address]?.removeAll { $0.connection.channel === channel } }
+    }
+
+    /// Closes every idle connection (a shutdown, or a test that wants a clean slate).
+    func closeIdle() {
+        let all = idle.withLock { idle in
+            defer { idle = [:] }
+            return idle.values.flatMap { $0 }
+        }
+        for kept in all { kept.connection.channel.close(promise: nil) }
+    }
+
+    static func timeAmount(_ duration: Duration) -> TimeAmount {
+        .nanoseconds(Int64(duration.components.seconds) * 1_000_000_000 + duration.components.attoseconds / 1_000_000_000)
+    }
+
+    private struct IdleConnection: Sendable {
+        let connection: ForwardingConnection
+        let since: NIODeadline
+    }
+}
+
+/// Where a plain-HTTP URL points: `http://host[:port]/path?query`, nothing else (no user info, no
+/// fragment). Other URLs (https) are not for ``ForwardingClient``.
+struct ForwardingTarget: Sendable, Equatable {
+    let host: String
+    let port: Int
+    /// As the URL wrote it, for the `Host` field.
+    let authority: String
+    let pathAndQuery: String
+    /// `host:port`, the key of the idle connections.
+    var address: String { "\(host):\(port)" }
+
+    init?(url: String) {
+        guard url.utf8.count > 7, url.utf8.starts(with: "http://".utf8) else { return nil }
+        let rest = url.utf8.dropFirst(7)
+        let end = rest.firstIndex { $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#") } ?? rest.endIndex
+        guard let authority = String(rest[..<end]), !authority.isEmpty, !authority.contains("@") else { return nil }
+        let path = String(Substring(rest[end...]))
+        guard !path.contains("#") else { return nil }
+        var host = Substring(authority)
+        var port = 80
+        if host.hasPrefix("[") {
+            guard let close = host.firstIndex(of: "]") else { return nil }
+            let after = host[host.index(after: close)...]
+            if !after.isEmpty {
+                guard after.hasPrefix(":"), let number = Int(after.dropFirst()) else { return nil }
+                port = number
+            }
+            host = host[host.index(after: host.startIndex)..<close]
+        } else if let colon = host.lastIndex(of: ":") {
+            guard let number = Int(host[host.index(after: colon)...]) else { return nil }
+            port = number
+            host = host[..<colon]
+        }
+        guard !host.isEmpty, (1...65535).contains(port) else { return nil }
+        self.host = String(host)
+        self.port = port
+        self.authority = authority
+        self.pathAndQuery = path.isEmpty ? "/" : (path.hasPrefix("?") ? "/" + path : path)
+    }
+}
+
+/// Why a forwarded call failed, before it becomes the 502 or 504 problem the contract promises.
+enum ForwardingError: Error {
+    case unreachable(any Error)
+    case closed(any Error)
+    case headTimeout
+    case bodyStalled
+    case cancelled
+
+    func problem(url: String) -> any Error {
+        switch self {
+        case .headTimeout, .bodyStalled:
+            return GatewayError.gatewayTimeout("The upstream service at \(url) did not answer in time.")
+        case .cancelled:
+            return CancellationError()
+        case .unreachable(let error), .closed(let error):
+            return GatewayError.badGateway("The upstream service at \(url) failed: \(error)")
+        }
+    }
+}
+
+/// A connection handed out for one exchange.
+struct ForwardingConnection: Sendable {
+    let channel: any Channel
+}
+
+/// One request and its reply on a connection; its state is touched on the connection's event loop only.
+final class ForwardingExchange: @unchecked Sendable {
+    typealias Body = NIOThrowingAsyncSequenceProducer<ByteBuffer, any Error, NIOAsyncSequenceProducerBackPressureStrategies.HighLowWatermark,
+                                                      ForwardingBodyDelegate>
+    struct Answer: Sendable {
+        let head: HTTPResponseHead
+        let body: Body
+    }
+
+    let head: HTTPRequestHead
+    let body: ByteBuffer?
+    let timeout: TimeAmount
+    let answer: EventLoopPromise<Answer>
+    /// The reply's body, once its head came.
+    var source: Body.Source?
+    var answered = false
+    var ended = false
+
+    init(head: HTTPRequestHead, body: ByteBuffer?, timeout: TimeAmount, answer: EventLoopPromise<Answer>) {
+        self.head = head
+        self.body = body
+        self.timeout = timeout
+        self.answer = answer
+    }
+
+    /// Fails the exchange where it stands: the head's wait, or the body's reader.
+    func fail(_ error: ForwardingError) {
+        guard !ended else { return }
+        ended = true
+        if let source {
+            source.finish(error)
+        } else if !answered {
+            answered = true
+            answer.fail(error)
+        }
+    }
+}
+
+/// Hears from a reply's reader: wants more (reading resumes) or is gone (a reply left unread
+/// closes its connection, which cannot carry another exchange before this one's bytes are read).
+struct ForwardingBodyDelegate: NIOAsyncSequenceProducerDelegate {
+    let channel: any Channel
+    let handler: NIOLoopBound<ForwardingConnectionHandler>
+    let exchange: ForwardingExchange
+
+    func produceMore() {
+        channel.eventLoop.execute { handler.value.resume(exchange) }
+    }
+
+    func didTerminate() {
+        channel.eventLoop.execute { handler.value.readerLeft(exchange) }
+    }
+}
+
+/// The end of a forwarding connection's pipeline (after NIO's HTTP/1.1 client codec): writes an
+/// exchange's request, answers its head, streams its body, and returns the connection to the idle
+/// set when the reply ended with keep-alive.
+final class ForwardingConnectionHandler: ChannelDuplexHandler {
+    typealias InboundIn = HTTPClientResponsePart
+    typealias OutboundIn = ForwardingExchange
+    typealias OutboundOut = HTTPClientRequestPart
+
+    private weak var client: ForwardingClient?
+    private let address: String
+    private let bodyIdleTimeout: TimeAmount
+    private var context: ChannelHandlerContext?
+    private var current: ForwardingExchange?
+    private var keepAlive = true
+    /// A read the reader's back-pressure held back.
+    private var paused = false
+    private var pendingRead = false
+    private var timer: Scheduled<Void>?
+    private var lastRead = NIODeadline.now()
+
+    init(client: ForwardingClient?, address: String, bodyIdleTimeout: TimeAmount) {
+        self.client = client
+        self.address = address
+        self.bodyIdleTimeout = bodyIdleTimeout
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        self.context = nil
+    }
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        let exchange = unwrapOutboundIn(data)
+        guard current == nil else {
+            // One exchange at a time: a connection is handed out only while it has none.
+            promise?.fail(ChannelError.inappropriateOperationForState)
+            return
+        }
+        current = exchange
+        keepAlive = exchange.head.isKeepAlive
+        paused = false
+        lastRead = .now()
+        context.write(wrapOutboundOut(.head(exchange.head)), promise: nil)
+        if let body = exchange.body, body.readableBytes > 0 {
+            context.write(wrapOutboundOut(.body(.byteBuffer(body))), promise: nil)
+        }
+        context.write(wrapOutboundOut(.end(nil)), promise: promise)
+        arm(context: context, in: exchange.timeout, exchange: exchange)
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard let exchange = current else { return }
+        lastRead = .now()
+        switch unwrapInboundIn(data) {
+        case .head(let head):
+            // Interim replies (100 Continue, 103 Early Hints) are not the answer.
+            if (100..<200).contains(head.status.code) && head.status.code != 101 { return }
+            keepAlive = keepAlive && head.isKeepAlive
+            let body = ForwardingExchange.Body.makeSequence(
+                backPressureStrategy: .init(lowWatermark: 2, highWatermark: 8), finishOnDeinit: false,
+                delegate: ForwardingBodyDelegate(channel: context.channel, handler: NIOLoopBound(self, eventLoop: context.eventLoop), exchange: exchange))
+            exchange.source = body.source
+            exchange.answered = true
+            // The head's deadline is over; from here the body may stall at most bodyIdleTimeout.
+            timer?.cancel()
+            arm(context: context, in: bodyIdleTimeout, exchange: exchange)
+            exchange.answer.succeed(.init(head: head, body: body.sequence))
+        case .body(let buffer):
+            guard let source = exchange.source, !exchange.ended else { return }
+            if source.yield(buffer) == .stopProducing { paused = true }
+        case .end:
+            guard exchange.source != nil else { return }
+            finish(exchange, context: context)
+        }
+    }
+
+    /// The reply ended whole: the connection is free again, and then its reader gets the end (a
+    /// caller that goes on to its next call finds the connection idle).
+    private func finish(_ exchange: ForwardingExchange, context: ChannelHandlerContext) {
+        timer?.cancel()
+        timer = nil
+        exchange.ended = true
+        current = nil
+        paused = false
+        if pendingRead {
+            pendingRead = false
+            context.read()
+        }
+        if keepAlive, let client {
+            client.checkin(context.channel, address: address)
+        } else {
+            context.close(promise: nil)
+        }
+        exchange.source?.finish()
+    }
+
+    func read(context: ChannelHandlerContext) {
+        if paused {
+            pendingRead = true
+        } else {
+            context.read()
+        }
+    }
+
+    /// The reader wants more of `exchange`'s body.
+    func resume(_ exchange: ForwardingExchange) {
+        guard current === exchange, paused, let context else { return }
+        paused = false
+        if pendingRead {
+            pendingRead = false
+            context.read()
+        }
+    }
+
+    /// The reader of `exchange`'s body is gone: unless the body had ended, the connection cannot be reused.
+    func readerLeft(_ exchange: ForwardingExchange) {
+        guard current === exchange, !exchange.ended, let context else { return }
+        exchange.ended = true
+        current = nil
+        context.close(promise: nil)
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        current?.fail(.closed(error))
+        current = nil
+        context.close(promise: nil)
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        timer?.cancel()
+        timer = nil
+        if let exchange = current {
+            current = nil
+            exchange.fail(.closed(ChannelError.eof))
+        } else {
+            client?.forget(context.channel, address: address)
+        }
+        context.fireChannelInactive()
+    }
+
+    /// A deadline for the exchange: before its head, the head must come; after it, the body must
+    /// move. A timer that finds the body moved since it was set waits again for the rest.
+    private func arm(context: ChannelHandlerContext, in amount: TimeAmount, exchange: ForwardingExchange) {
+        let set = NIODeadline.now()
+        let loopBound = NIOLoopBound(self, eventLoop: context.eventLoop)
+        timer = context.eventLoop.scheduleTask(in: amount) {
+            let handler = loopBound.value
+            guard handler.current === exchange, !exchange.ended, let context = handler.context else { return }
+            if exchange.answered && handler.paused {
+                // The reader is slow, not the service: its pace is its own.
+                handler.arm(context: context, in: handler.bodyIdleTimeout, exchange: exchange)
+                return
+            }
+            if exchange.answered && handler.lastRead > set {
+                handler.arm(context: context, in: handler.bodyIdleTimeout - (.now() - handler.lastRead), exchange: exchange)
+                return
+            }
+            exchange.fail(exchange.answered ? .bodyStalled : .headTimeout)
+            handler.current = nil
+            context.close(promise: nil)
+        }
+    }
+}
+
+/// Holds an iterator for a `ByteStream` closure (the stream is read by one task at a time).
+private final class IteratorBox<Iterator: AsyncIteratorProtocol>: @unchecked Sendable where Iterator.Element == ByteBuffer {
+    private var iterator: Iterator
+
+    init(_ iterator: Iterator) {
+        self.iterator = iterator
+    }
+
+    func next() async throws -> ByteBuffer? {
+        try await iterator.next()
+    }
+}

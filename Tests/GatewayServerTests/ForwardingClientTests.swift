@@ -1,0 +1,246 @@
+import GatewayCore
+@testable import GatewayServer
+import HTTPTypes
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import Synchronization
+import Testing
+
+/// A service on loopback that counts its connections and answers by path: `/ok` "hello",
+/// `/close` "bye" and `Connection: close`, `/big?size=N` N bytes in 64 KiB pieces, `/stall` a
+/// head and a few bytes of a longer body and then nothing, `/silent` nothing at all, `/echo` the request's method, body
+/// length and `host` field.
+private final class ScriptedService: Sendable {
+    let connections = Atomic<Int>(0)
+    let requests = Atomic<Int>(0)
+
+    func serve<R: Sendable>(_ body: @Sendable (String) async throws -> R) async throws -> R {
+        let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelInitializer { channel in
+                self.connections.add(1, ordering: .relaxed)
+                return channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.configureHTTPServerPipeline()
+                    try channel.pipeline.syncOperations.addHandler(Handler(service: self))
+                }
+            }
+            .bind(host: "127.0.0.1", port: 0).get()
+        let result: Result<R, any Error>
+        do { result = .success(try await body("http://127.0.0.1:\(channel.localAddress!.port!)")) } catch { result = .failure(error) }
+        try? await channel.close()
+        return try result.get()
+    }
+
+    final class Handler: ChannelInboundHandler, @unchecked Sendable {
+        typealias InboundIn = HTTPServerRequestPart
+        typealias OutboundOut = HTTPServerResponsePart
+        let service: ScriptedService
+        var head: HTTPRequestHead?
+        var length = 0
+
+        init(service: ScriptedService) { self.service = service }
+
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            switch unwrapInboundIn(data) {
+            case .head(let head):
+                self.head = head
+                length = 0
+            case .body(let buffer):
+                length += buffer.readableBytes
+            case .end:
+                guard let head else { return }
+                service.requests.add(1, ordering: .relaxed)
+                respond(to: head, context: context)
+            }
+        }
+
+        private func respond(to head: HTTPRequestHead, context: ChannelHandlerContext) {
+            let path = head.uri.split(separator: "?").first.map(String.init) ?? head.uri
+            switch path {
+            case "/ok":
+                send(context, body: "hello", head: head)
+            case "/close":
+                send(context, body: "bye", head: head, fields: [("connection", "close")], close: true)
+            case "/echo":
+                send(context, body: "\(head.method.rawValue) \(length) \(head.headers["host"].first ?? "-")", head: head)
+            case "/big":
+                let size = head.uri.split(separator: "=").last.flatMap { Int($0) } ?? 0
+                context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: .ok, headers: ["content-length": String(size)]))), promise: nil)
+                var left = size
+                let piece = ByteBuffer(repeating: 0x61, count: 64 << 10)
+                while left > 0 {
+                    let count = min(left, piece.readableBytes)
+                    context.write(wrapOutboundOut(.body(.byteBuffer(piece.getSlice(at: 0, length: count)!))), promise: nil)
+                    left -= count
+                }
+                context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
+            case "/silent":
+                break
+            case "/stall":
+                context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: .ok, headers: ["content-length": "1000"]))), promise: nil)
+                context.writeAndFlush(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(string: "the start")))), promise: nil)
+            default:
+                send(context, body: "no such path", head: head, status: .notFound)
+            }
+        }
+
+        private func send(_ context: ChannelHandlerContext, body: String, head: HTTPRequestHead, status: HTTPResponseStatus = .ok,
+                          fields: [(String, String)] = [], close: Bool = false) {
+            var headers = HTTPHeaders([("content-type", "text/plain"), ("content-length", String(body.utf8.count))])
+            headers.add(contentsOf: fields)
+            context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: status, headers: headers))), promise: nil)
+            if head.method != .HEAD { context.write(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(string: body)))), promise: nil) }
+            let channel = context.channel
+            context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in if close { channel.close(promise: nil) } }
+        }
+    }
+}
+
+@Suite("ForwardingClient")
+struct ForwardingClientTests {
+    private func call(_ client: ForwardingClient, _ url: String, method: HTTPRequest.Method = .get, body: ByteBuffer? = nil,
+                      timeout: Duration = .seconds(5)) async throws -> (status: Int, headers: HTTPFields, body: String) {
+        let request = UpstreamRequest(method: method, url: url, body: body, timeout: timeout)
+        let response = try await client.open(request, target: try #require(ForwardingTarget(url: url)), fields: [:])
+        let bytes = try await response.body.collect(upTo: 64 << 20)
+        return (response.status.code, response.headers, String(buffer: bytes))
+    }
+
+    /// `body` with a fresh service, its base URL and a client of its own (its idle connections closed afterwards).
+    private func withService<R: Sendable>(bodyIdleTimeout: TimeAmount = .seconds(60),
+                                          _ body: @Sendable (ScriptedService, ForwardingClient, String) async throws -> R) async throws -> R {
+        let service = ScriptedService()
+        let client = ForwardingClient(group: MultiThreadedEventLoopGroup.singleton, bodyIdleTimeout: bodyIdleTimeout)
+        defer { client.closeIdle() }
+        return try await service.serve { base in try await body(service, client, base) }
+    }
+
+    @Test("calls to one address reuse one kept-alive connection, one call at a time each")
+    func reuse() async throws {
+        try await withService { (service, client, base) async throws in
+            for _ in 0..<5 { #expect(try await call(client, base + "/ok").body == "hello") }
+            #expect(service.connections.load(ordering: .relaxed) == 1)
+            // Eight at once need eight connections; afterwards they are all kept.
+            try await withThrowingTaskGroup(of: String.self) { group in
+                for _ in 0..<8 { group.addTask { try await call(client, base + "/ok").body } }
+                for try await body in group { #expect(body == "hello") }
+            }
+            let opened = service.connections.load(ordering: .relaxed)
+            #expect(opened <= 8)
+            for _ in 0..<8 { _ = try await call(client, base + "/ok") }
+            #expect(service.connections.load(ordering: .relaxed) == opened, "no new connection once enough are kept")
+        }
+    }
+
+    @Test("a reply with Connection: close is not reused; the next call opens a fresh connection")
+    func closing() async throws {
+        try await withService { (service, client, base) async throws in
+            #expect(try await call(client, base + "/close").body == "bye")
+            #expect(try await call(client, base + "/ok").body == "hello")
+            #expect(service.connections.load(ordering: .relaxed) == 2)
+        }
+    }
+
+    @Test("a body left unread closes its connection: the next call gets its own reply, not the rest of the last")
+    func unread() async throws {
+        try await withService { (service, client, base) async throws in
+            do {
+                let response = try await client.open(UpstreamRequest(url: base + "/big?size=4194304"), target: try #require(ForwardingTarget(url: base + "/big?size=4194304")), fields: [:])
+                var iterator = response.body.makeAsyncIterator()
+                let first = try await iterator.next()
+                #expect((first?.readableBytes ?? 0) > 0)
+            }
+            #expect(try await call(client, base + "/ok").body == "hello")
+            #expect(service.connections.load(ordering: .relaxed) == 2)
+        }
+    }
+
+    @Test("a large body arrives whole, read with back-pressure, and the connection is kept")
+    func large() async throws {
+        try await withService { (service, client, base) async throws in
+            let size = 2 << 20
+            let response = try await client.open(UpstreamRequest(url: base + "/big?size=\(size)"), target: try #require(ForwardingTarget(url: base + "/big?size=\(size)")), fields: [:])
+            var total = 0
+            var pieces = 0
+            for try await piece in response.body {
+                total += piece.readableBytes
+                pieces += 1
+                #expect(piece.getBytes(at: piece.readerIndex, length: 1) == [0x61])
+                // A slow reader: reading pauses and resumes as it catches up.
+                if pieces % 16 == 0 { try await Task.sleep(for: .milliseconds(1)) }
+            }
+            #expect(total == size)
+            #expect(try await call(client, base + "/ok").body == "hello")
+            #expect(service.connections.load(ordering: .relaxed) == 1)
+        }
+    }
+
+    @Test("HEAD gets the head alone (its length field is not waited for) and the connection is kept")
+    func head() async throws {
+        try await withService { (service, client, base) async throws in
+            let reply = try await call(client, base + "/ok", method: .head, timeout: .seconds(2))
+            #expect(reply.status == 200)
+            #expect(reply.headers[.contentLength] == "5")
+            #expect(reply.body.isEmpty)
+            #expect(try await call(client, base + "/ok").body == "hello")
+            #expect(service.connections.load(ordering: .relaxed) == 1)
+        }
+    }
+
+    @Test("a body goes with its length; the Host field is the URL's authority; a POST without a body says length 0")
+    func bodies() async throws {
+        try await withService { (service, client, base) async throws in
+            let authority = String(base.dropFirst(7))
+            #expect(try await call(client, base + "/echo", method: .post, body: ByteBuffer(string: "twelve bytes")).body == "POST 12 \(authority)")
+            #expect(try await call(client, base + "/echo", method: .post).body == "POST 0 \(authority)")
+            #expect(try await call(client, base + "/echo").body == "GET 0 \(authority)")
+        }
+    }
+
+    @Test("a body that stalls ends its reader with a 504 problem after the idle time; the connection is not reused")
+    func stall() async throws {
+        try await withService(bodyIdleTimeout: .milliseconds(300)) { (service, client, base) async throws in
+            let response = try await client.open(UpstreamRequest(url: base + "/stall"), target: try #require(ForwardingTarget(url: base + "/stall")), fields: [:])
+            #expect(response.status == .ok)
+            let error = await #expect(throws: GatewayError.self) { _ = try await response.body.collect(upTo: 1 << 20) }
+            #expect(error?.status == 504)
+            #expect(try await call(client, base + "/ok").body == "hello")
+            #expect(service.connections.load(ordering: .relaxed) == 2)
+        }
+    }
+
+    @Test("a head that does not come within the request's timeout is a 504 (its connection closed); nothing listening is a 502")
+    func failures() async throws {
+        let base = try await withService { (service, client, base) async throws -> String in
+            let start = ContinuousClock.now
+            let error = await #expect(throws: GatewayError.self) { _ = try await call(client, base + "/silent", timeout: .milliseconds(200)) }
+            #expect(error?.status == 504)
+            #expect(ContinuousClock.now - start < .seconds(3))
+            #expect(try await call(client, base + "/ok").body == "hello")
+            #expect(service.connections.load(ordering: .relaxed) == 2, "the silent call's connection was not reused")
+            return base
+        }
+        // The service is gone now: nothing listens at its address.
+        let error = await #expect(throws: GatewayError.self) { _ = try await call(ForwardingClient(group: MultiThreadedEventLoopGroup.singleton), base + "/ok") }
+        #expect(error?.status == 502)
+    }
+
+    @Test("targets: host, port and path from plain http URLs; https, user info and fragments are not forwarding targets")
+    func targets() throws {
+        let plain = try #require(ForwardingTarget(url: "http://127.0.0.1:8080/v1/x?a=1"))
+        #expect(plain.host == "127.0.0.1" && plain.port == 8080 && plain.pathAndQuery == "/v1/x?a=1" && plain.authority == "127.0.0.1:8080")
+        let bare = try #require(ForwardingTarget(url: "http://service.internal"))
+        #expect(bare.host == "service.internal" && bare.port == 80 && bare.pathAndQuery == "/")
+        let query = try #require(ForwardingTarget(url: "http://service.internal?q=1"))
+        #expect(query.pathAndQuery == "/?q=1")
+        let six = try #require(ForwardingTarget(url: "http://[::1]:9000/a"))
+        #expect(six.host == "::1" && six.port == 9000 && six.authority == "[::1]:9000")
+        #expect(ForwardingTarget(url: "https://example.com/") == nil)
+        #expect(ForwardingTarget(url: "http://user:secret@example.com/") == nil)
+        #expect(ForwardingTarget(url: "http://example.com/#part") == nil)
+        #expect(ForwardingTarget(url: "http://example.com:99999/") == nil)
+        #expect(ForwardingTarget(url: "http://example.com:port/") == nil)
+        #expect(ForwardingTarget(url: "http://") == nil)
+    }
+}
