@@ -28,6 +28,8 @@ import UpstreamPlugin
 //   --upstream URL    also host an upstream service plugin `weather` forwarding to URL (public), so
 //                     that --in-process --target /v1/weather/forecast.json times a forwarded call
 //                     without the incoming socket
+//   --forward-only URL with --in-process N: N GETs of URL through the forwarding client alone (no
+//                     gateway around it), with the CPU time per call
 // Quotas are set far above what the load generator can reach, so rate limiting is measured as
 // work done, not as rejections. Logging is at warning level, as a production gateway would run.
 func argument(_ name: String) -> String? {
@@ -147,6 +149,31 @@ func inParallel(_ gateway: Gateway, target: String, count: Int, loops: Int) asyn
     let elapsed = ContinuousClock.now - start
     let wall = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
     return (wall * 1e6 / Double(count), (cpuSeconds() - cpuStart) * 1e6 / Double(count))
+}
+if let url = argument("--forward-only"), let count = argument("--in-process").flatMap(Int.init) {
+    // The client of forwarded calls alone (no gateway around it): 16 loops of GETs to `url`.
+    let client = AsyncUpstreamClient()
+    @concurrent func forward(_ calls: Int) async throws {
+        for _ in 0..<calls {
+            let response = try await client.open(UpstreamRequest(url: url, headers: [.accept: "*/*"]), body: nil)
+            _ = try await response.body.collect(upTo: 1 << 20)
+        }
+    }
+    try await forward(count / 10)
+    var usage = rusage()
+    getrusage(RUSAGE_SELF.rawValue, &usage)
+    let cpuStart = usage.ru_utime.tv_sec * 1_000_000 + usage.ru_utime.tv_usec + usage.ru_stime.tv_sec * 1_000_000 + usage.ru_stime.tv_usec
+    let start = ContinuousClock.now
+    try await withThrowingTaskGroup(of: Void.self) { group in
+        for _ in 0..<16 { group.addTask { try await forward(count / 16) } }
+        try await group.waitForAll()
+    }
+    let elapsed = ContinuousClock.now - start
+    getrusage(RUSAGE_SELF.rawValue, &usage)
+    let cpu = usage.ru_utime.tv_sec * 1_000_000 + usage.ru_utime.tv_usec + usage.ru_stime.tv_sec * 1_000_000 + usage.ru_stime.tv_usec - cpuStart
+    let wall = Double(elapsed.components.seconds) * 1e6 + Double(elapsed.components.attoseconds) / 1e12
+    print(String(format: "forwarded call alone: %.2f µs per call, %.2f µs of CPU per call (16 loops)", wall / Double(count), Double(cpu) / Double(count)))
+    exit(0)
 }
 if let count = argument("--in-process").flatMap(Int.init) {
     let loops = argument("--parallel").flatMap(Int.init) ?? 1

@@ -6,8 +6,8 @@ import NIOPosix
 import Synchronization
 
 /// The client of forwarded calls to plain-HTTP services (`type: upstream`, composites): kept-alive
-/// HTTP/1.1 connections, one request at a time each, the reply's head handed over as soon as it
-/// arrives and its body streamed with back-pressure.
+/// HTTP/1.1 connections, one request at a time each; a reply that arrives in one read is handed
+/// over whole, a longer one as soon as its head arrives, its body streamed with back-pressure.
 ///
 /// A forwarded call is the gateway's hottest path after its own endpoints, and AsyncHTTPClient's
 /// general machinery (URL parsing, redirect and decompression handling, a state machine and a
@@ -82,15 +82,19 @@ final class ForwardingClient: Sendable {
         for (name, value) in answer.head.headers {
             if let name = HTTPField.Name(name) { replyFields.append(HTTPField(name: name, value: value)) }
         }
-        let url = request.url
-        let body = answer.body
-        return StreamedUpstreamResponse(status: status, headers: replyFields, body: ByteStream(next: { [iterator = IteratorBox(body.makeAsyncIterator())] in
-            do {
-                return try await iterator.next()
-            } catch let error as ForwardingError {
-                throw error.problem(url: url)
-            }
-        }))
+        switch answer.body {
+        case .whole(let buffer):
+            return StreamedUpstreamResponse(status: status, headers: replyFields, body: ByteStream(buffer.readableBytes == 0 ? [] : [buffer]))
+        case .streamed(let body):
+            let url = request.url
+            return StreamedUpstreamResponse(status: status, headers: replyFields, body: ByteStream(next: { [iterator = IteratorBox(body.makeAsyncIterator())] in
+                do {
+                    return try await iterator.next()
+                } catch let error as ForwardingError {
+                    throw error.problem(url: url)
+                }
+            }))
+        }
     }
 
     /// An idle connection to the target's address, or a new one.
@@ -226,14 +230,22 @@ final class ForwardingExchange: @unchecked Sendable {
                                                       ForwardingBodyDelegate>
     struct Answer: Sendable {
         let head: HTTPResponseHead
-        let body: Body
+        let body: Reply
+    }
+    /// A reply that ended in the read that brought its head comes whole; a longer one streams.
+    enum Reply: Sendable {
+        case whole(ByteBuffer)
+        case streamed(Body)
     }
 
     let head: HTTPRequestHead
     let body: ByteBuffer?
     let timeout: TimeAmount
     let answer: EventLoopPromise<Answer>
-    /// The reply's body, once its head came.
+    /// The reply's head, once it came; its body so far, until it ends or streams.
+    var received: HTTPResponseHead?
+    var collected = ByteBuffer()
+    /// The reply's body, once it streams.
     var source: Body.Source?
     var answered = false
     var ended = false
@@ -335,22 +347,51 @@ final class ForwardingConnectionHandler: ChannelDuplexHandler {
             // Interim replies (100 Continue, 103 Early Hints) are not the answer.
             if (100..<200).contains(head.status.code) && head.status.code != 101 { return }
             keepAlive = keepAlive && head.isKeepAlive
-            let body = ForwardingExchange.Body.makeSequence(
-                backPressureStrategy: .init(lowWatermark: 2, highWatermark: 8), finishOnDeinit: false,
-                delegate: ForwardingBodyDelegate(channel: context.channel, handler: NIOLoopBound(self, eventLoop: context.eventLoop), exchange: exchange))
-            exchange.source = body.source
-            exchange.answered = true
+            exchange.received = head
             // The head's deadline is over; from here the body may stall at most bodyIdleTimeout.
             timer?.cancel()
             arm(context: context, in: bodyIdleTimeout, exchange: exchange)
-            exchange.answer.succeed(.init(head: head, body: body.sequence))
-        case .body(let buffer):
-            guard let source = exchange.source, !exchange.ended else { return }
-            if source.yield(buffer) == .stopProducing { paused = true }
+        case .body(var buffer):
+            guard exchange.received != nil, !exchange.ended else { return }
+            if let source = exchange.source {
+                if source.yield(buffer) == .stopProducing { paused = true }
+            } else {
+                exchange.collected.writeBuffer(&buffer)
+                if exchange.collected.readableBytes > Self.wholeLimit { stream(exchange, context: context) }
+            }
         case .end:
-            guard exchange.source != nil else { return }
+            guard let head = exchange.received, !exchange.ended else { return }
+            let whole = !exchange.answered
             finish(exchange, context: context)
+            if whole {
+                exchange.answered = true
+                exchange.answer.succeed(.init(head: head, body: .whole(exchange.collected)))
+            }
         }
+    }
+
+    /// Replies up to this size that end in the read that brought their head are handed over whole.
+    static let wholeLimit = 256 << 10
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        // A reply whose head came but whose end did not: its body streams from here.
+        if let exchange = current, exchange.received != nil, !exchange.answered, !exchange.ended { stream(exchange, context: context) }
+        context.fireChannelReadComplete()
+    }
+
+    /// Answers `exchange` with its head and a body that streams, starting with what came so far.
+    private func stream(_ exchange: ForwardingExchange, context: ChannelHandlerContext) {
+        guard let head = exchange.received, !exchange.answered else { return }
+        let body = ForwardingExchange.Body.makeSequence(
+            backPressureStrategy: .init(lowWatermark: 2, highWatermark: 8), finishOnDeinit: false,
+            delegate: ForwardingBodyDelegate(channel: context.channel, handler: NIOLoopBound(self, eventLoop: context.eventLoop), exchange: exchange))
+        exchange.source = body.source
+        exchange.answered = true
+        if exchange.collected.readableBytes > 0 {
+            if body.source.yield(exchange.collected) == .stopProducing { paused = true }
+            exchange.collected = ByteBuffer()
+        }
+        exchange.answer.succeed(.init(head: head, body: .streamed(body.sequence)))
     }
 
     /// The reply ended whole: the connection is free again, and then its reader gets the end (a
@@ -425,16 +466,16 @@ final class ForwardingConnectionHandler: ChannelDuplexHandler {
         timer = context.eventLoop.scheduleTask(in: amount) {
             let handler = loopBound.value
             guard handler.current === exchange, !exchange.ended, let context = handler.context else { return }
-            if exchange.answered && handler.paused {
+            if exchange.received != nil && handler.paused {
                 // The reader is slow, not the service: its pace is its own.
                 handler.arm(context: context, in: handler.bodyIdleTimeout, exchange: exchange)
                 return
             }
-            if exchange.answered && handler.lastRead > set {
+            if exchange.received != nil && handler.lastRead > set {
                 handler.arm(context: context, in: handler.bodyIdleTimeout - (.now() - handler.lastRead), exchange: exchange)
                 return
             }
-            exchange.fail(exchange.answered ? .bodyStalled : .headTimeout)
+            exchange.fail(exchange.received != nil ? .bodyStalled : .headTimeout)
             handler.current = nil
             context.close(promise: nil)
         }
