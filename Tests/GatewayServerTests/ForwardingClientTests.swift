@@ -213,10 +213,9 @@ struct ForwardingClientTests {
     @Test("a head that does not come within the request's timeout is a 504 (its connection closed); nothing listening is a 502")
     func failures() async throws {
         let base = try await withService { (service, client, base) async throws -> String in
-            let start = ContinuousClock.now
+            // The service never answers: only the deadline ends the call.
             let error = await #expect(throws: GatewayError.self) { _ = try await call(client, base + "/silent", timeout: .milliseconds(200)) }
             #expect(error?.status == 504)
-            #expect(ContinuousClock.now - start < .seconds(3))
             #expect(try await call(client, base + "/ok").body == "hello")
             #expect(service.connections.load(ordering: .relaxed) == 2, "the silent call's connection was not reused")
             return base
