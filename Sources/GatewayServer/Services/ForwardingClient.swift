@@ -166,16 +166,17 @@ struct ForwardingTarget: Sendable, Equatable {
     /// As the URL wrote it, for the `Host` field.
     let authority: String
     let pathAndQuery: String
-    /// `host:port`, the key of the idle connections.
-    var address: String { "\(host):\(port)" }
+    /// The key of the idle connections: the authority as written (two spellings of one address
+    /// keep connections apart, which is harmless).
+    var address: String { authority }
 
     init?(url: String) {
         guard url.utf8.count > 7, url.utf8.starts(with: "http://".utf8) else { return nil }
         let rest = url.utf8.dropFirst(7)
         let end = rest.firstIndex { $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#") } ?? rest.endIndex
-        guard let authority = String(rest[..<end]), !authority.isEmpty, !authority.contains("@") else { return nil }
+        guard end > rest.startIndex, !rest[..<end].contains(UInt8(ascii: "@")), !rest[end...].contains(UInt8(ascii: "#")),
+              let authority = String(rest[..<end]) else { return nil }
         let path = String(Substring(rest[end...]))
-        guard !path.contains("#") else { return nil }
         var host = Substring(authority)
         var port = 80
         if host.hasPrefix("[") {
