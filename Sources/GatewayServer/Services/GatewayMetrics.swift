@@ -78,7 +78,7 @@ public final class GatewayMetrics: Sendable {
     /// Reports the response cache: entries and bytes as gauges; hits, misses and evictions as
     /// counters (advanced by what changed since the last rendering).
     func observe(_ cache: MemoryResponseCache) {
-        let entries = registry.makeGauge(descriptor: .init(namespace: "gateway", metricName: "cache_entries", helpText: "Replies held in the response cache."))
+        let entries = registry.makeGauge(descriptor: .init(namespace: "gateway", metricName: "cache_entries", unitName: "", helpText: "Replies held in the response cache."))
         let bytes = registry.makeGauge(descriptor: .init(namespace: "gateway", metricName: "cache", unitName: "bytes", helpText: "Bytes held in the response cache."))
         func counter(_ name: String, _ help: String) -> Prometheus.Counter {
             registry.makeCounter(descriptor: .init(namespace: "gateway", metricName: "cache_\(name)", unitName: "total", helpText: help))
@@ -161,9 +161,9 @@ public final class GatewayMetrics: Sendable {
                               helpText: "Time each database statement took (inside a transaction too)."),
             buckets: Self.buckets)
         meter.attach { duration.record($0) }
-        let inUse = registry.makeGauge(descriptor: .init(namespace: "gateway", metricName: "db_connections_in_use",
+        let inUse = registry.makeGauge(descriptor: .init(namespace: "gateway", metricName: "db_connections_in_use", unitName: "",
                                                          helpText: "Connections taken from the pool now (by a statement, a session or a transaction)."))
-        let capacity = registry.makeGauge(descriptor: .init(namespace: "gateway", metricName: "db_connections_max",
+        let capacity = registry.makeGauge(descriptor: .init(namespace: "gateway", metricName: "db_connections_max", unitName: "",
                                                             helpText: "Connections the pool may open."))
         capacity.set(Int64(meter.capacity))
         let failures = registry.makeCounter(descriptor: .init(namespace: "gateway", metricName: "db_query_failures", unitName: "total",
@@ -200,8 +200,8 @@ struct ProcessCollector: Sendable {
         guard FileManager.default.fileExists(atPath: "/proc/self/statm") else { return nil }
         resident = registry.makeGauge(descriptor: .init(namespace: "process", metricName: "resident_memory", unitName: "bytes", helpText: "Resident memory size."))
         virtual = registry.makeGauge(descriptor: .init(namespace: "process", metricName: "virtual_memory", unitName: "bytes", helpText: "Virtual memory size."))
-        openFiles = registry.makeGauge(descriptor: .init(namespace: "process", metricName: "open_fds", helpText: "Open file descriptors."))
-        maxFiles = registry.makeGauge(descriptor: .init(namespace: "process", metricName: "max_fds", helpText: "The limit of open file descriptors."))
+        openFiles = registry.makeGauge(descriptor: .init(namespace: "process", metricName: "open_fds", unitName: "", helpText: "Open file descriptors."))
+        maxFiles = registry.makeGauge(descriptor: .init(namespace: "process", metricName: "max_fds", unitName: "", helpText: "The limit of open file descriptors."))
         cpu = registry.makeGauge(descriptor: .init(namespace: "process", metricName: "cpu", unitName: "seconds", helpText: "User and system CPU time spent."))
         let start = registry.makeGauge(descriptor: .init(namespace: "process", metricName: "start_time", unitName: "seconds", helpText: "Start time since 1970."))
         start.set(Date().timeIntervalSince1970)
