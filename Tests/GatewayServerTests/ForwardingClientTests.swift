@@ -9,7 +9,9 @@ import Testing
 
 /// A service on loopback that counts its connections and answers by path: `/ok` "hello",
 /// `/close` "bye" and `Connection: close`, `/big?size=N` N bytes in 64 KiB pieces, `/stall` a
-/// head and a few bytes of a longer body and then nothing, `/silent` nothing at all, `/echo` the request's method, body
+/// head and a few bytes of a longer body and then nothing, `/silent` nothing at all, `/once` an
+/// answer to a connection's first request only (it closes at the second), `/short` an answer
+/// saying `Keep-Alive: timeout=1`, `/echo` the request's method, body
 /// length and `host` field.
 private final class ScriptedService: Sendable {
     let connections = Atomic<Int>(0)
@@ -38,6 +40,8 @@ private final class ScriptedService: Sendable {
         let service: ScriptedService
         var head: HTTPRequestHead?
         var length = 0
+        /// Requests this connection has carried.
+        var served = 0
 
         init(service: ScriptedService) { self.service = service }
 
@@ -51,6 +55,7 @@ private final class ScriptedService: Sendable {
             case .end:
                 guard let head else { return }
                 service.requests.add(1, ordering: .relaxed)
+                served += 1
                 respond(to: head, context: context)
             }
         }
@@ -77,6 +82,12 @@ private final class ScriptedService: Sendable {
                 context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
             case "/silent":
                 break
+            case "/once":
+                // A second request on a kept connection finds it closed, as when a service's idle
+                // close crosses the reuse.
+                if served > 1 { context.close(promise: nil) } else { send(context, body: "fresh", head: head) }
+            case "/short":
+                send(context, body: "short", head: head, fields: [("keep-alive", "timeout=1")])
             case "/stall":
                 context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: .ok, headers: ["content-length": "1000"]))), promise: nil)
                 context.writeAndFlush(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(string: "the start")))), promise: nil)
@@ -223,6 +234,32 @@ struct ForwardingClientTests {
         // The service is gone now: nothing listens at its address.
         let error = await #expect(throws: GatewayError.self) { _ = try await call(ForwardingClient(group: MultiThreadedEventLoopGroup.singleton), base + "/ok") }
         #expect(error?.status == 502)
+    }
+
+    @Test("a kept connection closed as it is reused: a GET goes again on a new connection, a POST is a 502")
+    func staleReuse() async throws {
+        try await withService { (service, client, base) async throws in
+            #expect(try await call(client, base + "/once").body == "fresh")
+            #expect(try await call(client, base + "/once").body == "fresh", "retried on a connection of its own")
+            #expect(service.connections.load(ordering: .relaxed) == 2)
+            client.closeIdle()
+            #expect(try await call(client, base + "/once", method: .post).body == "fresh")
+            let error = await #expect(throws: GatewayError.self) { _ = try await call(client, base + "/once", method: .post) }
+            #expect(error?.status == 502, "a POST may have been acted on: never sent twice")
+        }
+    }
+
+    @Test("a service's Keep-Alive timeout is honoured: a connection it will close soon is not kept")
+    func keepAliveTimeout() async throws {
+        try await withService { (service, client, base) async throws in
+            #expect(try await call(client, base + "/short").body == "short")
+            #expect(try await call(client, base + "/short").body == "short")
+            #expect(service.connections.load(ordering: .relaxed) == 2)
+        }
+        #expect(ForwardingConnectionHandler.keepAliveTimeout(["keep-alive": "timeout=5, max=1000"]) == .seconds(4))
+        #expect(ForwardingConnectionHandler.keepAliveTimeout(["keep-alive": "max=1000"]) == nil)
+        #expect(ForwardingConnectionHandler.keepAliveTimeout(["keep-alive": "timeout=abc"]) == nil)
+        #expect(ForwardingConnectionHandler.keepAliveTimeout([:]) == nil)
     }
 
     @Test("targets: host, port and path from plain http URLs; https, user info and fragments are not forwarding targets")

@@ -1,3 +1,4 @@
+import Foundation
 import GatewayCore
 import HTTPTypes
 import NIOCore
@@ -27,8 +28,10 @@ final class ForwardingClient: Sendable {
     static let shared = ForwardingClient(group: MultiThreadedEventLoopGroup.singleton)
 
     static let connectTimeout = TimeAmount.seconds(5)
-    /// An idle connection older than this is closed rather than reused (services close theirs
-    /// after 5 s to 75 s; a connection the service closed is dropped at once anyway).
+    /// An idle connection older than this is closed rather than reused, unless the service said
+    /// less (`Keep-Alive: timeout=N`, as Node.js sends: 5 s): services close theirs after 5 s to
+    /// 75 s; one the service closed is dropped at once, and the race of a close with a reuse is
+    /// retried for calls that may be sent twice.
     static let idleLifetime = TimeAmount.seconds(50)
     /// Idle connections kept per service address; more are closed when their exchange ends.
     static let idlePerAddress = 256
@@ -55,27 +58,37 @@ final class ForwardingClient: Sendable {
             headers.add(name: "content-length", value: "0")
         }
         let head = HTTPRequestHead(version: .http1_1, method: HTTPMethod(rawValue: request.method.rawValue), uri: target.pathAndQuery, headers: headers)
-        let connection: ForwardingConnection
-        do {
-            connection = try await checkout(target)
-        } catch let error as ForwardingError {
-            throw error.problem(url: request.url)
-        }
-        let exchange = ForwardingExchange(head: head, body: request.body, timeout: Self.timeAmount(request.timeout),
-                                          answer: connection.channel.eventLoop.makePromise())
-        let written = connection.channel.eventLoop.makePromise(of: Void.self)
-        written.futureResult.whenFailure { error in exchange.fail(ForwardingError.closed(error)) }
-        connection.channel.writeAndFlush(exchange, promise: written)
-        let answer: ForwardingExchange.Answer
-        do {
-            answer = try await withTaskCancellationHandler {
-                try await exchange.answer.futureResult.get()
-            } onCancel: {
-                connection.channel.close(promise: nil)
+        // A kept connection the service closed just as it was reused fails before any reply:
+        // a call that may be sent twice (RFC 9110 §9.2.2, as browsers and Go retry) goes again on
+        // a new connection.
+        let replayable = [.get, .head, .options, .trace].contains(request.method)
+        var answer: ForwardingExchange.Answer?
+        while answer == nil {
+            let connection: ForwardingConnection
+            let reused: Bool
+            do {
+                (connection, reused) = try await checkout(target)
+            } catch let error as ForwardingError {
+                throw error.problem(url: request.url)
             }
-        } catch let error as ForwardingError {
-            throw Task.isCancelled ? CancellationError() : error.problem(url: request.url)
+            let exchange = ForwardingExchange(head: head, body: request.body, timeout: Self.timeAmount(request.timeout),
+                                              answer: connection.channel.eventLoop.makePromise())
+            let written = connection.channel.eventLoop.makePromise(of: Void.self)
+            written.futureResult.whenFailure { error in exchange.fail(ForwardingError.closed(error)) }
+            connection.channel.writeAndFlush(exchange, promise: written)
+            do {
+                answer = try await withTaskCancellationHandler {
+                    try await exchange.answer.futureResult.get()
+                } onCancel: {
+                    connection.channel.close(promise: nil)
+                }
+            } catch ForwardingError.closed where reused && replayable && !Task.isCancelled {
+                continue
+            } catch let error as ForwardingError {
+                throw Task.isCancelled ? CancellationError() : error.problem(url: request.url)
+            }
         }
+        guard let answer else { throw CancellationError() }
         let status = HTTPResponse.Status(code: Int(answer.head.status.code), reasonPhrase: answer.head.status.reasonPhrase)
         var replyFields = HTTPFields()
         replyFields.reserveCapacity(answer.head.headers.count)
@@ -97,11 +110,11 @@ final class ForwardingClient: Sendable {
         }
     }
 
-    /// An idle connection to the target's address, or a new one.
-    private func checkout(_ target: ForwardingTarget) async throws -> ForwardingConnection {
+    /// An idle connection to the target's address (`reused`), or a new one.
+    private func checkout(_ target: ForwardingTarget) async throws -> (ForwardingConnection, reused: Bool) {
         let now = NIODeadline.now()
         while let kept = idle.withLock({ $0[target.address]?.popLast() }) {
-            if kept.connection.channel.isActive && now - kept.since < Self.idleLifetime { return kept.connection }
+            if kept.connection.channel.isActive && now < kept.until { return (kept.connection, true) }
             kept.connection.channel.close(promise: nil)
         }
         let address = target.address
@@ -118,20 +131,31 @@ final class ForwardingClient: Sendable {
                     }
                 }
                 .connect(host: target.host, port: target.port).get()
-            return ForwardingConnection(channel: channel)
+            return (ForwardingConnection(channel: channel), false)
         } catch {
             throw ForwardingError.unreachable(error)
         }
     }
 
-    /// Keeps a connection whose exchange ended with keep-alive for the next call to its address.
-    fileprivate func checkin(_ channel: any Channel, address: String) {
+    /// Keeps a connection whose exchange ended with keep-alive for the next call to its address,
+    /// for at most `lifetime` (the service's `Keep-Alive: timeout`, or ``idleLifetime``). The
+    /// longest-idle connections, reused last, are closed here once they are past their time.
+    fileprivate func checkin(_ channel: any Channel, address: String, lifetime: TimeAmount) {
+        let now = NIODeadline.now()
+        var expired: [any Channel] = []
         let kept = idle.withLock { idle -> Bool in
-            guard idle[address, default: []].count < Self.idlePerAddress else { return false }
-            idle[address, default: []].append(IdleConnection(connection: ForwardingConnection(channel: channel), since: .now()))
+            var list = idle[address, default: []]
+            while let oldest = list.first, oldest.until <= now {
+                expired.append(oldest.connection.channel)
+                list.removeFirst()
+            }
+            defer { idle[address] = list }
+            guard list.count < Self.idlePerAddress else { return false }
+            list.append(IdleConnection(connection: ForwardingConnection(channel: channel), until: now + lifetime))
             return true
         }
         if !kept { channel.close(promise: nil) }
+        for channel in expired { channel.close(promise: nil) }
     }
 
     /// Forgets a connection that closed while idle.
@@ -154,7 +178,7 @@ final class ForwardingClient: Sendable {
 
     private struct IdleConnection: Sendable {
         let connection: ForwardingConnection
-        let since: NIODeadline
+        let until: NIODeadline
     }
 }
 
@@ -301,6 +325,11 @@ final class ForwardingConnectionHandler: ChannelDuplexHandler {
     private var context: ChannelHandlerContext?
     private var current: ForwardingExchange?
     private var keepAlive = true
+    /// The whole request went out (its end was written): only then may the connection carry
+    /// another one, even when the reply came first (a 401 or 413 before the body was read).
+    private var requestWritten = false
+    /// How long the connection may wait idle for its next call.
+    private var idleLifetime = ForwardingClient.idleLifetime
     /// A read the reader's back-pressure held back.
     private var paused = false
     private var pendingRead = false
@@ -330,13 +359,31 @@ final class ForwardingConnectionHandler: ChannelDuplexHandler {
         }
         current = exchange
         keepAlive = exchange.head.isKeepAlive
+        requestWritten = false
         paused = false
         lastRead = .now()
         context.write(wrapOutboundOut(.head(exchange.head)), promise: nil)
         if let body = exchange.body, body.readableBytes > 0 {
             context.write(wrapOutboundOut(.body(.byteBuffer(body))), promise: nil)
         }
-        context.write(wrapOutboundOut(.end(nil)), promise: promise)
+        let written = context.eventLoop.makePromise(of: Void.self)
+        let loopBound = NIOLoopBound(self, eventLoop: context.eventLoop)
+        written.futureResult.whenComplete { result in
+            let handler = loopBound.value
+            if handler.current === exchange {
+                switch result {
+                case .success:
+                    handler.requestWritten = true
+                case .failure(let error):
+                    // Not sent whole: the exchange fails and the connection, in an unknown state, closes.
+                    exchange.fail(.closed(error))
+                    handler.current = nil
+                    handler.context?.close(promise: nil)
+                }
+            }
+            promise?.completeWith(result)
+        }
+        context.write(wrapOutboundOut(.end(nil)), promise: written)
         arm(context: context, in: exchange.timeout, exchange: exchange)
     }
 
@@ -347,7 +394,9 @@ final class ForwardingConnectionHandler: ChannelDuplexHandler {
         case .head(let head):
             // Interim replies (100 Continue, 103 Early Hints) are not the answer.
             if (100..<200).contains(head.status.code) && head.status.code != 101 { return }
-            keepAlive = keepAlive && head.isKeepAlive
+            // A 101 switches the connection to another protocol: never reused.
+            keepAlive = keepAlive && head.isKeepAlive && head.status.code != 101
+            idleLifetime = Self.keepAliveTimeout(head.headers).map { min($0, ForwardingClient.idleLifetime) } ?? ForwardingClient.idleLifetime
             exchange.received = head
             // The head's deadline is over; from here the body may stall at most bodyIdleTimeout.
             timer?.cancel()
@@ -369,6 +418,19 @@ final class ForwardingConnectionHandler: ChannelDuplexHandler {
                 exchange.answer.succeed(.init(head: head, body: .whole(exchange.collected)))
             }
         }
+    }
+
+    /// The service's `Keep-Alive: timeout=N` (RFC 9112 appendix C.2.2), less a second for the
+    /// close to travel: how long it keeps an idle connection open.
+    static func keepAliveTimeout(_ headers: HTTPHeaders) -> TimeAmount? {
+        guard let value = headers.first(name: "keep-alive") else { return nil }
+        for parameter in value.split(separator: ",") {
+            let pair = parameter.split(separator: "=", maxSplits: 1)
+            guard pair.count == 2, pair[0].trimmingCharacters(in: .whitespaces).lowercased() == "timeout",
+                  let seconds = Int(pair[1].trimmingCharacters(in: .whitespaces)), seconds > 0 else { continue }
+            return .seconds(Int64(max(seconds - 1, 0)))
+        }
+        return nil
     }
 
     /// Replies up to this size that end in the read that brought their head are handed over whole.
@@ -407,8 +469,8 @@ final class ForwardingConnectionHandler: ChannelDuplexHandler {
             pendingRead = false
             context.read()
         }
-        if keepAlive, let client {
-            client.checkin(context.channel, address: address)
+        if keepAlive, requestWritten, let client {
+            client.checkin(context.channel, address: address, lifetime: idleLifetime)
         } else {
             context.close(promise: nil)
         }
@@ -427,6 +489,8 @@ final class ForwardingConnectionHandler: ChannelDuplexHandler {
     func resume(_ exchange: ForwardingExchange) {
         guard current === exchange, paused, let context else { return }
         paused = false
+        // The pause was the reader's: the service's idle time starts again here.
+        lastRead = .now()
         if pendingRead {
             pendingRead = false
             context.read()
