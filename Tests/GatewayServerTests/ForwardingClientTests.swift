@@ -11,7 +11,7 @@ import Testing
 /// `/close` "bye" and `Connection: close`, `/big?size=N` N bytes in 64 KiB pieces, `/stall` a
 /// head and a few bytes of a longer body and then nothing, `/silent` nothing at all, `/once` an
 /// answer to a connection's first request only (it closes at the second), `/short` an answer
-/// saying `Keep-Alive: timeout=1`, `/echo` the request's method, body
+/// saying `Keep-Alive: timeout=1`, `/slow` an answer after 100 ms, `/echo` the request's method, body
 /// length and `host` field.
 private final class ScriptedService: Sendable {
     let connections = Atomic<Int>(0)
@@ -86,6 +86,12 @@ private final class ScriptedService: Sendable {
                 // A second request on a kept connection finds it closed, as when a service's idle
                 // close crosses the reuse.
                 if served > 1 { context.close(promise: nil) } else { send(context, body: "fresh", head: head) }
+            case "/slow":
+                let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+                context.eventLoop.scheduleTask(in: .milliseconds(100)) {
+                    let (handler, context) = loopBound.value
+                    handler.send(context, body: "slow", head: head)
+                }
             case "/short":
                 send(context, body: "short", head: head, fields: [("keep-alive", "timeout=1")])
             case "/stall":
@@ -96,7 +102,7 @@ private final class ScriptedService: Sendable {
             }
         }
 
-        private func send(_ context: ChannelHandlerContext, body: String, head: HTTPRequestHead, status: HTTPResponseStatus = .ok,
+        fileprivate func send(_ context: ChannelHandlerContext, body: String, head: HTTPRequestHead, status: HTTPResponseStatus = .ok,
                           fields: [(String, String)] = [], close: Bool = false) {
             var headers = HTTPHeaders([("content-type", "text/plain"), ("content-length", String(body.utf8.count))])
             headers.add(contentsOf: fields)
@@ -119,10 +125,11 @@ struct ForwardingClientTests {
     }
 
     /// `body` with a fresh service, its base URL and a client of its own (its idle connections closed afterwards).
-    private func withService<R: Sendable>(bodyIdleTimeout: TimeAmount = .seconds(60),
+    private func withService<R: Sendable>(bodyIdleTimeout: TimeAmount = .seconds(60), maxConnections: Int = 512,
                                           _ body: @Sendable (ScriptedService, ForwardingClient, String) async throws -> R) async throws -> R {
         let service = ScriptedService()
-        let client = ForwardingClient(group: MultiThreadedEventLoopGroup.singleton, bodyIdleTimeout: bodyIdleTimeout)
+        let client = ForwardingClient(group: MultiThreadedEventLoopGroup.singleton, bodyIdleTimeout: bodyIdleTimeout,
+                                      maxConnectionsPerAddress: maxConnections)
         defer { client.closeIdle() }
         return try await service.serve { base in try await body(service, client, base) }
     }
@@ -260,6 +267,28 @@ struct ForwardingClientTests {
         #expect(ForwardingConnectionHandler.keepAliveTimeout(["keep-alive": "max=1000"]) == nil)
         #expect(ForwardingConnectionHandler.keepAliveTimeout(["keep-alive": "timeout=abc"]) == nil)
         #expect(ForwardingConnectionHandler.keepAliveTimeout([:]) == nil)
+    }
+
+    @Test("at most so many connections to an address: further calls wait for one to come free, within their timeout")
+    func connectionLimit() async throws {
+        try await withService(maxConnections: 2) { (service, client, base) async throws in
+            try await withThrowingTaskGroup(of: String.self) { group in
+                for _ in 0..<6 { group.addTask { try await call(client, base + "/slow").body } }
+                for try await body in group { #expect(body == "slow") }
+            }
+            #expect(service.connections.load(ordering: .relaxed) == 2, "six calls on two connections")
+        }
+        try await withService(maxConnections: 1) { (service, client, base) async throws in
+            // The one connection is held by a call the service never answers.
+            async let held: Void = { _ = try? await call(client, base + "/silent", timeout: .seconds(2)) }()
+            while service.requests.load(ordering: .relaxed) < 1 { try await Task.sleep(for: .milliseconds(10)) }
+            let error = await #expect(throws: GatewayError.self) { _ = try await call(client, base + "/ok", timeout: .milliseconds(200)) }
+            #expect(error?.status == 504, "no connection came free in time")
+            // Once the held call's deadline closes its connection, its place opens for the next.
+            #expect(try await call(client, base + "/ok", timeout: .seconds(5)).body == "hello")
+            await held
+            #expect(service.connections.load(ordering: .relaxed) == 2)
+        }
     }
 
     @Test("targets: host, port and path from plain http URLs; https, user info and fragments are not forwarding targets")

@@ -39,11 +39,16 @@ final class ForwardingClient: Sendable {
     let group: any EventLoopGroup
     /// How long a reply's body may stall (nothing read) before the call ends as a 504.
     let bodyIdleTimeout: TimeAmount
-    private let idle = Mutex<[String: [IdleConnection]]>([:])
+    /// Connections open to one address at most (as AsyncHTTPClient's default); further calls wait
+    /// for one to come free, within their timeout.
+    let maxConnectionsPerAddress: Int
+    private let pools = Mutex<[String: AddressPool]>([:])
+    private let waiterIDs = Atomic<UInt64>(0)
 
-    init(group: any EventLoopGroup, bodyIdleTimeout: TimeAmount = .seconds(60)) {
+    init(group: any EventLoopGroup, bodyIdleTimeout: TimeAmount = .seconds(60), maxConnectionsPerAddress: Int = 512) {
         self.group = group
         self.bodyIdleTimeout = bodyIdleTimeout
+        self.maxConnectionsPerAddress = maxConnectionsPerAddress
     }
 
     /// Sends `request` (its body, if any, whole) to `target` and returns the reply's status and
@@ -62,12 +67,13 @@ final class ForwardingClient: Sendable {
         // a call that may be sent twice (RFC 9110 §9.2.2, as browsers and Go retry) goes again on
         // a new connection.
         let replayable = [.get, .head, .options, .trace].contains(request.method)
+        let deadline = NIODeadline.now() + Self.timeAmount(request.timeout)
         var answer: ForwardingExchange.Answer?
         while answer == nil {
             let connection: ForwardingConnection
             let reused: Bool
             do {
-                (connection, reused) = try await checkout(target)
+                (connection, reused) = try await checkout(target, deadline: deadline)
             } catch let error as ForwardingError {
                 throw error.problem(url: request.url)
             }
@@ -110,13 +116,40 @@ final class ForwardingClient: Sendable {
         }
     }
 
-    /// An idle connection to the target's address (`reused`), or a new one.
-    private func checkout(_ target: ForwardingTarget) async throws -> (ForwardingConnection, reused: Bool) {
+    /// An idle connection to the target's address (`reused`), a new one while the address has
+    /// fewer than ``maxConnectionsPerAddress``, or else the first one freed before `deadline`.
+    private func checkout(_ target: ForwardingTarget, deadline: NIODeadline) async throws -> (ForwardingConnection, reused: Bool) {
+        enum Step { case use(ForwardingConnection), connect, wait }
         let now = NIODeadline.now()
-        while let kept = idle.withLock({ $0[target.address]?.popLast() }) {
-            if kept.connection.channel.isActive && now < kept.until { return (kept.connection, true) }
-            kept.connection.channel.close(promise: nil)
+        var stale: [any Channel] = []
+        let step = pools.withLock { pools -> Step in
+            var pool = pools[target.address, default: AddressPool()]
+            defer { pools[target.address] = pool }
+            while let kept = pool.idle.popLast() {
+                if kept.connection.channel.isActive && now < kept.until { return .use(kept.connection) }
+                // Closing it frees its place (channelInactive).
+                stale.append(kept.connection.channel)
+            }
+            guard pool.open < maxConnectionsPerAddress else { return .wait }
+            pool.open += 1
+            return .connect
         }
+        for channel in stale { channel.close(promise: nil) }
+        switch step {
+        case .use(let connection):
+            return (connection, true)
+        case .connect:
+            return (try await connect(target), false)
+        case .wait:
+            switch try await waitForTurn(target.address, deadline: deadline) {
+            case .connection(let connection): return (connection, true)
+            case .place: return (try await connect(target), false)
+            }
+        }
+    }
+
+    /// A new connection, in a place already counted for the address.
+    private func connect(_ target: ForwardingTarget) async throws -> ForwardingConnection {
         let address = target.address
         let bodyIdleTimeout = bodyIdleTimeout
         do {
@@ -131,43 +164,96 @@ final class ForwardingClient: Sendable {
                     }
                 }
                 .connect(host: target.host, port: target.port).get()
-            return (ForwardingConnection(channel: channel), false)
+            return ForwardingConnection(channel: channel)
         } catch {
+            // No channel, so no channelInactive: the place is given back here.
+            freePlace(address, channel: nil)
             throw ForwardingError.unreachable(error)
         }
     }
 
-    /// Keeps a connection whose exchange ended with keep-alive for the next call to its address,
-    /// for at most `lifetime` (the service's `Keep-Alive: timeout`, or ``idleLifetime``). The
-    /// longest-idle connections, reused last, are closed here once they are past their time.
+    /// Waits for a connection of the address to come free (handed over as its exchange ends) or
+    /// to close (its place taken for a new one); a timeout or the caller's cancellation ends the wait.
+    private func waitForTurn(_ address: String, deadline: NIODeadline) async throws -> Turn {
+        let id = waiterIDs.wrappingAdd(1, ordering: .relaxed).newValue
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Turn, any Error>) in
+                let queued = pools.withLock { pools -> Bool in
+                    guard pools[address, default: AddressPool()].open >= maxConnectionsPerAddress else {
+                        pools[address, default: AddressPool()].open += 1
+                        return false
+                    }
+                    pools[address, default: AddressPool()].waiters.append(Waiter(id: id, continuation: continuation))
+                    return true
+                }
+                guard queued else { return continuation.resume(returning: .place) }
+                if Task.isCancelled { abandon(address, id, CancellationError()) }
+                group.next().scheduleTask(deadline: deadline) { [weak self] in self?.abandon(address, id, ForwardingError.headTimeout) }
+            }
+        } onCancel: {
+            abandon(address, id, CancellationError())
+        }
+    }
+
+    /// Ends a wait that is still queued with `error`.
+    private func abandon(_ address: String, _ id: UInt64, _ error: any Error) {
+        let waiter = pools.withLock { pools -> Waiter? in
+            guard let index = pools[address]?.waiters.firstIndex(where: { $0.id == id }) else { return nil }
+            return pools[address]?.waiters.remove(at: index)
+        }
+        waiter?.continuation.resume(throwing: error)
+    }
+
+    /// Keeps a connection whose exchange ended with keep-alive for the next call to its address
+    /// (handed at once to a call waiting for one), for at most `lifetime` (the service's
+    /// `Keep-Alive: timeout`, or ``idleLifetime``). The longest-idle connections, reused last,
+    /// are closed here once they are past their time.
     fileprivate func checkin(_ channel: any Channel, address: String, lifetime: TimeAmount) {
+        enum Step { case kept, handed(Waiter), close }
         let now = NIODeadline.now()
         var expired: [any Channel] = []
-        let kept = idle.withLock { idle -> Bool in
-            var list = idle[address, default: []]
-            while let oldest = list.first, oldest.until <= now {
+        let step = pools.withLock { pools -> Step in
+            var pool = pools[address, default: AddressPool()]
+            defer { pools[address] = pool }
+            while let oldest = pool.idle.first, oldest.until <= now {
                 expired.append(oldest.connection.channel)
-                list.removeFirst()
+                pool.idle.removeFirst()
             }
-            defer { idle[address] = list }
-            guard list.count < Self.idlePerAddress else { return false }
-            list.append(IdleConnection(connection: ForwardingConnection(channel: channel), until: now + lifetime))
-            return true
+            if !pool.waiters.isEmpty { return .handed(pool.waiters.removeFirst()) }
+            guard pool.idle.count < Self.idlePerAddress else { return .close }
+            pool.idle.append(IdleConnection(connection: ForwardingConnection(channel: channel), until: now + lifetime))
+            return .kept
         }
-        if !kept { channel.close(promise: nil) }
+        switch step {
+        case .kept: break
+        case .handed(let waiter): waiter.continuation.resume(returning: .connection(ForwardingConnection(channel: channel)))
+        case .close: channel.close(promise: nil)
+        }
         for channel in expired { channel.close(promise: nil) }
     }
 
-    /// Forgets a connection that closed while idle.
-    fileprivate func forget(_ channel: any Channel, address: String) {
-        idle.withLock { idle in idle[address]?.removeAll { $0.connection.channel === channel } }
+    /// A connection of the address closed (or never opened): its place goes to a waiting call, if any.
+    fileprivate func freePlace(_ address: String, channel: (any Channel)?) {
+        let waiter = pools.withLock { pools -> Waiter? in
+            var pool = pools[address, default: AddressPool()]
+            defer { pools[address] = pool }
+            if let channel { pool.idle.removeAll { $0.connection.channel === channel } }
+            guard pool.waiters.isEmpty else { return pool.waiters.removeFirst() }
+            pool.open -= 1
+            return nil
+        }
+        waiter?.continuation.resume(returning: .place)
     }
 
     /// Closes every idle connection (a shutdown, or a test that wants a clean slate).
     func closeIdle() {
-        let all = idle.withLock { idle in
-            defer { idle = [:] }
-            return idle.values.flatMap { $0 }
+        let all = pools.withLock { pools in
+            var all: [IdleConnection] = []
+            for address in pools.keys {
+                all += pools[address]?.idle ?? []
+                pools[address]?.idle = []
+            }
+            return all
         }
         for kept in all { kept.connection.channel.close(promise: nil) }
     }
@@ -179,6 +265,26 @@ final class ForwardingClient: Sendable {
     private struct IdleConnection: Sendable {
         let connection: ForwardingConnection
         let until: NIODeadline
+    }
+
+    /// A call waiting for a connection of a full address.
+    private struct Waiter: Sendable {
+        let id: UInt64
+        let continuation: CheckedContinuation<Turn, any Error>
+    }
+
+    /// What a waiting call gets: a connection whose exchange ended, or the place of one that closed.
+    private enum Turn: Sendable {
+        case connection(ForwardingConnection)
+        case place
+    }
+
+    /// An address's connections: how many are open (in use, idle or connecting), the idle ones
+    /// (the most recently used last), and the calls waiting for one.
+    private struct AddressPool: Sendable {
+        var open = 0
+        var idle: [IdleConnection] = []
+        var waiters: [Waiter] = []
     }
 }
 
@@ -517,9 +623,8 @@ final class ForwardingConnectionHandler: ChannelDuplexHandler {
         if let exchange = current {
             current = nil
             exchange.fail(.closed(ChannelError.eof))
-        } else {
-            client?.forget(context.channel, address: address)
         }
+        client?.freePlace(address, channel: context.channel)
         context.fireChannelInactive()
     }
 
