@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import GatewayCore
 @testable import GatewayServer
 import HTTPTypes
@@ -289,6 +292,38 @@ struct ForwardingClientTests {
             await held
             #expect(service.connections.load(ordering: .relaxed) == 2)
         }
+    }
+
+    @Test("a connection not made within the call's timeout is a 504: an address whose backlog is full drops the handshake")
+    func connectTimeout() async throws {
+        // A socket that listens but never accepts, its backlog filled: further handshakes go unanswered.
+        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(listener) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        try #require(withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, length) } } == 0)
+        try #require(listen(listener, 0) == 0)
+        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(listener, $0, &length) } }
+        let port = Int(UInt16(bigEndian: address.sin_port))
+        var fillers: [any Channel] = []
+        for _ in 0..<2 {
+            if let channel = try? await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton).connectTimeout(.milliseconds(300))
+                .connect(host: "127.0.0.1", port: port).get() { fillers.append(channel) }
+        }
+        // The handshake really goes unanswered now (else this test would prove nothing).
+        do {
+            let probe = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton).connectTimeout(.milliseconds(200))
+                .connect(host: "127.0.0.1", port: port).get()
+            fillers.append(probe)
+            Issue.record("the listener's backlog did not fill")
+            return
+        } catch ChannelError.connectTimeout {}
+        let client = ForwardingClient(group: MultiThreadedEventLoopGroup.singleton)
+        let error = await #expect(throws: GatewayError.self) { _ = try await call(client, "http://127.0.0.1:\(port)/ok", timeout: .milliseconds(300)) }
+        #expect(error?.status == 504)
+        for channel in fillers { try? await channel.close() }
     }
 
     @Test("targets: host, port and path from plain http URLs; https, user info and fragments are not forwarding targets")

@@ -139,22 +139,24 @@ final class ForwardingClient: Sendable {
         case .use(let connection):
             return (connection, true)
         case .connect:
-            return (try await connect(target), false)
+            return (try await connect(target, deadline: deadline), false)
         case .wait:
             switch try await waitForTurn(target.address, deadline: deadline) {
             case .connection(let connection): return (connection, true)
-            case .place: return (try await connect(target), false)
+            case .place: return (try await connect(target, deadline: deadline), false)
             }
         }
     }
 
-    /// A new connection, in a place already counted for the address.
-    private func connect(_ target: ForwardingTarget) async throws -> ForwardingConnection {
+    /// A new connection, in a place already counted for the address; connecting counts against
+    /// the call's deadline too (and a connection not made in time is a 504, as an answer not
+    /// given in time is).
+    private func connect(_ target: ForwardingTarget, deadline: NIODeadline) async throws -> ForwardingConnection {
         let address = target.address
         let bodyIdleTimeout = bodyIdleTimeout
         do {
             let channel = try await ClientBootstrap(group: group)
-                .connectTimeout(Self.connectTimeout)
+                .connectTimeout(max(.milliseconds(1), min(Self.connectTimeout, deadline - .now())))
                 .channelOption(.socketOption(.tcp_nodelay), value: 1)
                 .channelInitializer { [weak self] channel in
                     channel.eventLoop.makeCompletedFuture {
@@ -168,6 +170,7 @@ final class ForwardingClient: Sendable {
         } catch {
             // No channel, so no channelInactive: the place is given back here.
             freePlace(address, channel: nil)
+            if case ChannelError.connectTimeout = error { throw ForwardingError.headTimeout }
             throw ForwardingError.unreachable(error)
         }
     }
