@@ -120,7 +120,7 @@ private final class ScriptedService: Sendable {
 @Suite("ForwardingClient")
 struct ForwardingClientTests {
     private func call(_ client: ForwardingClient, _ url: String, method: HTTPRequest.Method = .get, body: ByteBuffer? = nil,
-                      timeout: Duration = .seconds(5)) async throws -> (status: Int, headers: HTTPFields, body: String) {
+                      timeout: Duration = .seconds(60)) async throws -> (status: Int, headers: HTTPFields, body: String) {
         let request = UpstreamRequest(method: method, url: url, body: body, timeout: timeout)
         let response = try await client.open(request, target: try #require(ForwardingTarget(url: url)), fields: [:])
         let bytes = try await response.body.collect(upTo: 64 << 20)
@@ -200,7 +200,7 @@ struct ForwardingClientTests {
     @Test("HEAD gets the head alone (its length field is not waited for) and the connection is kept")
     func head() async throws {
         try await withService { (service, client, base) async throws in
-            let reply = try await call(client, base + "/ok", method: .head, timeout: .seconds(2))
+            let reply = try await call(client, base + "/ok", method: .head, timeout: .seconds(10))
             #expect(reply.status == 200)
             #expect(reply.headers[.contentLength] == "5")
             #expect(reply.body.isEmpty)
@@ -288,9 +288,27 @@ struct ForwardingClientTests {
             let error = await #expect(throws: GatewayError.self) { _ = try await call(client, base + "/ok", timeout: .milliseconds(200)) }
             #expect(error?.status == 504, "no connection came free in time")
             // Once the held call's deadline closes its connection, its place opens for the next.
-            #expect(try await call(client, base + "/ok", timeout: .seconds(5)).body == "hello")
+            #expect(try await call(client, base + "/ok", timeout: .seconds(60)).body == "hello")
             await held
             #expect(service.connections.load(ordering: .relaxed) == 2)
+        }
+    }
+
+    @Test("many callers on a full address: every call is answered (a connection that comes back idle as a caller queues is not left unused)")
+    func connectionLimitUnderContention() async throws {
+        try await withService(maxConnections: 2) { (service, client, base) async throws in
+            let answered = try await withThrowingTaskGroup(of: Int.self) { group in
+                for _ in 0..<32 {
+                    group.addTask {
+                        var count = 0
+                        for _ in 0..<25 where try await call(client, base + "/ok").body == "hello" { count += 1 }
+                        return count
+                    }
+                }
+                return try await group.reduce(0, +)
+            }
+            #expect(answered == 32 * 25)
+            #expect(service.connections.load(ordering: .relaxed) <= 2)
         }
     }
 

@@ -181,15 +181,26 @@ final class ForwardingClient: Sendable {
         let id = waiterIDs.wrappingAdd(1, ordering: .relaxed).newValue
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Turn, any Error>) in
-                let queued = pools.withLock { pools -> Bool in
-                    guard pools[address, default: AddressPool()].open >= maxConnectionsPerAddress else {
-                        pools[address, default: AddressPool()].open += 1
-                        return false
+                // What changed since the checkout looked: a connection may have come back idle
+                // (with no one queued to hand it to) or closed in the meantime.
+                let now = NIODeadline.now()
+                var stale: [any Channel] = []
+                let turn = pools.withLock { pools -> Turn? in
+                    var pool = pools[address, default: AddressPool()]
+                    defer { pools[address] = pool }
+                    while let kept = pool.idle.popLast() {
+                        if kept.connection.channel.isActive && now < kept.until { return .connection(kept.connection) }
+                        stale.append(kept.connection.channel)
                     }
-                    pools[address, default: AddressPool()].waiters.append(Waiter(id: id, continuation: continuation))
-                    return true
+                    guard pool.open >= maxConnectionsPerAddress else {
+                        pool.open += 1
+                        return .place
+                    }
+                    pool.waiters.append(Waiter(id: id, continuation: continuation))
+                    return nil
                 }
-                guard queued else { return continuation.resume(returning: .place) }
+                for channel in stale { channel.close(promise: nil) }
+                if let turn { return continuation.resume(returning: turn) }
                 if Task.isCancelled { abandon(address, id, CancellationError()) }
                 group.next().scheduleTask(deadline: deadline) { [weak self] in self?.abandon(address, id, ForwardingError.headTimeout) }
             }
