@@ -12,6 +12,7 @@ extension UpstreamPlugin {
     ///     upstreams: [http://10.0.0.5:8000, http://10.0.0.6:8000]
     ///     balance: least-outstanding
     ///     timeout: 5s
+    ///     maxConnections: 64
     ///     access: user
     ///     credential: { header: X-Api-Key, env: WEATHER_KEY }
     ///     healthCheck: { path: /health, interval: 5s }
@@ -31,6 +32,9 @@ extension UpstreamPlugin {
         /// (GET, HEAD, PUT and DELETE without a streamed body) that failed to connect, timed out, or
         /// got 502, 503 or 504.
         public var retries = 1
+        /// Connections open to each instance at most; a request finding them all busy waits for
+        /// one, within its timeout (HTTP/1.1 carries one request at a time on a connection).
+        public var maxConnections = 512
         /// Who may call the routes, unless a route says otherwise: `public`, `user`, `admin` or `scope:NAME`.
         public var access = "public"
         /// Requests to each instance that tell whether it is up; absent, only failures of real requests do.
@@ -165,6 +169,7 @@ struct UpstreamSettings: Sendable {
     var balance: Balance
     var timeout: Duration
     var retries: Int
+    var maxConnections: Int
     var health: (path: String, interval: Duration, timeout: Duration, healthyAfter: Int, unhealthyAfter: Int)?
     var ejectAfter: Int
     var ejectFor: Duration
@@ -207,6 +212,7 @@ extension UpstreamPlugin.Configuration {
         }
         guard timeout.seconds > 0 else { throw ConfigurationError(key: "timeout", "must be more than 0, such as 10s") }
         guard (0...5).contains(retries) else { throw ConfigurationError(key: "retries", "must be between 0 and 5") }
+        guard (1...65_535).contains(maxConnections) else { throw ConfigurationError(key: "maxConnections", "must be between 1 and 65535") }
         let defaultAccess = try Self.accessRule(access, key: "access")
 
         var health: (String, Duration, Duration, Int, Int)?
@@ -343,7 +349,7 @@ extension UpstreamPlugin.Configuration {
             }
         }
         return UpstreamSettings(
-            targets: targets, balance: balance, timeout: timeout.duration, retries: retries, health: health,
+            targets: targets, balance: balance, timeout: timeout.duration, retries: retries, maxConnections: maxConnections, health: health,
             ejectAfter: ejectAfter, ejectFor: ejectFor, breakAfter: breakAfter, breakFor: breakFor, credential: credentialField,
             requestSet: requestSet, requestRemove: requestRemove, responseSet: responseSet, responseRemove: responseRemove,
             querySet: (query?.set ?? [:]).sorted { $0.key < $1.key }.map { ($0.key, $0.value) }, queryRemove: Set(query?.remove ?? []),

@@ -47,7 +47,8 @@ struct UpstreamForwarder: Sendable {
             // client speed) gets an hour for both instead of the route's timeout; the client's
             // idle read timeout (60 s) still bounds a service that stops answering.
             let upstream = UpstreamRequest(method: route.method, url: base + target, headers: headers, body: request.body,
-                                           timeout: body == nil ? route.timeout : max(route.timeout, Self.uploadTimeout))
+                                           timeout: body == nil ? route.timeout : max(route.timeout, Self.uploadTimeout),
+                                           maxConnections: settings.maxConnections)
             let response: StreamedUpstreamResponse
             do {
                 response = try await http.open(upstream, body: body)

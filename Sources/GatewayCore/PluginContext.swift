@@ -124,13 +124,18 @@ public struct UpstreamRequest: Sendable {
     public var body: ByteBuffer?
     /// How long to wait for the whole reply.
     public var timeout: Duration
+    /// At most this many connections open to the URL's host and port at once (a call finding them
+    /// all busy waits for one, within its timeout); nil: the gateway's default, 512.
+    public var maxConnections: Int?
 
-    public init(method: HTTPRequest.Method = .get, url: String, headers: HTTPFields = [:], body: ByteBuffer? = nil, timeout: Duration = .seconds(5)) {
+    public init(method: HTTPRequest.Method = .get, url: String, headers: HTTPFields = [:], body: ByteBuffer? = nil, timeout: Duration = .seconds(5),
+                maxConnections: Int? = nil) {
         self.method = method
         self.url = url
         self.headers = headers
         self.body = body
         self.timeout = timeout
+        self.maxConnections = maxConnections
     }
 }
 

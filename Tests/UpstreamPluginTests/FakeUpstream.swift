@@ -16,6 +16,8 @@ final class FakeUpstream: Sendable {
     let name: String
     let requests = Atomic<Int>(0)
     let inFlight = Atomic<Int>(0)
+    /// The most requests `/hold` had in flight at once.
+    let mostInFlight = Atomic<Int>(0)
     /// Bytes of `/big` written so far.
     let sent = Atomic<Int>(0)
     /// Bytes of request bodies read so far.
@@ -54,7 +56,8 @@ final class FakeUpstream: Sendable {
         }
         router.get("/hold") { request, _ -> Response in
             self.requests.add(1, ordering: .relaxed)
-            self.inFlight.add(1, ordering: .relaxed)
+            let now = self.inFlight.add(1, ordering: .relaxed).newValue
+            self.mostInFlight.max(now, ordering: .relaxed)
             defer { self.inFlight.subtract(1, ordering: .relaxed) }
             let milliseconds = request.uri.queryParameters["ms"].flatMap { Int($0) } ?? 500
             try await Task.sleep(for: .milliseconds(milliseconds))

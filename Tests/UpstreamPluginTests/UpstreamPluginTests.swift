@@ -184,6 +184,30 @@ struct UpstreamPluginTests {
         }
     }
 
+    @Test("maxConnections: at most so many requests at an instance at once, the rest waiting their turn within the timeout")
+    func connectionCap() async throws {
+        let fake = FakeUpstream("a")
+        try await fake.serve { url in
+            try await TestGateway.with(upstream, yaml: upstreamYAML("svc", [url], "      maxConnections: 2\n      timeout: 60s\n")) { gateway in
+                let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
+                    for _ in 0..<6 { group.addTask { try await gateway.gateway.handle(.get, "/v1/svc/hold?ms=200").status } }
+                    return try await group.reduce(into: [Int]()) { $0.append($1) }
+                }
+                #expect(statuses == Array(repeating: 200, count: 6))
+                #expect(fake.mostInFlight.load(ordering: .relaxed) == 2, "six calls, two at a time")
+            }
+            // Without the setting, the six are at the service at once.
+            fake.mostInFlight.store(0, ordering: .relaxed)
+            try await TestGateway.with(upstream, yaml: upstreamYAML("svc", [url], "      timeout: 60s\n")) { gateway in
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    for _ in 0..<6 { group.addTask { _ = try await gateway.gateway.handle(.get, "/v1/svc/hold?ms=1000") } }
+                    try await group.waitForAll()
+                }
+                #expect(fake.mostInFlight.load(ordering: .relaxed) == 6)
+            }
+        }
+    }
+
     @Test("failures: unreachable 502, too slow 504, connection reset 502, truncated body cut; retries for idempotent calls only")
     func failures() async throws {
         let free = try await BrokenServer.serve(.reset) { url in url }  // closed again: nothing listens there now
@@ -491,6 +515,10 @@ struct UpstreamPluginTests {
         #expect(badRest.contains("must come last"), "\(badRest)")
         #expect(problem("plugins:\n  weather:\n    type: upstream\n    config:\n      upstreams: [\"http://x\"]\n      balance: random\n").contains("not a balancing rule"))
         #expect(problem("plugins:\n  weather:\n    type: upstream\n    config:\n      upstreams: [\"http://x\"]\n") == "no error")
+        for bad in ["0", "70000"] {
+            let capped = problem("plugins:\n  weather:\n    type: upstream\n    config:\n      upstreams: [\"http://x\"]\n      maxConnections: \(bad)\n")
+            #expect(capped.contains("plugins.weather.config.maxConnections") && capped.contains("between 1 and 65535"), "\(capped)")
+        }
         // At start, a secret that is not there stops it with the key's place.
         await #expect(throws: (any Error).self) {
             try await TestGateway.with(upstream, yaml: upstreamYAML("weather", ["http://127.0.0.1:9"], "      credential: { env: UPSTREAM_TEST_NOT_SET }\n")) { _ in }

@@ -5,6 +5,7 @@ import HummingbirdWSClient
 import Logging
 import NIOCore
 import NIOHTTP1
+import Synchronization
 import Tracing
 
 /// The upstream HTTP client plugins receive: AsyncHTTPClient with a deadline per request, and
@@ -16,16 +17,28 @@ public struct AsyncUpstreamClient: UpstreamHTTPClient {
         self.client = client
     }
 
-    /// The client of proxied requests (``open(_:body:)``): it never follows a redirect (the caller
-    /// gets it, as from the upstream itself), keeps many connections per upstream, and gives up
-    /// on a reply whose body stalls for a minute. One per process, like `HTTPClient.shared`.
-    static let proxying: HTTPClient = {
-        var configuration = HTTPClient.Configuration(redirectConfiguration: .disallow,
-                                                     timeout: .init(connect: .seconds(5), read: .seconds(60)))
-        configuration.connectionPool = .init(idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: 512)
-        configuration.decompression = .disabled
-        return HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
-    }()
+    /// The clients of proxied requests (``open(_:body:)``) that go through AsyncHTTPClient (TLS,
+    /// streamed uploads): they never follow a redirect (the caller gets it, as from the upstream
+    /// itself), keep up to so many connections per upstream (one client per such number, as
+    /// AsyncHTTPClient's limit is the client's), and give up on a reply whose body stalls for a
+    /// minute. Made once and kept for the process, like `HTTPClient.shared`.
+    static func proxying(maxConnections: Int?) -> HTTPClient {
+        let limit = max(1, maxConnections ?? defaultMaxConnections)
+        return proxyingClients.withLock { clients in
+            if let client = clients[limit] { return client }
+            var configuration = HTTPClient.Configuration(redirectConfiguration: .disallow,
+                                                         timeout: .init(connect: .seconds(5), read: .seconds(60)))
+            configuration.connectionPool = .init(idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: limit)
+            configuration.decompression = .disabled
+            let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+            clients[limit] = client
+            return client
+        }
+    }
+
+    /// Connections per upstream address when a request does not say (AsyncHTTPClient's default).
+    static let defaultMaxConnections = 512
+    private static let proxyingClients = Mutex<[Int: HTTPClient]>([:])
 
     public func send(_ request: UpstreamRequest, maxBodySize: Int) async throws -> UpstreamResponse {
         try await GatewayTracing.span("\(request.method.rawValue) upstream", kind: .client) { try await sendInSpan(request, maxBodySize: maxBodySize) }
@@ -60,7 +73,7 @@ public struct AsyncUpstreamClient: UpstreamHTTPClient {
             outbound.body = .bytes(buffer)
         }
         do {
-            let response = try await Self.proxying.execute(outbound, timeout: Self.timeAmount(request.timeout))
+            let response = try await Self.proxying(maxConnections: request.maxConnections).execute(outbound, timeout: Self.timeAmount(request.timeout))
             return StreamedUpstreamResponse(status: HTTPResponse.Status(code: Int(response.status.code)), headers: Self.fields(response.headers),
                                             body: ByteStream(response.body))
         } catch {

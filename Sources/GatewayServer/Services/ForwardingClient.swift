@@ -39,7 +39,8 @@ final class ForwardingClient: Sendable {
     let group: any EventLoopGroup
     /// How long a reply's body may stall (nothing read) before the call ends as a 504.
     let bodyIdleTimeout: TimeAmount
-    /// Connections open to one address at most (as AsyncHTTPClient's default); further calls wait
+    /// Connections open to one address at most, unless a call says otherwise
+    /// (``UpstreamRequest/maxConnections``; 512 as AsyncHTTPClient's default); further calls wait
     /// for one to come free, within their timeout.
     let maxConnectionsPerAddress: Int
     private let pools = Mutex<[String: AddressPool]>([:])
@@ -68,12 +69,13 @@ final class ForwardingClient: Sendable {
         // a new connection.
         let replayable = [.get, .head, .options, .trace].contains(request.method)
         let deadline = NIODeadline.now() + Self.timeAmount(request.timeout)
+        let cap = max(1, request.maxConnections ?? maxConnectionsPerAddress)
         var answer: ForwardingExchange.Answer?
         while answer == nil {
             let connection: ForwardingConnection
             let reused: Bool
             do {
-                (connection, reused) = try await checkout(target, deadline: deadline)
+                (connection, reused) = try await checkout(target, cap: cap, deadline: deadline)
             } catch let error as ForwardingError {
                 throw error.problem(url: request.url)
             }
@@ -118,7 +120,7 @@ final class ForwardingClient: Sendable {
 
     /// An idle connection to the target's address (`reused`), a new one while the address has
     /// fewer than ``maxConnectionsPerAddress``, or else the first one freed before `deadline`.
-    private func checkout(_ target: ForwardingTarget, deadline: NIODeadline) async throws -> (ForwardingConnection, reused: Bool) {
+    private func checkout(_ target: ForwardingTarget, cap: Int, deadline: NIODeadline) async throws -> (ForwardingConnection, reused: Bool) {
         enum Step { case use(ForwardingConnection), connect, wait }
         let now = NIODeadline.now()
         var stale: [any Channel] = []
@@ -130,7 +132,7 @@ final class ForwardingClient: Sendable {
                 // Closing it frees its place (channelInactive).
                 stale.append(kept.connection.channel)
             }
-            guard pool.open < maxConnectionsPerAddress else { return .wait }
+            guard pool.open < cap else { return .wait }
             pool.open += 1
             return .connect
         }
@@ -141,7 +143,7 @@ final class ForwardingClient: Sendable {
         case .connect:
             return (try await connect(target, deadline: deadline), false)
         case .wait:
-            switch try await waitForTurn(target.address, deadline: deadline) {
+            switch try await waitForTurn(target.address, cap: cap, deadline: deadline) {
             case .connection(let connection): return (connection, true)
             case .place: return (try await connect(target, deadline: deadline), false)
             }
@@ -177,7 +179,7 @@ final class ForwardingClient: Sendable {
 
     /// Waits for a connection of the address to come free (handed over as its exchange ends) or
     /// to close (its place taken for a new one); a timeout or the caller's cancellation ends the wait.
-    private func waitForTurn(_ address: String, deadline: NIODeadline) async throws -> Turn {
+    private func waitForTurn(_ address: String, cap: Int, deadline: NIODeadline) async throws -> Turn {
         let id = waiterIDs.wrappingAdd(1, ordering: .relaxed).newValue
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Turn, any Error>) in
@@ -192,7 +194,7 @@ final class ForwardingClient: Sendable {
                         if kept.connection.channel.isActive && now < kept.until { return .connection(kept.connection) }
                         stale.append(kept.connection.channel)
                     }
-                    guard pool.open >= maxConnectionsPerAddress else {
+                    guard pool.open >= cap else {
                         pool.open += 1
                         return .place
                     }
