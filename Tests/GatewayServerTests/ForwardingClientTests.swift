@@ -282,8 +282,9 @@ struct ForwardingClientTests {
             #expect(service.connections.load(ordering: .relaxed) == 2, "six calls on two connections")
         }
         try await withService(maxConnections: 1) { (service, client, base) async throws in
-            // The one connection is held by a call the service never answers.
-            async let held: Void = { _ = try? await call(client, base + "/silent", timeout: .seconds(2)) }()
+            // The one connection is held by a call the service never answers (for long enough that
+            // a loaded machine cannot end it before the next call has waited its 200 ms).
+            async let held: Void = { _ = try? await call(client, base + "/silent", timeout: .seconds(8)) }()
             while service.requests.load(ordering: .relaxed) < 1 { try await Task.sleep(for: .milliseconds(10)) }
             let error = await #expect(throws: GatewayError.self) { _ = try await call(client, base + "/ok", timeout: .milliseconds(200)) }
             #expect(error?.status == 504, "no connection came free in time")
