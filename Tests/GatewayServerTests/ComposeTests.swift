@@ -154,6 +154,27 @@ struct CompositeTests {
         }
     }
 
+    @Test("templates, compiled once: JSON pointers with ~1 and ~0 and array indices, references in text and in paths (percent-encoded), literals untouched")
+    func templates() throws {
+        var environment = CompositeService.Environment(path: ["id": "a b"], query: [(name: "q", value: "x/y")], body: nil)
+        environment.values["venue"] = .object(["a/b": .string("slash"), "m~n": .string("tilde"), "stops": .array([.object(["name": .string("First")]), .null]),
+                                               "lat": .number(25.03)])
+        let template = CompiledTemplate(.object([
+            "slash": .string("{{venue/a~1b}}"), "tilde": .string("{{venue/m~0n}}"), "first": .string("{{venue/stops/0/name}}"),
+            "missing": .string("{{venue/stops/5/name}}"), "lat": .string("{{venue/lat}}"), "line": .string("at {{venue/lat}} for {{request.path.id}}"),
+            "plain": .string("no {{ reference"), "list": .array([.string("{{request.query.q}}"), .number(1), .bool(true)]),
+        ]))
+        let value = template.evaluate(environment)
+        #expect(value == .object([
+            "slash": .string("slash"), "tilde": .string("tilde"), "first": .string("First"), "missing": .null, "lat": .number(25.03),
+            "line": .string("at 25.03 for a b"), "plain": .string("no {{ reference"), "list": .array([.string("x/y"), .number(1), .bool(true)]),
+        ]))
+        let path = CompiledTemplate(.string("/v1/stops?near={{venue/lat}}&name={{request.path.id}}&q={{request.query.q}}"))
+        #expect(path.text(environment, encoded: true) == "/v1/stops?near=25.03&name=a%20b&q=x%2Fy")
+        #expect(CompiledTemplate(.string("/v1/plain")).text(environment, encoded: true) == "/v1/plain")
+        #expect(CompositeReference.parse("venue/a~1b/~0")?.tokens == ["a/b", "~"])
+    }
+
     @Test("plugins.yaml: a reference to no step, a circle, an unknown parameter, a bad reference and an unknown operation are refused")
     func badDefinitions() async throws {
         func problem(_ composite: String) -> String {

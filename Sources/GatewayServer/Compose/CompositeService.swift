@@ -17,6 +17,8 @@ struct CompositeService: HostService {
 
     let caller: InternalCaller
     let composites: [(name: String, settings: CompositeSettings)]
+    /// Each composite's templates with their references found once, not on every request.
+    let compiled: [String: CompiledComposite]
 
     /// The rules of each composite's path parameters, from the operations they are passed to.
     let parameterRules: [String: [String: FieldRule]]
@@ -26,6 +28,7 @@ struct CompositeService: HostService {
     init(caller: InternalCaller, composites: [String: CompositeSettings], documenting operations: [String: ServiceOperation] = [:]) {
         self.caller = caller
         self.composites = composites.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
+        compiled = composites.mapValues(CompiledComposite.init)
         parameterRules = composites.mapValues { Self.parameterRules(of: $0, operations: operations) }
     }
 
@@ -49,11 +52,12 @@ struct CompositeService: HostService {
     var operations: [ServiceOperation] {
         composites.map { name, settings in
             let method: HTTPRequest.Method = settings.method == "POST" ? .post : .get
+            let composite = compiled[name] ?? CompiledComposite(settings)
             var operation = ServiceOperation.forwarding(
                 "composite.\(name)", method, settings.path, summary: settings.summary ?? "The composite \(name): \(settings.steps.keys.sorted().joined(separator: ", "))",
                 access: CompositeSettings.accessRule(settings.access) ?? .public, tags: ["composite"], streamsBody: false
             ) { request, context in
-                try await run(settings, request: request, context: context)
+                try await run(composite, request: request, context: context)
             }
             operation.rawMediaTypes = []
             operation.inputRules = parameterRules[name] ?? [:]
@@ -78,36 +82,31 @@ struct CompositeService: HostService {
         var query: [(name: String, value: String)]
         var body: JSONValue?
         var outcomes: [String: CallOutcome] = [:]
+        /// The replies of the steps that succeeded, as values (JSON parsed once).
+        var values: [String: JSONValue] = [:]
     }
 
-    func run(_ settings: CompositeSettings, request: OperationRequest, context: OperationContext) async throws -> OperationReply {
+    func run(_ composite: CompiledComposite, request: OperationRequest, context: OperationContext) async throws -> OperationReply {
+        let settings = composite.settings
         var body: JSONValue?
         if let bytes = request.body, bytes.readableBytes > 0 {
             do { body = try JSONValue.parse(bytes) } catch { throw GatewayError.badRequest("The body is not JSON: \(error)") }
         }
         var environment = Environment(path: request.pathParameters, query: request.queryParameters, body: body)
-        let needs = settings.steps.mapValues { step in
-            Set(CompositeReference.all(in: .object(step.input ?? [:])) + CompositeReference.all(in: step.path.map(JSONValue.string))
-                + CompositeReference.all(in: step.body)).compactMap { reference -> String? in
-                switch reference.source {
-                case .step(let name), .status(let name): name
-                default: nil
-                }
-            }
-        }
+        let needs = composite.needs
         var failed: [String: CallOutcome] = [:]
         while environment.outcomes.count < settings.steps.count {
-            let ready = settings.steps.keys.sorted().filter { environment.outcomes[$0] == nil && (needs[$0] ?? []).allSatisfy { environment.outcomes[$0] != nil } }
+            let ready = composite.order.filter { environment.outcomes[$0] == nil && (needs[$0] ?? []).allSatisfy { environment.outcomes[$0] != nil } }
             guard !ready.isEmpty else { throw GatewayError.internalError("The composite's steps could not be ordered.") }
             var wave: [(String, CallPlan?, Duration, CallOutcome?)] = []
             for name in ready {
-                let step = settings.steps[name]!
+                let step = composite.steps[name]!
                 if let dependency = (needs[name] ?? []).sorted().first(where: { failed[$0] != nil }) {
                     wave.append((name, nil, .zero, CallOutcome(problem: .failedDependency("Not made: the step '\(dependency)' it needs failed."))))
                     continue
                 }
                 do {
-                    wave.append((name, try plan(step, name: name, environment: environment), (step.timeout ?? settings.timeout).duration, nil))
+                    wave.append((name, try plan(step, name: name, environment: environment), (step.step.timeout ?? settings.timeout).duration, nil))
                 } catch let error as GatewayError {
                     wave.append((name, nil, .zero, CallOutcome(problem: error)))
                 }
@@ -129,7 +128,11 @@ struct CompositeService: HostService {
             }
             for (name, outcome) in results {
                 environment.outcomes[name] = outcome
-                if !outcome.succeeded { failed[name] = outcome }
+                if outcome.succeeded {
+                    environment.values[name] = Self.value(of: outcome)
+                } else {
+                    failed[name] = outcome
+                }
             }
         }
 
@@ -149,12 +152,10 @@ struct CompositeService: HostService {
             return OperationReply(status: HTTPResponse.Status(code: code), body: .bytes(problem.serialized(), contentType: "application/problem+json"))
         }
         var reply: JSONValue
-        if let template = settings.reply {
-            reply = Self.evaluate(template, environment)
+        if let template = composite.reply {
+            reply = template.evaluate(environment)
         } else {
-            var members: [String: JSONValue] = [:]
-            for (name, outcome) in environment.outcomes where outcome.succeeded { members[name] = Self.value(of: outcome) }
-            reply = .object(members)
+            reply = .object(environment.values)
         }
         if !errors.isEmpty, case .object(var members) = reply {
             members["errors"] = .object(errors)
@@ -164,12 +165,13 @@ struct CompositeService: HostService {
     }
 
     /// The call a step makes, its references filled in.
-    private func plan(_ step: CompositeStep, name: String, environment: Environment) throws -> CallPlan {
+    private func plan(_ compiled: CompiledComposite.Step, name: String, environment: Environment) throws -> CallPlan {
+        let step = compiled.step
         if let operationName = step.operation {
             guard let (operation, mount) = caller.operation(named: operationName) else {
                 throw GatewayError.internalError("No operation is named '\(operationName)'.")
             }
-            let input = Self.evaluate(.object(step.input ?? [:]), environment).objectValue ?? [:]
+            let input = compiled.input.evaluate(environment).objectValue ?? [:]
             let arguments = input.filter { $0.value != .null }.sorted { $0.key < $1.key }.map { ($0.key, $0.value.stringValue ?? $0.value.jsonText) }
             do {
                 let built = try CallRequest.build(operation: operation, mount: mount, arguments: arguments, body: nil)
@@ -179,8 +181,8 @@ struct CompositeService: HostService {
             }
         }
         let method = HTTPRequest.Method(step.method?.uppercased() ?? "GET") ?? .get
-        let target = Self.text(step.path ?? "/", environment, encoded: true)
-        let body = step.body.map { Self.evaluate($0, environment).serialized() }
+        let target = compiled.path.text(environment, encoded: true)
+        let body = compiled.body.map { $0.evaluate(environment).serialized() }
         return CallPlan(id: name, method: method, target: target, fields: [:], body: body, dependsOn: [])
     }
 
@@ -190,51 +192,23 @@ struct CompositeService: HostService {
         return rendered.json ?? rendered.text.map(JSONValue.string) ?? .null
     }
 
-    /// `template` with its references filled in.
-    static func evaluate(_ template: JSONValue, _ environment: Environment) -> JSONValue {
-        switch template {
-        case .string(let text):
-            let parts = CompositeReference.parts(of: text)
-            if parts.count == 1, case .reference(let reference) = parts[0] { return resolve(reference, environment) ?? .null }
-            return .string(Self.text(text, environment, encoded: false))
-        case .array(let elements): return .array(elements.map { evaluate($0, environment) })
-        case .object(let members): return .object(members.mapValues { evaluate($0, environment) })
-        default: return template
-        }
-    }
-
-    /// `text` with each reference put in as text (percent-encoded, in a path).
-    static func text(_ text: String, _ environment: Environment, encoded: Bool) -> String {
-        CompositeReference.parts(of: text).map { part in
-            switch part {
-            case .text(let text): return text
-            case .reference(let reference):
-                let value = resolve(reference, environment) ?? .null
-                let text = value.stringValue ?? (value == .null ? "" : value.jsonText)
-                return encoded ? PercentEncoding.component(text) : text
-            }
-        }.joined()
-    }
-
     static func resolve(_ reference: CompositeReference, _ environment: Environment) -> JSONValue? {
         let base: JSONValue?
         switch reference.source {
         case .path(let name): base = environment.path[name].map(JSONValue.string)
         case .query(let name): base = environment.query.first { $0.name == name }.map { .string($0.value) }
         case .body: base = environment.body
-        case .step(let name): base = environment.outcomes[name].flatMap { $0.succeeded ? value(of: $0) : nil }
+        case .step(let name): base = environment.values[name]
         case .status(let name): base = environment.outcomes[name].map { .number(Double($0.status)) }
         }
         guard let base else { return nil }
-        return pointer(reference.pointer, in: base)
+        return pointer(reference.tokens, in: base)
     }
 
-    /// RFC 6901: `/a/0/b`, with `~1` for `/` and `~0` for `~`.
-    static func pointer(_ pointer: String, in value: JSONValue) -> JSONValue? {
-        guard !pointer.isEmpty else { return value }
+    /// The value at a JSON pointer's reference tokens (RFC 6901, decoded: see ``CompositeReference/tokens``).
+    static func pointer(_ tokens: [String], in value: JSONValue) -> JSONValue? {
         var current = value
-        for token in pointer.dropFirst().split(separator: "/", omittingEmptySubsequences: false) {
-            let key = token.replacingOccurrences(of: "~1", with: "/").replacingOccurrences(of: "~0", with: "~")
+        for key in tokens {
             switch current {
             case .object(let members):
                 guard let next = members[key] else { return nil }
@@ -247,5 +221,102 @@ struct CompositeService: HostService {
             }
         }
         return current
+    }
+}
+
+/// A composite with its templates compiled: what each step needs, and each template's
+/// references found, once when the composite is set up.
+struct CompiledComposite: Sendable {
+    struct Step: Sendable {
+        var step: CompositeStep
+        var input: CompiledTemplate
+        var path: CompiledTemplate
+        var body: CompiledTemplate?
+    }
+
+    let settings: CompositeSettings
+    let steps: [String: Step]
+    /// The step names, sorted: the order in which ready steps start.
+    let order: [String]
+    /// For each step, the steps whose replies or statuses it refers to.
+    let needs: [String: [String]]
+    let reply: CompiledTemplate?
+
+    init(_ settings: CompositeSettings) {
+        self.settings = settings
+        steps = settings.steps.mapValues { step in
+            Step(step: step, input: CompiledTemplate(.object(step.input ?? [:])), path: CompiledTemplate(.string(step.path ?? "/")),
+                 body: step.body.map(CompiledTemplate.init))
+        }
+        order = settings.steps.keys.sorted()
+        needs = settings.steps.mapValues { step in
+            Set(CompositeReference.all(in: .object(step.input ?? [:])) + CompositeReference.all(in: step.path.map(JSONValue.string))
+                + CompositeReference.all(in: step.body)).compactMap { reference -> String? in
+                switch reference.source {
+                case .step(let name), .status(let name): name
+                default: nil
+                }
+            }
+        }
+        reply = settings.reply.map(CompiledTemplate.init)
+    }
+}
+
+/// A JSON template of a composite (a step's input, path or body, or the reply) with its
+/// references found: a string that is one reference takes the referenced JSON as it is; references
+/// inside longer text are put in as text.
+indirect enum CompiledTemplate: Sendable {
+    case literal(JSONValue)
+    case reference(CompositeReference)
+    case text([CompositeReference.Part])
+    case array([CompiledTemplate])
+    case object([String: CompiledTemplate])
+
+    init(_ template: JSONValue) {
+        switch template {
+        case .string(let text):
+            let parts = CompositeReference.parts(of: text)
+            if parts.count == 1, case .reference(let reference) = parts[0] {
+                self = .reference(reference)
+            } else if parts.contains(where: { if case .reference = $0 { true } else { false } }) {
+                self = .text(parts)
+            } else {
+                self = .literal(template)
+            }
+        case .array(let elements): self = .array(elements.map(CompiledTemplate.init))
+        case .object(let members): self = .object(members.mapValues(CompiledTemplate.init))
+        default: self = .literal(template)
+        }
+    }
+
+    /// The template with its references filled in.
+    func evaluate(_ environment: CompositeService.Environment) -> JSONValue {
+        switch self {
+        case .literal(let value): return value
+        case .reference(let reference): return CompositeService.resolve(reference, environment) ?? .null
+        case .text: return .string(text(environment, encoded: false))
+        case .array(let elements): return .array(elements.map { $0.evaluate(environment) })
+        case .object(let members): return .object(members.mapValues { $0.evaluate(environment) })
+        }
+    }
+
+    /// The template as text, each reference put in as text (percent-encoded, in a path).
+    func text(_ environment: CompositeService.Environment, encoded: Bool) -> String {
+        let parts: [CompositeReference.Part]
+        switch self {
+        case .literal(let value): return value.stringValue ?? (value == .null ? "" : value.jsonText)
+        case .reference(let reference): parts = [.reference(reference)]
+        case .text(let pieces): parts = pieces
+        case .array, .object: return evaluate(environment).jsonText
+        }
+        return parts.map { part in
+            switch part {
+            case .text(let text): return text
+            case .reference(let reference):
+                let value = CompositeService.resolve(reference, environment) ?? .null
+                let text = value.stringValue ?? (value == .null ? "" : value.jsonText)
+                return encoded ? PercentEncoding.component(text) : text
+            }
+        }.joined()
     }
 }

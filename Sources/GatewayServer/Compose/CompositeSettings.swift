@@ -162,7 +162,24 @@ struct CompositeReference: Hashable, Sendable {
 
     var source: Source
     /// A JSON pointer into the value (`/venue/lat`), or empty.
-    var pointer: String
+    var pointer: String {
+        didSet { tokens = Self.tokens(of: pointer) }
+    }
+    /// The pointer's reference tokens, decoded (RFC 6901: `~1` is `/`, `~0` is `~`).
+    private(set) var tokens: [String]
+
+    init(source: Source, pointer: String) {
+        self.source = source
+        self.pointer = pointer
+        tokens = Self.tokens(of: pointer)
+    }
+
+    static func tokens(of pointer: String) -> [String] {
+        guard !pointer.isEmpty else { return [] }
+        return pointer.dropFirst().split(separator: "/", omittingEmptySubsequences: false).map {
+            $0.replacingOccurrences(of: "~1", with: "/").replacingOccurrences(of: "~0", with: "~")
+        }
+    }
 
     /// A piece of a text: as written, or a reference.
     enum Part: Equatable, Sendable {

@@ -125,16 +125,16 @@ final class ForwardingClient: Sendable {
         let now = NIODeadline.now()
         var stale: [any Channel] = []
         let step = pools.withLock { pools -> Step in
-            var pool = pools[target.address, default: AddressPool()]
-            defer { pools[target.address] = pool }
-            while let kept = pool.idle.popLast() {
-                if kept.connection.channel.isActive && now < kept.until { return .use(kept.connection) }
-                // Closing it frees its place (channelInactive).
-                stale.append(kept.connection.channel)
+            Self.update(&pools, target.address) { pool -> Step in
+                while let kept = pool.idle.popLast() {
+                    if kept.connection.channel.isActive && now < kept.until { return .use(kept.connection) }
+                    // Closing it frees its place (channelInactive).
+                    stale.append(kept.connection.channel)
+                }
+                guard pool.open < cap else { return .wait }
+                pool.open += 1
+                return .connect
             }
-            guard pool.open < cap else { return .wait }
-            pool.open += 1
-            return .connect
         }
         for channel in stale { channel.close(promise: nil) }
         switch step {
@@ -188,18 +188,18 @@ final class ForwardingClient: Sendable {
                 let now = NIODeadline.now()
                 var stale: [any Channel] = []
                 let turn = pools.withLock { pools -> Turn? in
-                    var pool = pools[address, default: AddressPool()]
-                    defer { pools[address] = pool }
-                    while let kept = pool.idle.popLast() {
-                        if kept.connection.channel.isActive && now < kept.until { return .connection(kept.connection) }
-                        stale.append(kept.connection.channel)
+                    Self.update(&pools, address) { pool -> Turn? in
+                        while let kept = pool.idle.popLast() {
+                            if kept.connection.channel.isActive && now < kept.until { return .connection(kept.connection) }
+                            stale.append(kept.connection.channel)
+                        }
+                        guard pool.open >= cap else {
+                            pool.open += 1
+                            return .place
+                        }
+                        pool.waiters.append(Waiter(id: id, continuation: continuation))
+                        return nil
                     }
-                    guard pool.open >= cap else {
-                        pool.open += 1
-                        return .place
-                    }
-                    pool.waiters.append(Waiter(id: id, continuation: continuation))
-                    return nil
                 }
                 for channel in stale { channel.close(promise: nil) }
                 if let turn { return continuation.resume(returning: turn) }
@@ -229,16 +229,16 @@ final class ForwardingClient: Sendable {
         let now = NIODeadline.now()
         var expired: [any Channel] = []
         let step = pools.withLock { pools -> Step in
-            var pool = pools[address, default: AddressPool()]
-            defer { pools[address] = pool }
-            while let oldest = pool.idle.first, oldest.until <= now {
-                expired.append(oldest.connection.channel)
-                pool.idle.removeFirst()
+            Self.update(&pools, address) { pool -> Step in
+                while let oldest = pool.idle.first, oldest.until <= now {
+                    expired.append(oldest.connection.channel)
+                    pool.idle.removeFirst()
+                }
+                if !pool.waiters.isEmpty { return .handed(pool.waiters.removeFirst()) }
+                guard pool.idle.count < Self.idlePerAddress else { return .close }
+                pool.idle.append(IdleConnection(connection: ForwardingConnection(channel: channel), until: now + lifetime))
+                return .kept
             }
-            if !pool.waiters.isEmpty { return .handed(pool.waiters.removeFirst()) }
-            guard pool.idle.count < Self.idlePerAddress else { return .close }
-            pool.idle.append(IdleConnection(connection: ForwardingConnection(channel: channel), until: now + lifetime))
-            return .kept
         }
         switch step {
         case .kept: break
@@ -251,14 +251,20 @@ final class ForwardingClient: Sendable {
     /// A connection of the address closed (or never opened): its place goes to a waiting call, if any.
     fileprivate func freePlace(_ address: String, channel: (any Channel)?) {
         let waiter = pools.withLock { pools -> Waiter? in
-            var pool = pools[address, default: AddressPool()]
-            defer { pools[address] = pool }
-            if let channel { pool.idle.removeAll { $0.connection.channel === channel } }
-            guard pool.waiters.isEmpty else { return pool.waiters.removeFirst() }
-            pool.open -= 1
-            return nil
+            Self.update(&pools, address) { pool -> Waiter? in
+                if let channel { pool.idle.removeAll { $0.connection.channel === channel } }
+                guard pool.waiters.isEmpty else { return pool.waiters.removeFirst() }
+                pool.open -= 1
+                return nil
+            }
         }
         waiter?.continuation.resume(returning: .place)
+    }
+
+    /// `body` on the address's pool where it is stored: a copy taken out and put back would copy
+    /// its arrays on every change (they would be shared with the dictionary's while it is changed).
+    private static func update<R>(_ pools: inout [String: AddressPool], _ address: String, _ body: (inout AddressPool) -> R) -> R {
+        body(&pools[address, default: AddressPool()])
     }
 
     /// Closes every idle connection (a shutdown, or a test that wants a clean slate).
