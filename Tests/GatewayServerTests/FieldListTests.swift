@@ -36,8 +36,7 @@ struct FieldListTests {
         #expect(list.httpFields.first == HTTPField(name: .contentLength, value: "7"))
     }
 
-    @Test("every count of fields, below and beyond the prepared placeholder lists, keeps its fields in order and nothing else",
-          arguments: [0, 1, 2, 12, FieldList.templates.count - 1, FieldList.templates.count, FieldList.templates.count + 9])
+    @Test("every count of fields keeps its fields in order and nothing else", arguments: [0, 1, 2, 12, 31, 32, 41])
     func everyCount(count: Int) {
         var list = FieldList(capacity: count)
         for index in 0..<count { list.append(HTTPField(name: HTTPField.Name("X-Field-\(index % 5)")!, value: "value \(index)")) }
@@ -45,14 +44,12 @@ struct FieldListTests {
             let convert = { (list: FieldList) in list.httpFields }
             var first = convert(list)
             #expect(Array(first) == list.fields)
-            // What Hummingbird adds afterwards leaves the list as it was; and a second list from
-            // the same count starts from clean placeholders.
+            // What Hummingbird adds afterwards leaves the list as it was.
             first[.date] = "Sun, 22 Nov 2026 12:00:00 GMT"
             first[.contentType] = "text/plain"
             #expect(first.count == count + 2 && first[.date] != nil)
             #expect(Array(convert(list)) == list.fields)
             #expect(convert(list)[.date] == nil)
         }
-        #expect(FieldList.templates.enumerated().allSatisfy { $0.element.count == $0.offset })
     }
 }

@@ -1,18 +1,7 @@
 import HTTPTypes
 
 /// A reply's header fields while they are gathered: an array, made into `HTTPFields` once.
-///
-/// `HTTPFields` has no specialized way in for a field from outside its module: `append` (and
-/// `append(contentsOf:)`, and the initializer from a sequence) go through its generic, unspecialized
-/// `replaceSubrange`, which boxes every field in a heap allocation of its own. So ``httpFields``
-/// starts from a list of that many placeholder fields (copied from ``templates``) and sets each
-/// position through the public, inlinable position subscript.
 struct FieldList {
-    /// For each count below its size, that many placeholder fields.
-    static let templates: [HTTPFields] = (0..<32).map { count in
-        HTTPFields(repeatElement(HTTPField(name: placeholderName, value: ""), count: count))
-    }
-    private static let placeholderName = HTTPField.Name("x-placeholder")!
     /// Room for the fields Hummingbird adds after the responder (`Date`, and `Server` when one is
     /// configured): without it, adding one copies the whole list into a larger one.
     static let addedLater = 2
@@ -56,20 +45,13 @@ struct FieldList {
         }
     }
 
-    /// The fields as `HTTPFields`: a list of that many placeholder fields, each position then set
-    /// (through the public position subscript, which is inlinable: no field is boxed).
+    /// The fields as `HTTPFields`, with room for those Hummingbird adds. Appended one by one: with
+    /// swift-http-types 1.8 this costs about two thirds of what copying a list of placeholders and
+    /// setting each position did (measured over a reply's ten fields), and it is plain.
     var httpFields: HTTPFields {
-        let templates = Self.templates
-        guard fields.count < templates.count else {
-            var result = HTTPFields()
-            result.reserveCapacity(fields.count + Self.addedLater)
-            result.append(contentsOf: fields)
-            return result
-        }
-        var result = templates[fields.count]
-        // A list of its own, with room to spare; then each placeholder is replaced.
+        var result = HTTPFields()
         result.reserveCapacity(fields.count + Self.addedLater)
-        for index in fields.indices { result[index] = fields[index] }
+        for field in fields { result.append(field) }
         return result
     }
 }
