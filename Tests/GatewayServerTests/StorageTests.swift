@@ -20,6 +20,20 @@ struct StorageTests {
         },
     ]
 
+    @Test("an SQLite connection that cannot be set up fails with the reason and is closed, not dropped open (a debug build would trap on it)")
+    func unusableSQLiteFile() async throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("not-a-database-\(UUID().uuidString).db").path
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        try Data((0..<4096).map { UInt8(truncatingIfNeeded: $0 &* 37 &+ 11) }).write(to: URL(fileURLWithPath: path))
+        let source = TunedSQLiteSource(path: path)
+        for _ in 0..<3 {
+            let error = await #expect(throws: (any Error).self) {
+                _ = try await source.makeConnection(logger: .init(label: "test"), on: MultiThreadedEventLoopGroup.singleton.any()).get()
+            }
+            #expect(String(describing: error.map { $0 }).contains("not a database"), "\(String(describing: error))")
+        }
+    }
+
     @Test("concurrent writes each get their own outcome: a duplicate key fails alone, every other row is stored", arguments: TestStorage.available)
     func concurrentWrites(storage: TestStorage) async throws {
         try await storage.withDatabase { database in

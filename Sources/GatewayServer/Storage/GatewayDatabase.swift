@@ -121,7 +121,12 @@ struct TunedSQLiteSource: ConnectionPoolSource {
                 connection.query("PRAGMA mmap_size = 1073741824")
             }.flatMap { _ in
                 connection.install(customFunction: SQLiteRegularExpressions.function)
-            }.map { _ in connection }
+            }.map { _ in connection }.flatMapError { error in
+                // A connection that could not be set up (a file that is not a database, no file
+                // descriptor left for its journal) is closed, not dropped: its handle would leak.
+                let failed: EventLoopFuture<SQLiteConnection> = eventLoop.makeFailedFuture(error)
+                return connection.close().flatMap { failed }.flatMapError { _ in failed }
+            }
         }
     }
 }
