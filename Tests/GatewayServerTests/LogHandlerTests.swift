@@ -4,14 +4,15 @@ import Logging
 import Synchronization
 import Testing
 
+/// Lines collected from several threads (log lines, names of things that happened), in order.
+final class Lines: Sendable {
+    let lines = Mutex<[String]>([])
+    func append(_ line: String) { lines.withLock { $0.append(line) } }
+    var all: [String] { lines.withLock { $0 } }
+}
+
 @Suite("log lines")
 struct LogHandlerTests {
-    final class Lines: Sendable {
-        let lines = Mutex<[String]>([])
-        func append(_ line: String) { lines.withLock { $0.append(line) } }
-        var all: [String] { lines.withLock { $0 } }
-    }
-
     @Test("lines read as StreamLogHandler's: time, level, label, sorted metadata (set, provided, per line, error), source, message")
     func format() throws {
         let lines = Lines()

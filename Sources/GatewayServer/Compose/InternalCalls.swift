@@ -51,17 +51,10 @@ final class InternalCaller: Sendable {
             }
         }
         guard let timeout else { return await run() }
-        return await withTaskGroup(of: CallOutcome?.self) { group in
-            group.addTask { await run() }
-            group.addTask {
-                try? await Task.sleep(for: timeout)
-                return Task.isCancelled ? nil : CallOutcome(problem: .gatewayTimeout("The call did not finish within \(ConfigDuration(timeout))."))
-            }
-            var outcome: CallOutcome?
-            while outcome == nil, let next = await group.next() { outcome = next }
-            group.cancelAll()
-            return outcome ?? CallOutcome(problem: .internalError())
-        }
+        // Past its timeout the call is answered with a 504 at once, and cancelled.
+        return await TimedCall.run(timeout: timeout, expired: {
+            CallOutcome(problem: .gatewayTimeout("The call did not finish within \(ConfigDuration(timeout))."))
+        }, run)
     }
 }
 
