@@ -100,7 +100,7 @@ struct CompositeTests {
             steps:
               note: { operation: notes.get, input: { id: "{{request.path.id}}" } }
               greeting: { method: GET, path: "/v1/notes/echo?name={{note/title}}" }
-              slow: { operation: notes.slow, input: { ms: "{{request.query.delay}}" }, optional: true, timeout: 300ms }
+              slow: { operation: notes.slow, input: { ms: "{{request.query.delay}}" }, optional: true, timeout: 1s }
             reply:
               title: "{{note/title}}"
               greeting: "{{greeting/greeting}}"
@@ -115,7 +115,7 @@ struct CompositeTests {
             let created = try await gateway.gateway.handle(.post, "/v1/notes/notes", headers: .json,
                                                            body: ByteBuffer(string: #"{"title": "Café & co", "body": "b"}"#))
             let id = try #require(created.object["id"] as? String)
-            let reply = try await gateway.gateway.handle(.get, "/v1/views/notes/\(id)?delay=100")
+            let reply = try await gateway.gateway.handle(.get, "/v1/views/notes/\(id)?delay=10")
             #expect(reply.status == 200)
             #expect(reply.object["title"] as? String == "Café & co")
             #expect(reply.object["greeting"] as? String == "hello, Café & co", "a reference in a path is percent-encoded")
@@ -124,7 +124,7 @@ struct CompositeTests {
             #expect(reply.object["errors"] == nil)
 
             // An optional step that times out: 200, its problem under errors, its value null.
-            let partial = try await gateway.gateway.handle(.get, "/v1/views/notes/\(id)?delay=2000")
+            let partial = try await gateway.gateway.handle(.get, "/v1/views/notes/\(id)?delay=5000")
             #expect(partial.status == 200)
             #expect(partial.object["slow"] is NSNull)
             let errors = partial.object["errors"] as? [String: Any]
