@@ -11,11 +11,11 @@ struct CallDeadlinesTests {
         let fired = Lines()  // names, in the order their deadlines expired
         let start = ContinuousClock.now
         // Later first, then an earlier one (the sleep is set again), then equal ones (in the order set).
-        deadlines.schedule(at: start + .milliseconds(400)) { fired.append("c") }
-        deadlines.schedule(at: start + .milliseconds(100)) { fired.append("a") }
-        let removed = deadlines.schedule(at: start + .milliseconds(200)) { fired.append("removed") }
-        deadlines.schedule(at: start + .milliseconds(250)) { fired.append("b1") }
-        deadlines.schedule(at: start + .milliseconds(250)) { fired.append("b2") }
+        deadlines.schedule(at: start + .milliseconds(2_500)) { fired.append("c") }
+        deadlines.schedule(at: start + .milliseconds(1_000)) { fired.append("a") }
+        let removed = deadlines.schedule(at: start + .milliseconds(1_500)) { fired.append("removed") }
+        deadlines.schedule(at: start + .milliseconds(1_800)) { fired.append("b1") }
+        deadlines.schedule(at: start + .milliseconds(1_800)) { fired.append("b2") }
         deadlines.cancel(removed)
         #expect(deadlines.pending == 4)
         try await Task.sleep(for: .milliseconds(50))
@@ -23,7 +23,7 @@ struct CallDeadlinesTests {
         let deadline = ContinuousClock.now + .seconds(30)
         while fired.all.count < 4 && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
         #expect(fired.all == ["a", "b1", "b2", "c"])
-        #expect(ContinuousClock.now - start >= .milliseconds(400))
+        #expect(ContinuousClock.now - start >= .milliseconds(2_500))
         #expect(deadlines.pending == 0)
         // Set again after the list emptied: the sleep starts again.
         deadlines.schedule(at: .now + .milliseconds(10)) { fired.append("again") }
@@ -53,7 +53,7 @@ struct CallDeadlinesTests {
 
         // A call that ignores cancellation is still answered at its deadline.
         let stubborn = await TimedCall.run(timeout: .milliseconds(50), deadlines: deadlines, expired: { "expired" }) {
-            let until = ContinuousClock.now + .milliseconds(600)
+            let until = ContinuousClock.now + .seconds(3)
             while ContinuousClock.now < until { try? await Task.sleep(for: .milliseconds(50)) }
             return "done"
         }

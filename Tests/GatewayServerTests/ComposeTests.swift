@@ -94,13 +94,21 @@ struct BatchTests {
 struct CompositeTests {
     static let yaml = notesYAML + """
         composites:
+          impatient:
+            path: /v1/views/impatient/{id}
+            steps:
+              note: { operation: notes.get, input: { id: "{{request.path.id}}" } }
+              slow: { operation: notes.slow, input: { ms: "{{request.query.delay}}" }, optional: true, timeout: 200ms }
+            reply:
+              title: "{{note/title}}"
+              slow: "{{slow}}"
           note-view:
             path: /v1/views/notes/{id}
             summary: A note with a greeting for its title
             steps:
               note: { operation: notes.get, input: { id: "{{request.path.id}}" } }
               greeting: { method: GET, path: "/v1/notes/echo?name={{note/title}}" }
-              slow: { operation: notes.slow, input: { ms: "{{request.query.delay}}" }, optional: true, timeout: 1s }
+              slow: { operation: notes.slow, input: { ms: "{{request.query.delay}}" }, optional: true, timeout: 20s }
             reply:
               title: "{{note/title}}"
               greeting: "{{greeting/greeting}}"
@@ -124,8 +132,9 @@ struct CompositeTests {
             #expect(reply.object["errors"] == nil)
 
             // An optional step that times out: 200, its problem under errors, its value null.
-            let partial = try await gateway.gateway.handle(.get, "/v1/views/notes/\(id)?delay=5000")
+            let partial = try await gateway.gateway.handle(.get, "/v1/views/impatient/\(id)?delay=10000")
             #expect(partial.status == 200)
+            #expect(partial.object["title"] as? String == "Café & co")
             #expect(partial.object["slow"] is NSNull)
             let errors = partial.object["errors"] as? [String: Any]
             #expect((errors?["slow"] as? [String: Any])?["status"] as? Int == 504)
