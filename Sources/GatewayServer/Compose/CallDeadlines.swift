@@ -73,7 +73,8 @@ final class CallDeadlines: Sendable {
     private func arm(_ state: inout State, at deadline: ContinuousClock.Instant) {
         state.sleeper?.cancel()
         state.wakesAt = deadline
-        state.sleeper = Task { [weak self] in
+        // Detached: the sleeper outlives the call that set it, and keeps none of its task-local values.
+        state.sleeper = Task.detached { [weak self] in
             do { try await Task.sleep(until: deadline, clock: .continuous) } catch { return }
             self?.expireDue(woken: deadline)
         }
