@@ -30,10 +30,6 @@ struct FieldListTests {
         list.append(contentsOf: [HTTPField(name: tag, value: "4"), HTTPField(name: tag, value: "5")])
         list[tag] = nil
         #expect(list.fields.map(\.name.canonicalName) == ["etag", "cache-control"])
-        // A field put first goes before every other.
-        list.prepend(HTTPField(name: .contentLength, value: "7"))
-        #expect(list.fields.map(\.name.canonicalName) == ["content-length", "etag", "cache-control"])
-        #expect(list.httpFields.first == HTTPField(name: .contentLength, value: "7"))
     }
 
     @Test("every count of fields keeps its fields in order and nothing else", arguments: [0, 1, 2, 12, 31, 32, 41])
@@ -43,12 +39,12 @@ struct FieldListTests {
         do {
             let convert = { (list: FieldList) in list.httpFields }
             var first = convert(list)
-            #expect(Array(first) == list.fields)
+            #expect(first == list.fields)
             // What Hummingbird adds afterwards leaves the list as it was.
             first[.date] = "Sun, 22 Nov 2026 12:00:00 GMT"
             first[.contentType] = "text/plain"
             #expect(first.count == count + 2 && first[.date] != nil)
-            #expect(Array(convert(list)) == list.fields)
+            #expect(convert(list) == list.fields)
             #expect(convert(list)[.date] == nil)
         }
     }

@@ -12,7 +12,20 @@ extension GatewayResponder {
         // field is a large part of a small reply's cost), set where the handler may have set it.
         // `Content-Length` and `X-Request-Id` are added here too, so that neither Hummingbird's
         // `Response` nor ``respond(to:context:)`` has to search the fields and copy them to set one.
-        var headers = FieldList(capacity: limitHeaders.count + reply.headers.count + 8)
+        // The body is made first, so that `Content-Length` is the first field: Hummingbird's
+        // `Response` and NIO's encoder each search the fields for it, comparing names until they
+        // find it.
+        let bytes: ByteBuffer
+        switch reply.body {
+        case .empty: bytes = ByteBuffer()
+        case .json(let value): bytes = try JSONStreamEncoder.encodeBuffer(value)
+        case .bytes(let buffer, _): bytes = buffer
+        case .stream(let stream, let type, let length):
+            return await respond(streaming: stream, contentType: type, length: length, of: reply, mounted: mounted, isRead: isRead,
+                                 parameters: parameters, query: query, request: request, limitHeaders: limitHeaders, requestID: requestID)
+        }
+        var headers = FieldList(capacity: limitHeaders.count + reply.headers.count + 9)
+        headers.append(HTTPField(name: .contentLength, value: String(bytes.readableBytes)))
         headers.append(contentsOf: limitHeaders)
         // The handler's fields as they are: a name may repeat (`Link`, `Set-Cookie`).
         for field in reply.headers { headers.append(field) }
@@ -21,30 +34,12 @@ extension GatewayResponder {
         }
         // The names the handler set: only a field of one of these can be there already.
         let replace: [HTTPField.Name] = reply.headers.isEmpty ? [] : reply.headers.map(\.name)
-        let bytes: ByteBuffer
+        // A handler's own `Content-Length` gives way to the body's.
+        if replace.contains(.contentLength) { headers[.contentLength] = String(bytes.readableBytes) }
         switch reply.body {
-        case .empty:
-            bytes = ByteBuffer()
-        case .json(let value):
-            bytes = try JSONStreamEncoder.encodeBuffer(value)
-            Self.put(Self.jsonContentType, into: &headers, replacing: replace)
-        case .bytes(let buffer, let type):
-            bytes = buffer
-            if let type { Self.put(HTTPField(name: .contentType, value: type), into: &headers, replacing: replace) }
-        case .stream(let stream, let type, let length):
-            // Sent as it is read: no validator, no cache, nothing held.
-            if let type { Self.put(HTTPField(name: .contentType, value: type), into: &headers, replacing: replace) }
-            Self.put(HTTPField(name: Self.requestIDField, value: requestID), into: &headers, replacing: replace)
-            if reply.status.kind == .successful && !isRead && !mounted.cache.invalidates.isEmpty {
-                await cache.invalidate(tags: mounted.invalidatedTags.map { $0.resolve(parameters) })
-            }
-            headers[.contentLength] = length.map(String.init)
-            if !replace.contains(.cacheControl) && isRead { Self.put(Self.noCache, into: &headers, replacing: replace) }
-            return Response(status: reply.status, headers: headers.httpFields,
-                            body: length.map { length in ResponseBody(contentLength: length) { writer in
-                                for try await piece in stream { try await writer.write(piece) }
-                                try await writer.finish(nil)
-                            } } ?? ResponseBody(asyncSequence: stream))
+        case .json: Self.put(Self.jsonContentType, into: &headers, replacing: replace)
+        case .bytes(_, let type?): Self.put(HTTPField(name: .contentType, value: type), into: &headers, replacing: replace)
+        default: break
         }
         Self.put(HTTPField(name: Self.requestIDField, value: requestID), into: &headers, replacing: replace)
         if reply.status.kind == .successful && !isRead && !mounted.cache.invalidates.isEmpty {
@@ -52,7 +47,7 @@ extension GatewayResponder {
         }
         // A dialect's reply keeps its own fields unless its route is cacheable.
         guard isRead, reply.status == .ok, !(reply.isDialect && cacheKey == nil) else {
-            return Self.response(status: reply.status, headers: &headers, body: bytes, replacing: replace)
+            return Self.response(status: reply.status, headers: headers, body: bytes)
         }
         let etag: String
         if replace.contains(.eTag), let given = headers[.eTag] {
@@ -67,7 +62,9 @@ extension GatewayResponder {
                      into: &headers, replacing: replace)
             Self.put(Self.cacheMiss, into: &headers, replacing: replace)
             if !requestCacheControl.contains("no-store") {
-                let stored = headers.fields.filter { field in field.name != Self.requestIDField && !limitHeaders.contains { $0.name == field.name } }
+                let stored = headers.fields.filter { field in
+                    field.name != Self.requestIDField && field.name != .contentLength && !limitHeaders.contains { $0.name == field.name }
+                }
                 await cache.store(cacheKey, CachedReply(
                     status: 200, headers: stored.map { ($0.name.rawName, $0.value) }, body: Array(buffer: bytes), etag: etag,
                     storedAt: .now, ttl: ttl, tags: mounted.storedTags.map { $0.resolve(parameters) }))
@@ -77,10 +74,9 @@ extension GatewayResponder {
             Self.put(Self.cacheBypass, into: &headers, replacing: replace)
         }
         if Self.matches(ifNoneMatch: request.headers.value(.ifNoneMatch), etag: etag) {
-            headers[.contentType] = nil
-            return Response(status: .notModified, headers: headers.httpFields, body: .init())
+            return Self.notModified(&headers)
         }
-        return Self.response(status: .ok, headers: &headers, body: bytes, replacing: replace)
+        return Self.response(status: .ok, headers: headers, body: bytes)
     }
 
     /// `<path?query&cursor=next>; rel="next"` (RFC 8288): the request's own path and query, its
@@ -99,12 +95,41 @@ extension GatewayResponder {
         if !replacing.isEmpty && replacing.contains(field.name) { headers[field.name] = field.value } else { headers.append(field) }
     }
 
-    /// The response, with `Content-Length` added to `headers` as their first field: Hummingbird's
-    /// `Response` and NIO's encoder each search the fields for it before sending, comparing names
-    /// until they find it.
-    static func response(status: HTTPResponse.Status, headers: inout FieldList, body: ByteBuffer, replacing: [HTTPField.Name]) -> Response {
-        let length = HTTPField(name: .contentLength, value: String(body.readableBytes))
-        if !replacing.isEmpty && replacing.contains(.contentLength) { headers[.contentLength] = length.value } else { headers.prepend(length) }
-        return Response(status: status, headers: headers.httpFields, body: .init(byteBuffer: body))
+    /// The response; `headers` begin with the body's `Content-Length`.
+    static func response(status: HTTPResponse.Status, headers: FieldList, body: ByteBuffer) -> Response {
+        Response(status: status, headers: headers.httpFields, body: .init(byteBuffer: body))
+    }
+
+    /// A 304 for a reply whose fields are `headers`: without a body, so without its length and type.
+    static func notModified(_ headers: inout FieldList) -> Response {
+        headers[.contentLength] = nil
+        headers[.contentType] = nil
+        return Response(status: .notModified, headers: headers.httpFields, body: .init())
+    }
+
+    /// A reply whose body is sent as it is read: no validator, no cache, nothing held.
+    private func respond(streaming stream: ByteStream, contentType: String?, length: Int?, of reply: RouteReply, mounted: MountedRoute, isRead: Bool,
+                         parameters: [String: String], query: [(name: String, value: String)], request: Request,
+                         limitHeaders: [HTTPField], requestID: String) async -> Response {
+        var headers = FieldList(capacity: limitHeaders.count + reply.headers.count + 6)
+        if let length { headers.append(HTTPField(name: .contentLength, value: String(length))) }
+        headers.append(contentsOf: limitHeaders)
+        for field in reply.headers { headers.append(field) }
+        if isRead, let next = reply.nextCursor {
+            headers.append(HTTPField(name: .link, value: Self.nextLink(path: request.uri.path, query: query, cursor: next)))
+        }
+        let replace: [HTTPField.Name] = reply.headers.isEmpty ? [] : reply.headers.map(\.name)
+        if replace.contains(.contentLength) { headers[.contentLength] = length.map(String.init) }
+        if let contentType { Self.put(HTTPField(name: .contentType, value: contentType), into: &headers, replacing: replace) }
+        Self.put(HTTPField(name: Self.requestIDField, value: requestID), into: &headers, replacing: replace)
+        if reply.status.kind == .successful && !isRead && !mounted.cache.invalidates.isEmpty {
+            await cache.invalidate(tags: mounted.invalidatedTags.map { $0.resolve(parameters) })
+        }
+        if !replace.contains(.cacheControl) && isRead { Self.put(Self.noCache, into: &headers, replacing: replace) }
+        return Response(status: reply.status, headers: headers.httpFields,
+                        body: length.map { length in ResponseBody(contentLength: length) { writer in
+                            for try await piece in stream { try await writer.write(piece) }
+                            try await writer.finish(nil)
+                        } } ?? ResponseBody(asyncSequence: stream))
     }
 }

@@ -127,16 +127,21 @@ public struct GatewayResponder: HTTPResponder {
 
     private func respondInTrace(to request: Request, context: Context) async throws -> Response {
         let start = ContinuousClock.now
-        // The client behind trusted proxies; forwarding fields from anyone else are dropped.
-        var request = request
+        // The client behind trusted proxies; forwarding fields from anyone else are dropped. (The
+        // request is passed on rather than copied into a variable: each copy of a `Request` retains
+        // every reference it holds.)
         var context = context
         var fields = request.headers
         context.remoteAddress = settings.proxies.client(peer: context.remoteAddress, headers: &fields)
         if fields.count != request.headers.count {
             var head = request.head
             head.headerFields = fields
-            request = Request(head: head, body: request.body)
+            return try await respondFromClient(to: Request(head: head, body: request.body), context: context, start: start)
         }
+        return try await respondFromClient(to: request, context: context, start: start)
+    }
+
+    private func respondFromClient(to request: Request, context: Context, start: ContinuousClock.Instant) async throws -> Response {
         let requestID = Self.requestID(from: request.headers)
         var endpointName = "unmatched"
         var endpointMetrics: GatewayMetrics.EndpointSeries?
@@ -153,7 +158,6 @@ public struct GatewayResponder: HTTPResponder {
                 case .found(let endpoint, let parameters):
                     endpointName = endpoint.name
                     endpointMetrics = endpoint.metrics
-                    let (request, context) = (request, context)
                     switch endpoint {
                     case .route(let mounted):
                         if let messaging {
@@ -312,17 +316,15 @@ public struct GatewayResponder: HTTPResponder {
     static func cachedResponse(_ hit: CachedReply, age: Duration, request: Request, limitHeaders: [HTTPField], requestID: String) -> Response {
         // A stored reply has no rate-limit or Age fields and no name twice, so fields are appended
         // without a search; only its X-Cache (MISS when stored) is replaced.
-        var headers = FieldList(capacity: hit.headers.count + limitHeaders.count + 4)
+        var headers = FieldList(capacity: hit.headers.count + limitHeaders.count + 5)
+        headers.append(HTTPField(name: .contentLength, value: String(hit.body.count)))
         for (name, value) in hit.headers { if let field = Self.field(name) { headers.append(HTTPField(name: field, value: value)) } }
         headers.append(contentsOf: limitHeaders)
         headers[cacheField] = "HIT"
         headers.append(HTTPField(name: ageField, value: String(age.components.seconds)))
         headers.append(HTTPField(name: requestIDField, value: requestID))
-        if matches(ifNoneMatch: request.headers.value(.ifNoneMatch), etag: hit.etag) {
-            headers[.contentType] = nil
-            return Response(status: .notModified, headers: headers.httpFields, body: .init())
-        }
-        return response(status: .init(code: hit.status), headers: &headers, body: ByteBuffer(bytes: hit.body), replacing: [])
+        if matches(ifNoneMatch: request.headers.value(.ifNoneMatch), etag: hit.etag) { return notModified(&headers) }
+        return response(status: .init(code: hit.status), headers: headers, body: ByteBuffer(bytes: hit.body))
     }
 
     // MARK: CORS

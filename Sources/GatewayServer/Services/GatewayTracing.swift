@@ -79,11 +79,12 @@ public enum GatewayTracing {
         return backend.service
     }
 
-    /// Runs `body` in a child span of the current one when tracing is on; else just runs it.
+    /// Runs `body` in a child span of the current one when tracing is on; else just runs it (and
+    /// the span's name, often made from the route's, is never made).
     @inline(__always)
-    static func span<T>(_ name: String, kind: SpanKind = .internal, _ body: () async throws -> T) async rethrows -> T {
+    static func span<T>(_ name: @autoclosure () -> String, kind: SpanKind = .internal, _ body: () async throws -> T) async rethrows -> T {
         guard isEnabled else { return try await body() }
-        return try await withSpan(name, ofKind: kind) { _ in try await body() }
+        return try await withSpan(name(), ofKind: kind) { _ in try await body() }
     }
 }
 
