@@ -41,6 +41,36 @@ struct CompressionTests {
         #expect(!C.isCompressible("application/octet-stream"))
     }
 
+    @Test("a reply may be coded when its type is compressible, it is not coded yet and no Cache-Control directive is no-transform; Vary is added once")
+    func mayCode() {
+        typealias C = ResponseCompression
+        func fields(_ pairs: [(HTTPField.Name, String)]) -> HTTPFields { HTTPFields(pairs.map { HTTPField(name: $0.0, value: $0.1) }) }
+        #expect(C.mayCode(fields([(.contentType, "application/json")])))
+        #expect(C.mayCode(fields([(.cacheControl, "no-cache"), (.contentType, "Text/HTML; charset=utf-8"), (.eTag, "\"x\"")])))
+        #expect(!C.mayCode(fields([])), "no type: left alone")
+        #expect(!C.mayCode(fields([(.contentType, "image/png")])))
+        #expect(!C.mayCode(fields([(.contentType, "application/json"), (.contentEncoding, "br")])))
+        #expect(!C.mayCode(fields([(.contentEncoding, "gzip"), (.contentType, "application/json")])))
+        #expect(!C.mayCode(fields([(.contentType, "application/json"), (.cacheControl, "public, No-Transform")])))
+        #expect(!C.mayCode(fields([(.cacheControl, "max-age=60"), (.contentType, "application/json"), (.cacheControl, " no-transform ")])),
+                "every Cache-Control field counts")
+        #expect(C.mayCode(fields([(.contentType, "application/json"), (.cacheControl, "x-no-transform-later, max-age=5")])),
+                "a directive is matched whole, not as part of another")
+        #expect(C.listContains("max-age=5, no-transform", "no-transform") && C.listContains("NO-TRANSFORM=1", "no-transform"))
+        #expect(!C.listContains("", "no-transform") && !C.listContains("no-transforms", "no-transform") && !C.listContains("no-transfor", "no-transform"))
+        var headers = fields([(Self.vary, "Origin")])
+        C.addVary(to: &headers)
+        #expect(headers[values: Self.vary] == ["Origin", "Accept-Encoding"])
+        C.addVary(to: &headers)
+        #expect(headers[values: Self.vary] == ["Origin", "Accept-Encoding"], "already there: not added again")
+        var star = fields([(Self.vary, "*")])
+        C.addVary(to: &star)
+        #expect(star[values: Self.vary] == ["*"])
+        var mixed = fields([(Self.vary, "origin, ACCEPT-ENCODING")])
+        C.addVary(to: &mixed)
+        #expect(mixed[values: Self.vary] == ["origin, ACCEPT-ENCODING"])
+    }
+
     static func inflate(_ body: ByteBuffer, _ coding: String) throws -> ByteBuffer {
         var body = body
         return try body.decompress(with: coding == "gzip" ? .gzip() : .zlib())

@@ -38,7 +38,9 @@ extension GatewayResponder {
         if replace.contains(.contentLength) { headers[.contentLength] = String(bytes.readableBytes) }
         switch reply.body {
         case .json: Self.put(Self.jsonContentType, into: &headers, replacing: replace)
-        case .bytes(_, let type?): Self.put(HTTPField(name: .contentType, value: type), into: &headers, replacing: replace)
+        case .bytes(_, let type?):
+            // Most such bodies are JSON a plugin wrote itself: that field is made (and checked) once.
+            Self.put(type == "application/json" ? Self.jsonContentType : HTTPField(name: .contentType, value: type), into: &headers, replacing: replace)
         default: break
         }
         Self.put(HTTPField(name: Self.requestIDField, value: requestID), into: &headers, replacing: replace)

@@ -66,9 +66,7 @@ struct ResponseCompression: Sendable {
         // Large bodies (a proxied download) go as they are: compressing means holding them whole.
         guard let length = response.body.contentLength, length >= minimumSize, length <= Self.maximumSize,
               response.status.code >= 200, response.status != .noContent, response.status != .notModified,
-              response.headers[.contentEncoding] == nil,
-              let type = response.headers[.contentType], Self.isCompressible(type),
-              !(response.headers[.cacheControl]?.lowercased().contains("no-transform") ?? false)
+              Self.mayCode(response.headers)
         else { return }
         Self.addVary(to: &response.headers)
         guard let coding = Self.negotiate(request.headers[values: Self.acceptEncoding]) else { return }
@@ -123,11 +121,59 @@ struct ResponseCompression: Sendable {
     }
 
     static func addVary(to headers: inout HTTPFields) {
-        let existing = headers[values: vary]
-        if existing.contains(where: { value in
-            value.split(separator: ",").contains { let name = $0.trimmingCharacters(in: .whitespaces).lowercased(); return name == "accept-encoding" || name == "*" }
-        }) { return }
+        for field in headers where field.name == vary {
+            if Self.listContains(field.value, "accept-encoding") || Self.listContains(field.value, "*") { return }
+        }
         headers.append(HTTPField(name: vary, value: "Accept-Encoding"))
+    }
+
+    /// Whether a reply with these fields may be coded: of a compressible type, not coded already,
+    /// and without `Cache-Control: no-transform`. One pass over the fields, each read as it is
+    /// (`HTTPFields`' subscript by name joins every field of the name into a new string), since
+    /// every reply of the minimum size or more is asked this.
+    static func mayCode(_ headers: HTTPFields) -> Bool {
+        var compressible = false
+        for field in headers {
+            switch field.name {
+            case .contentEncoding: return false
+            case .contentType: if !compressible { compressible = isCompressible(field.value) }
+            case .cacheControl: if listContains(field.value, "no-transform") { return false }
+            default: continue
+            }
+        }
+        return compressible
+    }
+
+    /// Whether the comma-separated `list` (a field's value) has `token` as one of its elements,
+    /// ASCII case ignored, blanks around an element ignored and a directive's `=value` with it.
+    /// `token` is lowercase.
+    static func listContains(_ list: String, _ token: String) -> Bool {
+        var list = list, token = token
+        return list.withUTF8 { list in
+            token.withUTF8 { wanted in
+                func isBlank(_ byte: UInt8) -> Bool { byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t") }
+                var start = 0
+                while start <= list.count {
+                    var end = start
+                    while end < list.count && list[end] != UInt8(ascii: ",") { end += 1 }
+                    // The element's name: blanks around it and a directive's `=value` left out.
+                    var first = start, last = end
+                    if let equals = list[first..<last].firstIndex(of: UInt8(ascii: "=")) { last = equals }
+                    while first < last && isBlank(list[first]) { first += 1 }
+                    while last > first && isBlank(list[last - 1]) { last -= 1 }
+                    if last - first == wanted.count {
+                        var same = true
+                        for offset in 0..<wanted.count {
+                            let byte = list[first + offset]
+                            if (byte >= 0x41 && byte <= 0x5A ? byte | 0x20 : byte) != wanted[offset] { same = false; break }
+                        }
+                        if same { return true }
+                    }
+                    start = end + 1
+                }
+                return false
+            }
+        }
     }
 
     /// A body of known length, read into one buffer.
