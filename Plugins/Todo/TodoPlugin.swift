@@ -268,7 +268,7 @@ public struct TodoPlugin: AuthorizingPlugin {
     static func firstMentions(_ order: String) -> String {
         var seen = Set<String>()
         return order.split(separator: ",").filter { part in
-            let key = part.trimmingCharacters(in: .whitespaces)
+            let key = String(part.trimmingSpaces)
             guard !key.isEmpty else { return false }
             let name = key.hasPrefix("-") || key.hasPrefix("+") ? String(key.dropFirst()) : key
             return seen.insert((try? QueryField(parsing: name))?.name ?? name).inserted
@@ -386,7 +386,7 @@ public struct TodoPlugin: AuthorizingPlugin {
                                                           errors: [.init(pointer: "query.where", detail: (error as? GatewayError)?.detail ?? "not JSON")])
                         }
                     }
-                    let fields = parameters.fields.map { $0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) } }
+                    let fields = parameters.fields.map { $0.split(separator: ",").map { String($0.trimmingSpaces) } }
                     let query = try Self.makeQuery(where: whereValue, order: parameters.order, limit: parameters.limit, cursor: parameters.cursor,
                                                    skip: parameters.skip, count: parameters.count, fields: fields, maxLimit: maxLimit, location: "query.")
                     let result = try await service.query(bucketName: input.path.bucket, query, actor: service.actor(context.principal))

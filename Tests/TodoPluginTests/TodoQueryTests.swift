@@ -56,6 +56,29 @@ struct TodoQueryTests {
         #expect(Timestamps.format(micros: 0) == "1970-01-01T00:00:00.000Z")
     }
 
+    @Test("cursors are base64url without padding and read back; an order's keys lose the spaces around them")
+    func cursorsAndOrders() throws {
+        // Every length modulo 3 (padding of 0, 1 and 2), and values whose base64 holds + and /.
+        for id in ["a", "ab", "abc", "~~~>>>???", "汉字 ü"] {
+            let cursor = QueryCursor(values: [.number(1.5), .string("?>~"), .null], id: id)
+            let token = cursor.token
+            #expect(!token.contains("+") && !token.contains("/") && !token.contains("="), "\(token)")
+            #expect(try QueryCursor(token: token, keys: [SortKey(field: .updatedAt, descending: true), SortKey(field: .id, descending: false),
+                                                         SortKey(field: .createdAt, descending: false)]) == cursor)
+        }
+        #expect(Base64URL.encode(Array("~~~>>>???".utf8)) == "fn5-Pj4-Pz8_")
+        #expect(Base64URL.decode("fn5-Pj4-Pz8_") == Data("~~~>>>???".utf8))
+        #expect(Base64URL.decode("not base64!") == nil)
+        #expect(throws: QueryProblem.self) { try QueryCursor(token: "bm90IGpzb24", keys: [SortKey(field: .updatedAt, descending: true)]) }
+
+        let keys = try SortKey.parse(" -updatedAt ,\tdescription\u{3000}, , +done ")
+        #expect(keys.map(\.descending) == [true, false, false])
+        #expect(keys.map(\.field) == [.updatedAt, try QueryField(parsing: "description"), try QueryField(parsing: "done")])
+        #expect(Substring(" \t\u{A0}a b\u{2003}\t").trimmingSpaces == "a b")
+        #expect(Substring("\n a \n").trimmingSpaces == "\n a \n", "newlines are not spaces")
+        #expect(Substring("   ").trimmingSpaces.isEmpty)
+    }
+
     @Test("a where + order on indexed fields uses the bucket's index, not a scan and a sort", arguments: TestStorage.available)
     func queryPlan(storage: TestStorage) async throws {
         try await withTodo(storage) { gateway in
