@@ -3,6 +3,7 @@ import Glibc
 #endif
 import GatewayCore
 @testable import GatewayServer
+import GatewayTesting
 import HTTPTypes
 import NIOCore
 import NIOHTTP1
@@ -233,17 +234,20 @@ struct ForwardingClientTests {
 
     @Test("a head that does not come within the request's timeout is a 504 (its connection closed); nothing listening is a 502")
     func failures() async throws {
-        let base = try await withService { (service, client, base) async throws -> String in
+        try await withService { (service, client, base) async throws in
             // The service never answers: only the deadline ends the call.
             let error = await #expect(throws: GatewayError.self) { _ = try await call(client, base + "/silent", timeout: .milliseconds(200)) }
             #expect(error?.status == 504)
             #expect(try await call(client, base + "/ok").body == "hello")
             #expect(service.connections.load(ordering: .relaxed) == 2, "the silent call's connection was not reused")
-            return base
         }
-        // The service is gone now: nothing listens at its address.
-        let error = await #expect(throws: GatewayError.self) { _ = try await call(ForwardingClient(group: MultiThreadedEventLoopGroup.singleton), base + "/ok") }
-        #expect(error?.status == 502)
+        // A service that is down: nothing listens at its address.
+        try await withRefusingPort { port in
+            let error = await #expect(throws: GatewayError.self) {
+                _ = try await call(ForwardingClient(group: MultiThreadedEventLoopGroup.singleton), "http://127.0.0.1:\(port)/ok")
+            }
+            #expect(error?.status == 502)
+        }
     }
 
     @Test("a kept connection closed as it is reused: a GET goes again on a new connection, a POST is a 502")

@@ -211,12 +211,13 @@ struct UpstreamPluginTests {
 
     @Test("failures: unreachable 502, too slow 504, connection reset 502, truncated body cut; retries for idempotent calls only")
     func failures() async throws {
-        let free = try await BrokenServer.serve(.reset) { url in url }  // closed again: nothing listens there now
-        try await TestGateway.with(upstream, yaml: upstreamYAML("svc", [free], "      retries: 0\n")) { gateway in
-            let down = try await gateway.gateway.handle(.get, "/v1/svc/x")
-            #expect(down.status == 502)
-            #expect(down.headers[.contentType] == "application/problem+json")
-            #expect(!down.text.contains("127.0.0.1"), "the service's address is not shown to callers")
+        try await withRefusingPort { port in
+            try await TestGateway.with(upstream, yaml: upstreamYAML("svc", ["http://127.0.0.1:\(port)"], "      retries: 0\n")) { gateway in
+                let down = try await gateway.gateway.handle(.get, "/v1/svc/x")
+                #expect(down.status == 502)
+                #expect(down.headers[.contentType] == "application/problem+json")
+                #expect(!down.text.contains("127.0.0.1"), "the service's address is not shown to callers")
+            }
         }
         let fake = FakeUpstream("a")
         try await fake.serve { url in
