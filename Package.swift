@@ -25,6 +25,8 @@ let pluginExtras: [String: (dependencies: [Target.Dependency], exclude: [String]
                 ["Realtime/gtfs-realtime.proto", "Realtime/generate.sh"]),
     // An upstream service's OpenAPI document may be YAML.
     "Upstream": ([.product(name: "Yams", package: "Yams")], []),
+    // v2 key secrets are kept hashed for look-ups and sealed for their owners to read back.
+    "Feeds": ([.product(name: "Crypto", package: "swift-crypto")], []),
 ]
 
 func plugin(_ folder: String) -> Target {
@@ -68,6 +70,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-crypto.git", from: "4.5.2"),
         .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
+        // The HTTP parts Hummingbird's channels carry, seen by the gateway's connection deadlines.
+        .package(url: "https://github.com/apple/swift-nio-extras.git", from: "1.35.2"),
         .package(url: "https://github.com/weichsel/ZIPFoundation.git", from: "0.9.20"),
         .package(url: "https://github.com/apple/swift-protobuf.git", from: "1.39.0"),
         .package(url: "https://github.com/adam-fowler/compress-nio.git", from: "1.5.0"),
@@ -110,6 +114,7 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "CompressNIO", package: "compress-nio"),
@@ -257,6 +262,22 @@ let package = Package(
                            .product(name: "NIOFoundationCompat", package: "swift-nio")],
             swiftSettings: strictSettings
         ),
+        // The security suite: attacks on a gateway started from the shipped plugins.yaml, over real
+        // sockets, on SQLite and PostgreSQL (SECURITY.md lists what each test defends).
+        .testTarget(
+            name: "SecurityTests",
+            dependencies: ["GatewayServer", "GatewayTesting"] + bundledPluginTargets.map { .target(name: $0) } + [
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOFoundationCompat", package: "swift-nio"),
+                .product(name: "SQLKit", package: "sql-kit"),
+            ],
+            swiftSettings: strictSettings
+        ),
         // Depends on the executable so that `swift test` builds the binary it runs.
         .testTarget(name: "EndToEndTests", dependencies: ["gateway", "GatewayServer", "GatewayTesting",
                                                           .product(name: "AsyncHTTPClient", package: "async-http-client"),
@@ -295,3 +316,27 @@ let package = Package(
         ),
      ] + bundledPluginFolders.map(plugin) + scaffoldedPluginTests.map(pluginTests)
 )
+
+// Fuzzing (Fuzz/README.md, Fuzz/run): with GATEWAY_FUZZ=1 in the environment the package gains the
+// libFuzzer executable `gateway-fuzz`, and the project's own modules that read untrusted bytes are
+// compiled with coverage instrumentation for it (dependencies are left as they are). Without the
+// variable the package is the one above.
+if Context.environment["GATEWAY_FUZZ"] == "1" {
+    let fuzzer: SwiftSetting = .unsafeFlags(["-sanitize=fuzzer"])
+    let instrumented = Set(["GatewayCore", "GatewayServer"] + bundledPluginTargets)
+    for target in package.targets where instrumented.contains(target.name) {
+        target.swiftSettings = (target.swiftSettings ?? []) + [fuzzer]
+    }
+    package.targets.append(.executableTarget(
+        name: "gateway-fuzz",
+        dependencies: ["GatewayCore", "GatewayServer", "EventsPlugin", "FeedsPlugin", "TodoPlugin", "TransitPlugin",
+                       .product(name: "SQLKit", package: "sql-kit"),
+                       .product(name: "NIOCore", package: "swift-nio"),
+                       .product(name: "HTTPTypes", package: "swift-http-types"),
+                       .product(name: "ZIPFoundation", package: "ZIPFoundation")],
+        path: "Fuzz/Targets",
+        swiftSettings: strictSettings + [fuzzer],
+        // libFuzzer itself (its archive without `main`) is named on the command line by Fuzz/run.
+        linkerSettings: [.linkedLibrary("stdc++")]
+    ))
+}

@@ -25,7 +25,7 @@ struct FeedService: Sendable {
         self.context = context
         liveSubscriptions = Meter(label: "feeds_live_subscriptions", factory: context.metrics)
         triggers = TriggerEngine(store: store, context: context, settings: settings)
-        keys = LegacyKeys(store: store, context: context)
+        keys = LegacyKeys(store: store, context: context, secret: settings.keySecret)
     }
 
     /// The tag of the routes whose v2 key permissions the authorize hook checks: those that name

@@ -83,5 +83,28 @@ enum FeedsMigrations {
                 try await db.raw("ALTER TABLE feeds_chunks SET (toast_tuple_target = 8160)").run()
             }
         },
+        // v2 key secrets: looked up by SHA-256, readable only sealed (``KeySeal``). The table is
+        // made anew: SQLite cannot drop the plain column's constraints in place.
+        Migration(6, "v2 key secrets hashed and sealed") { db in
+            try await db.raw("CREATE TABLE feeds_secrets (name TEXT PRIMARY KEY, value TEXT NOT NULL)").run()
+            try await db.raw("""
+                CREATE TABLE feeds_keys_sealed (key_id TEXT PRIMARY KEY, key_hash TEXT NOT NULL UNIQUE, sealed_key TEXT NOT NULL, user_id TEXT,
+                  label TEXT NOT NULL, private_access INTEGER NOT NULL, expires_at BIGINT, permissions TEXT NOT NULL, created BIGINT NOT NULL)
+                """).run()
+            let seal = KeySeal(configured: nil, stored: try await KeySeal.storedKey(db))
+            for row in try await db.raw("SELECT key_id, api_key, user_id, label, private_access, expires_at, permissions, created FROM feeds_keys").all() {
+                let secret = try row.decode(column: "api_key", as: String.self)
+                try await db.raw("""
+                    INSERT INTO feeds_keys_sealed (key_id, key_hash, sealed_key, user_id, label, private_access, expires_at, permissions, created)
+                    VALUES (\(bind: try row.decode(column: "key_id", as: String.self)), \(bind: KeySeal.hash(secret)), \(bind: try seal.seal(secret)),
+                      \(bind: try row.decode(column: "user_id", as: String?.self)), \(bind: try row.decode(column: "label", as: String.self)),
+                      \(bind: try row.decode(column: "private_access", as: Int.self)), \(bind: try row.decode(column: "expires_at", as: Int64?.self)),
+                      \(bind: try row.decode(column: "permissions", as: String.self)), \(bind: try row.decode(column: "created", as: Int64.self)))
+                    """).run()
+            }
+            try await db.raw("DROP TABLE feeds_keys").run()
+            try await db.raw("ALTER TABLE feeds_keys_sealed RENAME TO feeds_keys").run()
+            try await db.raw("CREATE INDEX feeds_keys_user ON feeds_keys (user_id)").run()
+        },
     ]
 }

@@ -30,6 +30,10 @@ public struct FeedsPlugin: AuthorizingPlugin {
         var triggerAttempts = 5
         /// Whether trigger URLs may name loopback, private or link-local addresses.
         var triggerPrivateTargets = false
+        /// The secret that seals the readable copies of v2 key secrets (`${FEEDS_KEY_SECRET}`, at
+        /// least 32 characters); without it they are sealed with a key kept in the database. See
+        /// ``LegacyKeys``.
+        var keySecret: String?
 
         public static let defaults = Configuration()
 
@@ -41,6 +45,7 @@ public struct FeedsPlugin: AuthorizingPlugin {
             guard (1...20).contains(triggerAttempts) else { throw ConfigurationError(key: "triggerAttempts", "must be from 1 to 20") }
             guard frozenAfter.seconds >= 1 else { throw ConfigurationError(key: "frozenAfter", "must be at least 1s") }
             guard retentionEvery.seconds >= 1 else { throw ConfigurationError(key: "retentionEvery", "must be at least 1s") }
+            if let keySecret, keySecret.count < 32 { throw ConfigurationError(key: "keySecret", "must be at least 32 characters") }
             if let url = publicURL, !(url.hasPrefix("http://") || url.hasPrefix("https://")) {
                 throw ConfigurationError(key: "publicURL", "must be an http or https URL")
             }

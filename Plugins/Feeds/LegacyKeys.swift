@@ -25,7 +25,8 @@ struct LegacyResource: Sendable, Equatable {
 /// which the plugin enforces on every feeds request made with it, in both APIs.
 struct LegacyKey: Sendable, Equatable {
     var keyID: String
-    var apiKey: String
+    /// The secret, sealed (``KeySeal``): shown only to the key's owner.
+    var sealedKey: String
     var userID: String?
     var label: String
     var privateAccess: Bool
@@ -46,7 +47,8 @@ struct LegacyKey: Sendable, Equatable {
 ///
 /// Creating a v2 key issues a gateway key (scope `feeds:*`, the v2 expiry) for the caller's user
 /// and records its v2 permissions beside it; the old API showed keys' secrets in its listings, so
-/// the record keeps the secret too. Every feeds request made with such a key must then match one
+/// the record keeps the secret too, hashed for look-ups and sealed for its owner to read
+/// (``KeySeal`` writes the trade-off down). Every feeds request made with such a key must then match one
 /// of its permissions: the method, the feed or datastream, the client's address (`source_ip`,
 /// exact or CIDR), the `Referer` (`referer`, a prefix), and `minimum_interval` between uses
 /// (403 otherwise). Without `private_access` the owner's private feeds stay invisible (404).
@@ -55,20 +57,43 @@ final class LegacyKeys: Sendable {
     let context: PluginContext
     private let cache = NIOLockedValueBox<[String: (expires: ContinuousClock.Instant, key: LegacyKey?)]>([:])
     private let lastUse = NIOLockedValueBox<[String: ContinuousClock.Instant]>([:])
+    /// `keySecret` from the configuration.
+    private let secret: String?
+    private let sealing = NIOLockedValueBox<KeySeal?>(nil)
 
-    init(store: FeedStore, context: PluginContext) {
+    init(store: FeedStore, context: PluginContext, secret: String? = nil) {
         self.store = store
         self.context = context
+        self.secret = secret
+    }
+
+    /// The seal, made on first use; copies sealed with the database's key are sealed again with
+    /// the configured one then.
+    func seal() async throws -> KeySeal {
+        if let made = sealing.withLockedValue({ $0 }) { return made }
+        let made = KeySeal(configured: secret.map(KeySeal.key(fromSecret:)), stored: try await KeySeal.storedKey(store.database))
+        if made.configured != nil {
+            for row in try await store.database.raw("SELECT key_id, sealed_key FROM feeds_keys WHERE sealed_key LIKE 'db:%'").all() {
+                let sealed = try row.decode(column: "sealed_key", as: String.self)
+                guard made.needsResealing(sealed), let plain = made.open(sealed) else { continue }
+                try await store.database.raw("""
+                    UPDATE feeds_keys SET sealed_key = \(bind: try made.seal(plain))
+                    WHERE key_id = \(bind: try row.decode(column: "key_id", as: String.self)) AND sealed_key = \(bind: sealed)
+                    """).run()
+            }
+        }
+        sealing.withLockedValue { $0 = made }
+        return made
     }
 
     // MARK: Storage
 
-    static let columns = "key_id, api_key, user_id, label, private_access, expires_at, permissions, created"
+    static let columns = "key_id, sealed_key, user_id, label, private_access, expires_at, permissions, created"
 
     static func decode(_ row: any SQLRow) throws -> LegacyKey {
         let permissions = (try? JSONValue.parse(try row.decode(column: "permissions", as: String.self)))?.arrayValue ?? []
         return LegacyKey(
-            keyID: try row.decode(column: "key_id", as: String.self), apiKey: try row.decode(column: "api_key", as: String.self),
+            keyID: try row.decode(column: "key_id", as: String.self), sealedKey: try row.decode(column: "sealed_key", as: String.self),
             userID: try row.decode(column: "user_id", as: String?.self), label: try row.decode(column: "label", as: String.self),
             privateAccess: try row.decode(column: "private_access", as: Int.self) != 0, expiresAt: try row.decode(column: "expires_at", as: Int64?.self),
             permissions: permissions.compactMap { value in
@@ -91,7 +116,7 @@ final class LegacyKeys: Sendable {
     }
 
     func key(apiKey: String) async throws -> LegacyKey? {
-        try await store.database.raw("SELECT \(unsafeRaw: Self.columns) FROM feeds_keys WHERE api_key = \(bind: apiKey)").first().map(Self.decode)
+        try await store.database.raw("SELECT \(unsafeRaw: Self.columns) FROM feeds_keys WHERE key_hash = \(bind: KeySeal.hash(apiKey))").first().map(Self.decode)
     }
 
     func keys(of userID: String?) async throws -> [LegacyKey] {
@@ -106,18 +131,19 @@ final class LegacyKeys: Sendable {
         return try await key(id: keyID)
     }
 
-    /// Issues a gateway key and records the v2 key beside it.
-    func create(label: String, privateAccess: Bool, expiresAt: Int64?, permissions: [LegacyPermission], userID: String?) async throws -> LegacyKey {
+    /// Issues a gateway key and records the v2 key beside it; returns it with its secret.
+    func create(label: String, privateAccess: Bool, expiresAt: Int64?, permissions: [LegacyPermission], userID: String?) async throws -> (key: LegacyKey, secret: String) {
+        let seal = try await seal()
         let issued = try await context.accounts.issueKey(for: userID, KeyRequest(
             label: label, scopes: ["\(context.pluginID):*"], expiresAt: expiresAt.map { UTCTimestamp.date(micros: $0) }))
-        let key = LegacyKey(keyID: issued.id, apiKey: issued.secret, userID: userID, label: label, privateAccess: privateAccess, expiresAt: expiresAt,
-                            permissions: permissions, created: store.now())
+        let key = LegacyKey(keyID: issued.id, sealedKey: try seal.seal(issued.secret), userID: userID, label: label, privateAccess: privateAccess,
+                            expiresAt: expiresAt, permissions: permissions, created: store.now())
         try await store.database.raw("""
-            INSERT INTO feeds_keys (key_id, api_key, user_id, label, private_access, expires_at, permissions, created)
-            VALUES (\(bind: key.keyID), \(bind: key.apiKey), \(bind: key.userID), \(bind: key.label), \(bind: privateAccess ? 1 : 0),
-              \(bind: expiresAt), \(bind: Self.permissionsText(permissions)), \(bind: key.created))
+            INSERT INTO feeds_keys (key_id, key_hash, sealed_key, user_id, label, private_access, expires_at, permissions, created)
+            VALUES (\(bind: key.keyID), \(bind: KeySeal.hash(issued.secret)), \(bind: key.sealedKey), \(bind: key.userID), \(bind: key.label),
+              \(bind: privateAccess ? 1 : 0), \(bind: expiresAt), \(bind: Self.permissionsText(permissions)), \(bind: key.created))
             """).run()
-        return key
+        return (key, issued.secret)
     }
 
     /// Changes a key's label, private access and permissions (its secret and expiry stay).
@@ -157,9 +183,10 @@ final class LegacyKeys: Sendable {
         return .object(members)
     }
 
-    static func json(_ key: LegacyKey) -> JSONValue {
+    /// A key as the old API showed it to its owner, with its secret `apiKey`.
+    static func json(_ key: LegacyKey, apiKey: String) -> JSONValue {
         var members: [String: JSONValue] = [
-            "api_key": .string(key.apiKey), "label": .string(key.label), "private_access": .bool(key.privateAccess),
+            "api_key": .string(apiKey), "label": .string(key.label), "private_access": .bool(key.privateAccess),
             "permissions": .array(key.permissions.map(json)),
         ]
         if let expires = key.expiresAt { members["expires_at"] = .string(UTCTimestamp.format(micros: expires)) }
@@ -309,7 +336,9 @@ extension XivelyDialect {
     func keyRoutes(_ list: Routes) {
         let keys = service.keys
         func add(_ method: HTTPRequest.Method, _ path: String, _ summary: String, _ handler: @escaping Handler) {
-            list.add(method, path, summary, access: .user, tags: [LegacyKeys.managesKeys], handler)
+            // The key in the path is its secret: logs and traces show `***` for it.
+            let secret = path.contains("{key}") ? [SecretParameters.tag("key")] : []
+            list.add(method, path, summary, access: .user, tags: [LegacyKeys.managesKeys] + secret, handler)
         }
         /// The user whose keys the caller manages (the hook admitted it).
         @Sendable func manager(_ principal: Principal) async throws -> String? {
@@ -365,17 +394,28 @@ extension XivelyDialect {
 
         add(.get, "/v2/keys", "List your keys ({\"keys\": [...]}; a master key)") { _, context, _ in
             let owner = try await manager(context.principal)
-            return Self.json(.object(["keys": .array(try await keys.keys(of: owner).map(LegacyKeys.json))]))
+            let seal = try await keys.seal()
+            // The old API shows the owner each key's secret: the only place a sealed copy is opened.
+            return Self.json(.object(["keys": .array(try await keys.keys(of: owner).map { LegacyKeys.json($0, apiKey: seal.open($0.sealedKey) ?? "") })]))
         }
         add(.post, "/v2/keys", "Create a key ({\"key\": {label, private_access, expires_at, permissions}}; 201 + Location)") { request, context, _ in
             let owner = try await manager(context.principal)
             let parts = try draft(request, creating: true)
-            let key = try await keys.create(label: parts.label ?? "", privateAccess: parts.privateAccess ?? false, expiresAt: parts.expiresAt,
-                                            permissions: parts.permissions ?? [], userID: owner)
-            return DialectResponse(status: .created, headers: [.location: "\(Self.base(request))/v2/keys/\(key.apiKey)"])
+            // A key makes no key that outlives it: without an expiry the new one expires with it.
+            var expiresAt = parts.expiresAt
+            if let limit = try await keys.presented(by: context.principal)?.expiresAt {
+                if let asked = expiresAt, asked > limit {
+                    throw FeedService.invalid([.init(pointer: "/key/expires_at", detail: "must not be later than the expiry of the key that creates it")])
+                }
+                expiresAt = expiresAt ?? limit
+            }
+            let created = try await keys.create(label: parts.label ?? "", privateAccess: parts.privateAccess ?? false, expiresAt: expiresAt,
+                                                permissions: parts.permissions ?? [], userID: owner)
+            return DialectResponse(status: .created, headers: [.location: "\(Self.base(request))/v2/keys/\(created.secret)"])
         }
         add(.get, "/v2/keys/{key}", "Read a key") { request, context, _ in
-            Self.json(.object(["key": LegacyKeys.json(try await owned(request, context.principal))]))
+            // The caller sent the secret in the path: it is shown back without opening the sealed copy.
+            Self.json(.object(["key": LegacyKeys.json(try await owned(request, context.principal), apiKey: Self.strip(request.pathParameters["key"]))]))
         }
         add(.put, "/v2/keys/{key}", "Change a key's label, private access and permissions") { request, context, _ in
             var key = try await owned(request, context.principal)

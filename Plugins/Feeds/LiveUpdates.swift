@@ -6,8 +6,10 @@ import Metrics
 /// new state after every change, from this instance or (with PostgreSQL) any other.
 ///
 /// Two protocols share this machinery: the native one on `/v1/feeds/live` and the Xively v2 socket
-/// protocol. Access is checked at subscription and again before every push, so a feed made private
-/// stops reaching those who may no longer see it.
+/// protocol. The host admits the socket by its route's access rule and the key's scopes; each
+/// subscription is authorized by the host's checks and the plugin's hook, and the feed's visibility
+/// is checked again before every push, so a feed made private stops reaching those who may no
+/// longer see it.
 struct LiveSession: Sendable {
     let service: FeedService
     let connection: any WebSocketConnection
@@ -21,6 +23,13 @@ struct LiveSession: Sendable {
         var stream: String?
 
         var topic: String { stream.map { "feeds/\(feed)/datastreams/\($0)" } ?? "feeds/\(feed)" }
+        /// The target as the path parameters of a GET of it, which the host's checks and the
+        /// plugin's authorize hook read (``OperationContext/authorizeSocketRequest(_:as:)``).
+        var parameters: [String: String] {
+            var parameters = ["feed": String(feed)]
+            if let stream { parameters["stream"] = stream }
+            return parameters
+        }
     }
 
     /// The subscriptions of one connection.
@@ -109,10 +118,12 @@ struct NativeLiveProtocol: Sendable {
     let service: FeedService
     let plugin: FeedsPlugin
 
+    /// Opening the socket is a read (a key needs feeds:read); each subscription is authorized as a
+    /// GET of its feed or datastream (the key's resources, a v2 key's permissions).
     var route: WebSocketRoute {
         WebSocketRoute("/live", summary: "Live updates of feeds and datastreams (subscribe with {\"action\": \"subscribe\", \"feed\": 504})") { connection, context in
             try await serve(connection, context)
-        }
+        }.resource("feed").tags([FeedService.keyPermissions])
     }
 
     func serve(_ connection: any WebSocketConnection, _ context: OperationContext) async throws {
@@ -141,7 +152,7 @@ struct NativeLiveProtocol: Sendable {
                 switch action {
                 case "subscribe":
                     let principal = try await Self.currentPrincipal(context, service: service)
-                    try await service.keys.authorize(principal, method: "get", feed: target.feed, stream: target.stream, referer: context.headers[.referer])
+                    try await context.authorizeSocketRequest(target.parameters, as: principal)
                     _ = try await session.check(target, principal)
                     let plugin = self.plugin
                     try session.subscribe(target, key: target.topic, principal: principal, credential: context.credential,
@@ -225,7 +236,7 @@ struct XivelySocketProtocol: Sendable {
                 switch method {
                 case "subscribe":
                     guard let target = LiveSession.Target.parse(resource) else { throw GatewayError.notFound("Only feeds and datastreams can be subscribed to.") }
-                    try await service.keys.authorize(principal, method: "get", feed: target.feed, stream: target.stream, referer: context.headers[.referer])
+                    try await context.authorizeSocketRequest(target.parameters, as: principal)
                     _ = try await session.check(target, principal)
                     let dialect = self.dialect
                     let (subscribeToken, subscribed, viewer) = (token, resource, principal)

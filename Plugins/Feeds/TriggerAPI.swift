@@ -41,8 +41,8 @@ extension FeedService {
         }
         if let value = members["url"] {
             if let url = value.stringValue, url.unicodeScalars.count <= Self.longestTriggerURL, url.hasPrefix("http://") || url.hasPrefix("https://"), let host = URL(string: url)?.host, !host.isEmpty {
-                if !settings.triggerPrivateTargets, Self.isPrivateHost(host) {
-                    problems.append(.init(pointer: "/url", detail: "must not name a loopback, private or link-local address (set triggerPrivateTargets: true to allow)"))
+                if !settings.triggerPrivateTargets, let refusal = EgressPolicy.textRefusal(of: url) {
+                    problems.append(.init(pointer: "/url", detail: "\(refusal): only public addresses may be notified (set triggerPrivateTargets: true to allow others)"))
                 } else {
                     draft.url = url
                 }
@@ -72,7 +72,7 @@ extension FeedService {
     static let longestTriggerURL = 2_000
 
     /// A trigger URL as the document states it: http or https with a host name (and, unless
-    /// `triggerPrivateTargets` allows them, not one of ``isPrivateHost(_:)``'s local names), then
+    /// `triggerPrivateTargets` allows them, not one of ``EgressPolicy/isInternalName(_:)``'s names), then
     /// a path of URL characters. (Literal addresses are left out of the document.)
     var triggerURLRule: FieldRule {
         let label = "[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
@@ -82,21 +82,12 @@ extension FeedService {
             .and(.text(maxLength: Self.longestTriggerURL)).described("An http or https URL the notification is posted to.")
     }
 
-    /// Whether a URL's host is a name or literal address inside this network: `localhost`, loopback,
-    /// private (RFC 1918, IPv6 ULA), link-local or unspecified. (Names are not resolved: a public
-    /// name pointing inside is not caught here.)
+    /// Whether a URL's host is a name or literal address (in any spelling a resolver reads) that is
+    /// not public: `localhost`, loopback, private, link-local, unique-local, metadata, ... Names are
+    /// not resolved here: a delivery checks the address it connects to (``EgressPolicy``).
     static func isPrivateHost(_ host: String) -> Bool {
-        let name = host.lowercased().trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
-        if name == "localhost" || name.hasSuffix(".localhost") || name.hasSuffix(".local") || name.hasSuffix(".internal") { return true }
-        if let address = LegacyKeys.ipv4(name) {
-            let first = address >> 24, second = (address >> 16) & 0xFF
-            return first == 127 || first == 10 || first == 0 || (first == 172 && (16...31).contains(second)) || (first == 192 && second == 168)
-                || (first == 169 && second == 254) || (first == 100 && (64...127).contains(second))
-        }
-        if name.contains(":") {
-            return name == "::1" || name == "::" || name.hasPrefix("fc") || name.hasPrefix("fd") || name.hasPrefix("fe80") || name.hasPrefix("::ffff:")
-        }
-        return false
+        if let address = IPAddress(host: host) { return address.scope != .public }
+        return EgressPolicy.isInternalName(host)
     }
 
     /// Creates a trigger from a complete draft.

@@ -324,7 +324,8 @@ final class TriggerEngine: Sendable {
             do {
                 let response = try await context.http.send(UpstreamRequest(
                     method: .post, url: trigger.url, headers: [.contentType: "application/json", .userAgent: "gateway-feeds-trigger"],
-                    body: ByteBuffer(string: delivery.payload), timeout: .seconds(settings.triggerTimeoutSeconds)), maxBodySize: 65_536)
+                    body: ByteBuffer(string: delivery.payload), timeout: .seconds(settings.triggerTimeoutSeconds),
+                    egress: .callerSupplied(allowingInternalAddresses: settings.triggerPrivateTargets)), maxBodySize: 65_536)
                 responseStatus = response.status.code
                 if response.status.kind != .successful { failure = "the target answered \(response.status.code)" }
             } catch {

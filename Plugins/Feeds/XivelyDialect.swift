@@ -187,9 +187,12 @@ struct XivelyDialect: Sendable {
         keyRoutes(list)
         let routes = list.routes
         let socket = XivelySocketProtocol(service: service, dialect: self, routes: routes)
+        // Opening the socket is a read (a key needs feeds:read); each subscription is authorized as
+        // a GET of the feed (the key's resources, a v2 key's permissions), each other request as
+        // its own route.
         let sockets = [WebSocketRoute("/v2/socket", summary: "The v2 socket protocol: subscribe, unsubscribe, get, put, post, delete (also at / of a server.socketListeners entry)") { connection, context in
             try await socket.serve(connection, context)
-        }]
+        }.resource("feed").tags([FeedService.keyPermissions])]
         return Dialect(name: "xively-v2", routes: routes, webSockets: sockets, credentials: Self.credentials, renderError: Self.renderError)
     }
 

@@ -422,8 +422,9 @@ public struct SuggestPlugin: ServicePlugin {
                     items.reverse()
                     return Suggestions(query: query, items: items, tookMicros: Self.micros(elapsed))
                 },
-            ServiceOperation.define("suggest.terms.put", .put, "/terms", summary: "Add or replace a term")
-                .access(.scope("suggest:write"))
+            // The dictionaries serve everyone: only administrators and users granted suggest:write change them.
+            ServiceOperation.define("suggest.terms.put", .put, "/terms", summary: "Add or replace a term (administrators, or users granted suggest:write)")
+                .access(.granted("suggest:write"))
                 .cache(.invalidating(["suggest:terms"]))
                 .body(NewTerm.self)
                 .returns(Term.self) { input, _ in
@@ -432,8 +433,9 @@ public struct SuggestPlugin: ServicePlugin {
                     try await store.upsert(term)
                     return term
                 },
-            ServiceOperation.define("suggest.terms.delete", .delete, "/terms/{dictionary}/{keyword}", summary: "Remove a term")
-                .access(.scope("suggest:write"))
+            ServiceOperation.define("suggest.terms.delete", .delete, "/terms/{dictionary}/{keyword}",
+                                    summary: "Remove a term (administrators, or users granted suggest:write)")
+                .access(.granted("suggest:write"))
                 .cache(.invalidating(["suggest:terms"]))
                 .path(TermKey.self)
                 .returns(NoContent.self) { input, _ in

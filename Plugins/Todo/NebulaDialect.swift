@@ -56,8 +56,8 @@ struct NebulaDialect: Sendable {
                     return try Self.json(.object([:]))
                 }
             },
-            route(.post, "/1/{tenant}/objects/{bucket}/_batch", "Run insert, update and delete requests in order") { request, actor, _ in
-                try await batch(request, actor: actor)
+            route(.post, "/1/{tenant}/objects/{bucket}/_batch", "Run insert, update and delete requests in order") { request, actor, context in
+                try await batch(request, actor: actor, context: context)
             },
             route(.post, "/1/{tenant}/objects/{bucket}/_aggregate", "Aggregate the objects: a pipeline of $match, $group, $sort, $skip, $limit, $project, $count and $unwind") { request, actor, _ in
                 try await aggregate(request, actor: actor)
@@ -69,6 +69,7 @@ struct NebulaDialect: Sendable {
                 guard let password = body[path: ["password"]]?.stringValue else { throw GatewayError.invalid(field: "/password", "is required") }
                 guard let name = username ?? email else { throw GatewayError.invalid(field: "/username", "is required") }
                 var account = try await accounts.register(username: name, email: email, password: password)
+                try await accounts.addMember(account.id, to: Self.realm(request))
                 if let options = body[path: ["options"]], options != .null {
                     account = try await accounts.updateAccount(id: account.id, AccountChange(options: options))
                 }
@@ -113,7 +114,8 @@ struct NebulaDialect: Sendable {
     /// Whether a request presents the master key of an application of the tenant it names (else
     /// the application's own key). The plugin's authorize hook calls it first, so a request with
     /// an unknown tenant (404) or a missing or wrong application key (401) never reaches a handler.
-    static func presentsMasterKey(_ tenants: [String: TodoPlugin.TenantSettings], tenant name: String?, headers: HTTPFields) throws -> Bool {
+    static func presentsMasterKey(_ tenants: [String: TodoPlugin.TenantSettings], tenant name: String?, headers: HTTPFields,
+                                  secrets: ConfiguredSecrets) throws -> Bool {
         guard let tenant = tenants[name ?? ""] else {
             throw GatewayError.notFound("No tenant '\(name ?? "")'.")
         }
@@ -121,8 +123,8 @@ struct NebulaDialect: Sendable {
               let app = tenant.apps.first(where: { $0.id == appID }) else {
             throw GatewayError.unauthorized("Send X-Application-Id and X-Application-Key of an application of this tenant.")
         }
-        let isMaster = app.masterKey.map { constantTimeEqual($0, appKey) } ?? false
-        guard isMaster || constantTimeEqual(app.key, appKey) else {
+        let isMaster = app.masterKey.map { secrets.matches(appKey, configured: $0) } ?? false
+        guard isMaster || secrets.matches(appKey, configured: app.key) else {
             throw GatewayError.unauthorized("The application key is wrong.")
         }
         return isMaster
@@ -135,7 +137,8 @@ struct NebulaDialect: Sendable {
         let tenants = self.tenants
         let service = self.service
         return DialectRoute(method, path, summary: summary) { request, context in
-            let isMaster = try Self.presentsMasterKey(tenants, tenant: request.pathParameters["tenant"], headers: request.headers)
+            let isMaster = try Self.presentsMasterKey(tenants, tenant: request.pathParameters["tenant"], headers: request.headers,
+                                                      secrets: context.plugin.secrets)
             let actor = service.actor(context.principal, bypassesACL: isMaster)
             let response = try await handler(request, actor, context)
             // Writes purge the native API's cached replies of the bucket.
@@ -145,14 +148,6 @@ struct NebulaDialect: Sendable {
         }
     }
 
-    static func constantTimeEqual(_ a: String, _ b: String) -> Bool {
-        let left = Array(a.utf8)
-        let right = Array(b.utf8)
-        guard left.count == right.count else { return false }
-        var difference: UInt8 = 0
-        for index in left.indices { difference |= left[index] ^ right[index] }
-        return difference == 0
-    }
 
     // MARK: Shapes
 
@@ -418,12 +413,14 @@ struct NebulaDialect: Sendable {
         return try await service.patch(bucketName: bucket, id: id, body: .object(patch), actor: actor, ifMatch: etag, parseACL: Self.parseACL)
     }
 
-    private func batch(_ request: DialectRequest, actor: Actor) async throws -> DialectResponse {
+    private func batch(_ request: DialectRequest, actor: Actor, context: OperationContext) async throws -> DialectResponse {
         let bucket = request.pathParameters["bucket"] ?? ""
         guard case .array(let requests)? = try Self.body(request)[path: ["requests"]] else {
             throw GatewayError.invalid(field: "/requests", "must be an array of requests")
         }
         guard requests.count <= TodoPlugin.maximumBatch else { throw GatewayError.invalid(field: "/requests", "at most \(TodoPlugin.maximumBatch) requests") }
+        // Each request counts against the caller's limit, as one sent alone would.
+        if requests.count > 1 { try await context.charge(requests.count - 1) }
         _ = try await service.buckets.bucket(bucket)
         let markOnly = try Self.flag(request.query("deleteMark"), "deleteMark")
         var results: [JSONValue] = []

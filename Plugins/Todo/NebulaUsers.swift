@@ -7,15 +7,22 @@ import GatewayCore
 /// - `GET users` (`username=`, `email=`, `skip`, `limit`: 0 for all, capped) answers the master key
 ///   or an administrator: `{"results": [...], "count": N}`, `count` only for a full listing; a
 ///   lookup that finds nobody is a 404, as the old service answered.
-/// - `GET`, `PUT` and `DELETE users/{id}` answer the user themself or the master key; another
-///   user gets a 403.
+/// - `GET`, `PUT` and `DELETE users/{id}` answer the user themself, an administrator or the master
+///   key; another user gets a 403.
+///
+/// A tenant's master key administers the tenant's own users only: the accounts registered through
+/// `POST /1/{tenant}/users` or added to the tenant's realm (`nebula/{tenant}`) by an administrator,
+/// never an administrator. To it every other account does not exist (404, left out of lists), as
+/// it did not in the old service, whose tenants had users of their own.
 /// - `POST request_password_reset` mails the user a one-time link to a page of the gateway where
-///   they set a new password (404 for an unknown user, 409 when a link went out moments ago). `PUT` changes `username`, `email`, `password` (every session of the user
+///   they set a new password. It answers `{"result": "ok"}` for every user, known or not, in the
+///   same time (the mail is queued): the old service's answer for an unknown user is not written
+///   down, and a 404 there would tell anyone which usernames and addresses exist. `PUT` changes `username`, `email`, `password` (every session of the user
 ///   ends) and `options` (free JSON); `?etag=` makes it conditional (409 `etag_mismatch`).
 extension NebulaDialect {
     var userRoutes: [DialectRoute] {
         [
-            route(.get, "/1/{tenant}/users", "Look users up by username or email, or list them all (the master key)") { request, actor, _ in
+            route(.get, "/1/{tenant}/users", "Look users up by username or email, or list them all (the master key)") { request, actor, context in
                 guard actor.bypassesACL else { throw GatewayError.forbidden("Only the master key lists users.") }
                 let username = request.query("username").flatMap { $0.isEmpty ? nil : $0 }
                 let email = request.query("email").flatMap { $0.isEmpty ? nil : $0 }
@@ -23,18 +30,21 @@ extension NebulaDialect {
                 let limit = try Self.integer(request.query("limit").map(JSONValue.string), "limit") ?? 100
                 guard skip >= 0 else { throw GatewayError.badRequest("skip must be a number from 0.") }
                 guard limit >= 0 else { throw GatewayError.badRequest("limit must be a number of users, or 0 for all.") }
-                let found = try await accounts.accounts(username: username, email: email, skip: skip, limit: limit == 0 ? maxLimit : min(limit, maxLimit))
+                let count = limit == 0 ? maxLimit : min(limit, maxLimit)
+                let found = context.principal.isAdmin
+                    ? try await accounts.accounts(username: username, email: email, skip: skip, limit: count)
+                    : try await accounts.members(of: Self.realm(request), username: username, email: email, skip: skip, limit: count)
                 if username != nil || email != nil, found.accounts.isEmpty { throw GatewayError.notFound("No such user.") }
                 var reply: [String: JSONValue] = ["results": .array(found.accounts.map { Self.render($0, groups: nil) })]
                 if let total = found.total { reply["count"] = .number(Double(total)) }
                 return try Self.json(.object(reply))
             },
-            route(.get, "/1/{tenant}/users/{id}", "Read a user (the user themself or the master key)") { request, actor, _ in
-                let account = try await ownAccount(request, actor: actor)
+            route(.get, "/1/{tenant}/users/{id}", "Read a user (the user themself or the master key)") { request, actor, context in
+                let account = try await ownAccount(request, actor: actor, context: context)
                 return try Self.json(Self.render(account, groups: groups(of: account.id)))
             },
-            route(.put, "/1/{tenant}/users/{id}", "Change a user: username, email, password, options (?etag= for a conditional change)") { request, actor, _ in
-                let account = try await ownAccount(request, actor: actor)
+            route(.put, "/1/{tenant}/users/{id}", "Change a user: username, email, password, options (?etag= for a conditional change)") { request, actor, context in
+                let account = try await ownAccount(request, actor: actor, context: context)
                 if let etag = request.query("etag"), etag != Self.etag(of: account) {
                     return try Self.etagMismatch(current: Self.render(account, groups: groups(of: account.id)), "The user has changed: its etag is no longer \(etag).")
                 }
@@ -52,8 +62,8 @@ extension NebulaDialect {
                 let updated = try await accounts.updateAccount(id: account.id, change)
                 return try Self.json(Self.render(updated, groups: groups(of: updated.id)))
             },
-            route(.delete, "/1/{tenant}/users/{id}", "Delete a user (the user themself or the master key)") { request, actor, _ in
-                let account = try await ownAccount(request, actor: actor)
+            route(.delete, "/1/{tenant}/users/{id}", "Delete a user (the user themself or the master key)") { request, actor, context in
+                let account = try await ownAccount(request, actor: actor, context: context)
                 if let etag = request.query("etag"), etag != Self.etag(of: account) {
                     return try Self.etagMismatch(current: Self.render(account, groups: groups(of: account.id)), "The user has changed: its etag is no longer \(etag).")
                 }
@@ -70,16 +80,25 @@ extension NebulaDialect {
         ]
     }
 
-    /// The account `{id}` names, when the caller is that user or holds the master key: 404 when
-    /// there is none, 403 for another user's.
-    func ownAccount(_ request: DialectRequest, actor: Actor) async throws -> AccountRecord {
+    /// The account `{id}` names, when the caller is that user, an administrator, or holds the
+    /// master key of a tenant the account belongs to: 404 when there is none (or it is not the
+    /// tenant's), 403 for another user's.
+    func ownAccount(_ request: DialectRequest, actor: Actor, context: OperationContext) async throws -> AccountRecord {
         let id = request.pathParameters["id"] ?? ""
         guard actor.bypassesACL || actor.userID == id else {
             if actor.userID == nil { throw GatewayError.unauthorized("Send X-Session-Token of this user's session, or the master key.") }
             throw GatewayError.forbidden("Only the user themself or the master key may do this.")
         }
+        if actor.userID != id, !context.principal.isAdmin, try await !accounts.isAdministrable(id, by: Self.realm(request)) {
+            throw GatewayError.notFound("No such user.")
+        }
         guard let account = try await accounts.account(id: id) else { throw GatewayError.notFound("No such user.") }
         return account
+    }
+
+    /// The realm of the tenant a request names: the accounts its master key administers.
+    static func realm(_ request: DialectRequest) -> String {
+        "nebula/" + (request.pathParameters["tenant"] ?? "")
     }
 
     /// The groups a user belongs to, directly or through nested groups.

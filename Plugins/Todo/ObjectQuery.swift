@@ -269,22 +269,23 @@ struct QueryCursor: Sendable, Equatable {
     }
 }
 
-/// Refuses regular expressions that could make the engine backtrack for a long time: the engine
-/// (ICU on SQLite) backtracks, so patterns are bounded before they reach it, and the store
-/// matches them against at most the first ``matchedPrefix`` characters of a value.
+/// Checks a `$regex` before it reaches a database. SQLite's `REGEXP` runs the gateway's linear
+/// engine (`LinearRegex`: time linear in the value whatever the pattern), which writes counted
+/// repetitions out, so what is bounded is the pattern's size: its length, its repetition counts
+/// (PostgreSQL takes at most 255) and the size of its compiled program (``PortableRegex`` compiles
+/// it, and a program too large is refused). PostgreSQL's engine does not backtrack on this syntax
+/// either, and `database.statementTimeout` bounds every statement. The store matches at most the
+/// first ``matchedPrefix`` characters of a value.
 enum RegexGuard {
     static let maximumLength = 256
-    static let maximumUnboundedQuantifiers = 2
+    static let maximumCount = 100
     static let matchedPrefix = 1_024
 
     static func problem(in pattern: String) -> String? {
         guard !pattern.isEmpty, pattern.utf8.count <= maximumLength else { return "a pattern must be 1 to \(maximumLength) bytes" }
         let characters = Array(pattern)
         var index = 0
-        // Per open group: whether it holds a quantifier or an alternation.
-        var groups: [Bool] = []
-        var unbounded = 0
-        var lastClosedGroupIsRisky = false
+        var depth = 0
         var inClass = false
         while index < characters.count {
             let character = characters[index]
@@ -293,7 +294,6 @@ enum RegexGuard {
                 if character == "\\" { index += 1 } else if character == "]" { inClass = false }
                 continue
             }
-            var closedRisky = false
             switch character {
             case "\\":
                 guard index + 1 < characters.count else { return "a pattern must not end with '\\'" }
@@ -307,38 +307,25 @@ enum RegexGuard {
                     if kind == "=" || kind == "!" || kind == "<" { return "look-around is not supported" }
                     if kind != ":" { return "only (?:...) groups are supported" }
                 }
-                groups.append(false)
+                depth += 1
             case ")":
-                guard let risky = groups.popLast() else { return "unbalanced ')'" }
-                closedRisky = risky
-                if risky, !groups.isEmpty { groups[groups.count - 1] = true }
-            case "|":
-                if !groups.isEmpty { groups[groups.count - 1] = true }
-            case "*", "+", "?", "{":
-                if character == "{" {
-                    guard let close = characters[index...].firstIndex(of: "}") else { break }
-                    let body = String(characters[(index + 1)..<close])
-                    let bounds = body.split(separator: ",", omittingEmptySubsequences: false)
-                    guard (1...2).contains(bounds.count), bounds.allSatisfy({ $0.allSatisfy(\.isNumber) }), !bounds[0].isEmpty else { break }
-                    if bounds.contains(where: { (Int($0) ?? 0) > 100 }) { return "repetition counts above 100 are not supported" }
-                    if bounds.count == 2, bounds[1].isEmpty { unbounded += 1 }
-                    index = close
-                } else if character != "?" {
-                    unbounded += 1
-                }
-                if lastClosedGroupIsRisky { return "a repeated group must not contain a repetition or '|' (it could take exponential time)" }
-                if !groups.isEmpty { groups[groups.count - 1] = true }
+                guard depth > 0 else { return "unbalanced ')'" }
+                depth -= 1
+            case "{":
+                guard let close = characters[index...].firstIndex(of: "}") else { break }
+                let bounds = String(characters[(index + 1)..<close]).split(separator: ",", omittingEmptySubsequences: false)
+                guard (1...2).contains(bounds.count), bounds.allSatisfy({ $0.allSatisfy(\.isNumber) }), !bounds[0].isEmpty else { break }
+                if bounds.contains(where: { $0.count > 4 || (Int($0) ?? 0) > maximumCount }) { return "repetition counts above \(maximumCount) are not supported" }
+                index = close
             default: break
             }
-            lastClosedGroupIsRisky = closedRisky
         }
         if inClass { return "unbalanced '['" }
-        if !groups.isEmpty { return "unbalanced '('" }
-        if unbounded > maximumUnboundedQuantifiers { return "at most \(maximumUnboundedQuantifiers) unbounded repetitions (*, +, {n,}) are supported" }
+        if depth > 0 { return "unbalanced '('" }
         do {
-            _ = try NSRegularExpression(pattern: pattern)
+            _ = try PortableRegex(pattern)
         } catch {
-            return "not a valid regular expression"
+            return error.message
         }
         return nil
     }

@@ -1,8 +1,10 @@
 import Foundation
+import GatewayCore
 
 /// A `$regex` in the one syntax both databases answer the same way, and its spelling for each:
-/// ICU (SQLite's `REGEXP`, which the gateway provides) and PostgreSQL's advanced regular
-/// expressions (`~`). The engines differ where a plain reading would not expect it — `\b` is a
+/// ICU's syntax, which SQLite's `REGEXP` reads (the gateway provides it: `LinearRegex`, which
+/// matches in linear time and reads ICU's spelling of this subset), and PostgreSQL's advanced
+/// regular expressions (`~`). The engines differ where a plain reading would not expect it — `\b` is a
 /// word boundary in ICU and a backspace in PostgreSQL, `\d` and `\w` take in other scripts'
 /// digits and letters in ICU, `$` also matches before a final newline in ICU, `.` matches a
 /// newline in PostgreSQL, `[` opens a nested set inside a class in ICU — so the pattern is read
@@ -14,7 +16,8 @@ import Foundation
 /// `\S` (ASCII digits, `[A-Za-z0-9_]`, ASCII white space); `\t` `\n` `\r` `\f` `\v`, `\xhh`,
 /// `\uhhhh`; a backslash before any other ASCII punctuation for that character. Case-insensitive
 /// matching (`$options: "i"`) folds ASCII letters the same way on both; beyond ASCII it follows
-/// each database.
+/// each database. The pattern is compiled once here (`LinearRegex`): one whose program would be too
+/// large (counted repetitions are written out) is refused.
 struct PortableRegex: Sendable, Equatable {
     let icu: String
     let postgres: String
@@ -123,5 +126,10 @@ struct PortableRegex: Sendable, Equatable {
         let flags = caseInsensitive ? "(?i)" : ""
         self.icu = flags + icu
         self.postgres = flags + postgres
+        do {
+            _ = try LinearRegex.cached(self.icu)
+        } catch {
+            throw QueryProblem(error.description)
+        }
     }
 }

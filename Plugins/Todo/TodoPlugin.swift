@@ -332,10 +332,11 @@ public struct TodoPlugin: AuthorizingPlugin {
                 .returns(BucketInfo.self) { input, _ in
                     Self.info(try await service.buckets.bucket(input.path.bucket))
                 },
-            ServiceOperation.define("todo.buckets.create", .post, "/buckets", summary: "Create a bucket (administrators)")
+            ServiceOperation.define("todo.buckets.create", .post, "/buckets", summary: "Create a bucket (administrators, or users granted todo:write)")
                 .documentBody(schema: NativeSchemas.newBucket)
                 .documentOutput(schema: NativeSchemas.bucket)
-                .access(.admin)
+                // A bucket's definition governs every user's objects in it: shared data.
+                .access(.granted("todo:write"))
                 .cache(.invalidating(["todo:buckets"]))
                 .body(NewBucket.self)
                 .status(201)
@@ -344,8 +345,8 @@ public struct TodoPlugin: AuthorizingPlugin {
                         name: input.body.name, settings: BucketSettings(create: input.body.create, schema: input.body.schema, index: input.body.index))
                     return Reply(Self.info(bucket), status: 201, headers: [.location: "buckets/\(bucket.name)"])
                 },
-            ServiceOperation.define("todo.buckets.delete", .delete, "/buckets/{bucket}", summary: "Delete a bucket and all its objects (administrators)")
-                .access(.admin)
+            ServiceOperation.define("todo.buckets.delete", .delete, "/buckets/{bucket}", summary: "Delete a bucket and all its objects (administrators, or users granted todo:write)")
+                .access(.granted("todo:write"))
                 .path(BucketPath.self)
                 .cache(.invalidating(["todo:buckets", bucketTag]))
                 .returns(Deleted.self) { input, _ in
@@ -485,7 +486,11 @@ public struct TodoPlugin: AuthorizingPlugin {
                 .cache(.invalidating([bucketTag]))
                 .status(200)
                 .returns(JSONValue.self) { input, context in
-                    try await Self.batch(input.body, bucket: input.path.bucket, service: service, actor: service.actor(context.principal))
+                    // Each operation counts against the caller's limit, as a request of its own would.
+                    if case .array(let operations)? = input.body.objectValue?["operations"], operations.count > 1, operations.count <= Self.maximumBatch {
+                        try await context.charge(operations.count - 1)
+                    }
+                    return try await Self.batch(input.body, bucket: input.path.bucket, service: service, actor: service.actor(context.principal))
                 },
         ] + groupOperations
     }
@@ -612,7 +617,8 @@ public struct TodoPlugin: AuthorizingPlugin {
     /// for every route of the dialect, before a handler runs.
     public func authorize(_ request: AuthorizationRequest) async throws {
         guard request.dialect == "nebula" else { return }
-        _ = try NebulaDialect.presentsMasterKey(configuration.tenants, tenant: request.pathParameters["tenant"], headers: request.headers)
+        _ = try NebulaDialect.presentsMasterKey(configuration.tenants, tenant: request.pathParameters["tenant"], headers: request.headers,
+                                                secrets: context.secrets)
     }
 }
 

@@ -258,8 +258,9 @@ public struct TransitPlugin: ServicePlugin {
                 },
 
             // Feeds
-            ServiceOperation.define("transit.feeds.list", .get, "/feeds", summary: "The served feeds, with their counts and realtime status (administrators)")
-                .access(.admin)
+            ServiceOperation.define("transit.feeds.list", .get, "/feeds", summary: "The served feeds, with their counts and realtime status (administrators, or users granted transit:write)")
+                // The feeds are everyone's: those who manage them are administrators and the users they granted transit:write.
+                .access(.granted("transit:write"))
                 .returns(Page<FeedInfo>.self) { _, _ in
                     let network = runtime.network
                     return Page(items: network.feeds.map { feed in
@@ -269,9 +270,9 @@ public struct TransitPlugin: ServicePlugin {
                                  realtime: runtime.realtimeStatus(feed.id))
                     }, nextCursor: nil)
                 },
-            ServiceOperation.define("transit.feeds.import", .put, "/feeds/{feed}", summary: "Import (or replace) a feed from a GTFS zip (administrators)")
+            ServiceOperation.define("transit.feeds.import", .put, "/feeds/{feed}", summary: "Import (or replace) a feed from a GTFS zip (administrators, or users granted transit:write)")
                 .details("The zip is the body; `strict=true` stops at the first rejected record. Readers see the old feed until the new one is complete.")
-                .access(.admin)
+                .access(.granted("transit:write"))
                 .cache(changes)
                 .path(FeedPath.self)
                 .query(FeedImportQuery.self)
@@ -284,17 +285,17 @@ public struct TransitPlugin: ServicePlugin {
                                                             progress: SilentProgress())
                     return ImportReport(imported: result.summary.stopTimes, rejected: result.rejected)
                 },
-            ServiceOperation.define("transit.feeds.delete", .delete, "/feeds/{feed}", summary: "Stop serving a feed and delete it (administrators)")
-                .access(.admin)
+            ServiceOperation.define("transit.feeds.delete", .delete, "/feeds/{feed}", summary: "Stop serving a feed and delete it (administrators, or users granted transit:write)")
+                .access(.granted("transit:write"))
                 .cache(changes)
                 .path(FeedPath.self)
                 .returns(NoContent.self) { input, _ in
                     guard try await feeds.delete(input.path.feed) else { throw GatewayError.notFound("No feed '\(input.path.feed.prefix(100))'.") }
                     return NoContent()
                 },
-            ServiceOperation.define("transit.feeds.realtime", .post, "/feeds/{feed}/realtime", summary: "Post a GTFS-realtime TripUpdates message for a feed (administrators)")
+            ServiceOperation.define("transit.feeds.realtime", .post, "/feeds/{feed}/realtime", summary: "Post a GTFS-realtime TripUpdates message for a feed (administrators, or users granted transit:write)")
                 .details("The body is a binary FeedMessage. An unreadable one is a 422 and the last good message stays in use.")
-                .access(.admin)
+                .access(.granted("transit:write"))
                 .cache(changes)
                 .status(.ok)
                 .path(FeedPath.self)

@@ -91,6 +91,10 @@ extension UpstreamPlugin {
         public var summary: String?
         /// Whether a WebSocket opened at the path goes on to the service (`ws://` or `wss://` of its base URL).
         public var websocket: Bool?
+        /// Whether path segments may carry `;` parameters (`/items;v=2`), passed on as they came.
+        /// Default no: such a path is refused with 400, as a service that drops them would read
+        /// another path than the one the gateway routed and authorized.
+        public var matrixParameters: Bool?
     }
 
     public struct HealthCheck: Codable, Sendable {
@@ -156,6 +160,10 @@ struct UpstreamSettings: Sendable {
         var summary: String
         /// Whether WebSockets opened at the path go on to the service (GET routes).
         var webSocket: Bool
+        /// The route's path, parsed.
+        var pathParts: [PathPart]
+        /// Whether segments may carry `;` parameters.
+        var matrixParameters: Bool
     }
 
     /// A piece of an upstream path template.
@@ -185,6 +193,69 @@ struct UpstreamSettings: Sendable {
     var maxBodySize: Int
     var userHeader: HTTPField.Name?
     var routes: [Route]
+    /// The routes' paths, to tell whether a path a lenient service reads would lead elsewhere.
+    var routeShadows: RouteShadows
+}
+
+/// The paths of an upstream's routes, matched as the gateway's router matches them (literal
+/// segments before `{name}`, `{name...}` taking what leads nowhere else) but without regard to
+/// case: the route a request path would reach at a service that reads paths leniently.
+struct RouteShadows: Sendable {
+    private struct Node: Sendable {
+        var literals: [String: Int] = [:]
+        var parameter: Int?
+        var rest: Int?
+        /// The route path (lowercased) that ends here.
+        var template: String?
+    }
+
+    private var nodes = [Node()]
+    /// Whether there is one route path only (every path leads to it).
+    let isSingle: Bool
+
+    init(paths: [String]) {
+        isSingle = Set(paths).count <= 1
+        for path in paths {
+            var node = 0
+            for segment in path.lowercased().split(separator: "/") {
+                let next: Int
+                if segment.hasPrefix("{") && segment.hasSuffix("...}") {
+                    next = nodes[node].rest ?? nodes.count
+                    nodes[node].rest = next
+                } else if segment.hasPrefix("{") && segment.hasSuffix("}") {
+                    next = nodes[node].parameter ?? nodes.count
+                    nodes[node].parameter = next
+                } else {
+                    next = nodes[node].literals[String(segment)] ?? nodes.count
+                    nodes[node].literals[String(segment)] = next
+                }
+                if next == nodes.count { nodes.append(Node()) }
+                node = next
+            }
+            nodes[node].template = path.lowercased()
+        }
+    }
+
+    /// The (lowercased) path of the route `segments` (lowercased, decoded) reach, or nil.
+    func route(for segments: [String]) -> String? {
+        var node = 0
+        var fallback: Int?
+        for segment in segments {
+            if let rest = nodes[node].rest { fallback = rest }
+            if let next = nodes[node].literals[segment] {
+                node = next
+            } else if let parameter = nodes[node].parameter {
+                node = parameter
+            } else {
+                return fallback.flatMap { nodes[$0].template }
+            }
+        }
+        if nodes[node].template == nil {
+            if let rest = nodes[node].rest { return nodes[rest].template }
+            return fallback.flatMap { nodes[$0].template }
+        }
+        return nodes[node].template
+    }
 }
 
 extension UpstreamPlugin.Configuration {
@@ -345,7 +416,8 @@ extension UpstreamPlugin.Configuration {
                     name: name, method: method, path: route.path, upstreamPath: upstream, access: access, cache: cache, cost: route.cost ?? 1,
                     timeout: route.timeout?.duration ?? timeout.duration,
                     summary: route.summary ?? "\(method.rawValue) \(upstreamText) at the upstream service",
-                    webSocket: route.websocket == true && method == .get))
+                    webSocket: route.websocket == true && method == .get,
+                    pathParts: try Self.template(route.path, key: "\(key).path"), matrixParameters: route.matrixParameters == true))
             }
         }
         return UpstreamSettings(
@@ -353,7 +425,7 @@ extension UpstreamPlugin.Configuration {
             ejectAfter: ejectAfter, ejectFor: ejectFor, breakAfter: breakAfter, breakFor: breakFor, credential: credentialField,
             requestSet: requestSet, requestRemove: requestRemove, responseSet: responseSet, responseRemove: responseRemove,
             querySet: (query?.set ?? [:]).sorted { $0.key < $1.key }.map { ($0.key, $0.value) }, queryRemove: Set(query?.remove ?? []),
-            maxBodySize: maxBodySize.bytes, userHeader: userField, routes: routes)
+            maxBodySize: maxBodySize.bytes, userHeader: userField, routes: routes, routeShadows: RouteShadows(paths: routes.map(\.path)))
     }
 
     static func accessRule(_ text: String, key: String) throws -> AccessRule {
@@ -363,7 +435,8 @@ extension UpstreamPlugin.Configuration {
         case "admin": return .admin
         default:
             if text.hasPrefix("scope:"), text.count > 6, text.count < 100 { return .scope(String(text.dropFirst(6))) }
-            throw ConfigurationError(key: key, "\"\(text.prefix(40))\" is not an access rule (use public, user, admin or scope:NAME)")
+            if text.hasPrefix("granted:"), text.count > 8, text.count < 100 { return .granted(String(text.dropFirst(8))) }
+            throw ConfigurationError(key: key, "\"\(text.prefix(40))\" is not an access rule (use public, user, admin, scope:NAME or granted:NAME)")
         }
     }
 

@@ -30,7 +30,7 @@ struct UpstreamForwarder: Sendable {
 
     func forward(_ route: UpstreamSettings.Route, _ request: OperationRequest, _ context: OperationContext) async throws -> OperationReply {
         try pool.admit()
-        let target = try Self.path(route.upstreamPath, parameters: request.pathParameters) + query(request.queryParameters)
+        let target = try upstreamPath(route, parameters: request.pathParameters) + query(request.queryParameters)
         let headers = requestFields(context)
         if request.bodyStream != nil, let length = context.headers[.contentLength].flatMap(Int.init), length > settings.maxBodySize {
             throw GatewayError.contentTooLarge(limit: settings.maxBodySize)
@@ -79,7 +79,7 @@ struct UpstreamForwarder: Sendable {
     func forwardWebSocket(_ route: UpstreamSettings.Route, _ request: WebSocketRequest, _ connection: any WebSocketConnection,
                           _ context: OperationContext) async throws {
         try pool.admit()
-        let target = try Self.path(route.upstreamPath, parameters: request.pathParameters) + query(request.queryParameters)
+        let target = try upstreamPath(route, parameters: request.pathParameters) + query(request.queryParameters)
         var headers = requestFields(context)
         // The handshake's own fields are the client library's to make.
         for field in headers where field.name.canonicalName.hasPrefix("sec-websocket-") && field.name.canonicalName != "sec-websocket-protocol" {
@@ -168,9 +168,10 @@ struct UpstreamForwarder: Sendable {
         return fields
     }
 
-    /// `?a=1&b=2` after the configured removals and settings; empty when there is nothing.
+    /// `?a=1&b=2` without the gateway's credential parameters (``Credential/queryParameters``),
+    /// after the configured removals and settings; empty when there is nothing.
     private func query(_ parameters: [(name: String, value: String)]) -> String {
-        var pairs = parameters.filter { !settings.queryRemove.contains($0.name) }
+        var pairs = parameters.filter { !Credential.queryParameters.contains($0.name) && !settings.queryRemove.contains($0.name) }
         for (name, value) in settings.querySet {
             pairs.removeAll { $0.name == name }
             pairs.append((name, value))
@@ -192,35 +193,91 @@ struct UpstreamForwarder: Sendable {
         })
     }
 
-    /// The upstream path: text as written, `{name}` the decoded value encoded again as one
-    /// segment, `{name...}` the rest as it came. A rest that climbs (`..`) is refused.
-    static func path(_ parts: [UpstreamSettings.PathPart], parameters: [String: String]) throws -> String {
+    /// The path to send for a call of `route`: exactly the segments the gateway routed and
+    /// authorized, read once (``segments(_:matrix:)``) and written in one encoding, or a 400 when the
+    /// service could read the path as another route's (``UpstreamSettings/routeShadows``).
+    func upstreamPath(_ route: UpstreamSettings.Route, parameters: [String: String]) throws -> String {
+        var routed: [String] = []
+        var values: [String: [String]] = [:]
+        for part in route.pathParts {
+            switch part {
+            case .text(let text):
+                routed.append(text)
+            case .parameter(let name):
+                let value = try Self.checked(parameters[name] ?? "", matrix: route.matrixParameters)
+                values[name] = [value]
+                routed.append(value)
+            case .rest(let name):
+                let rest = try Self.segments(parameters[name] ?? "", matrix: route.matrixParameters)
+                values[name] = rest
+                routed += rest
+            }
+        }
+        // The path as a lenient service might read it (any case, without `;` parameters) must
+        // lead to this route, and not to one the gateway guards otherwise.
+        let lenient = settings.routeShadows.isSingle ? [] : routed.map { segment in
+            (route.matrixParameters ? String(segment.prefix { $0 != ";" }) : segment).lowercased()
+        }
+        if !settings.routeShadows.isSingle, settings.routeShadows.route(for: lenient) != route.path.lowercased() {
+            throw GatewayError.badRequest("The path is ambiguous: a service could read it as another route's (spelled in another case, or with ';' parameters).")
+        }
         var path = ""
-        for part in parts {
+        for part in route.upstreamPath {
             switch part {
             case .text(let text):
                 path += "/" + text
             case .parameter(let name):
-                path += "/" + segment(parameters[name] ?? "")
+                path += "/" + Self.segment(values[name]?.first ?? "", matrix: route.matrixParameters)
             case .rest(let name):
-                let rest = parameters[name] ?? ""
-                for piece in rest.split(separator: "/") where piece.utf8.allSatisfy({ $0 == UInt8(ascii: ".") || $0 == UInt8(ascii: "%") || $0 == UInt8(ascii: "2") || $0 | 0x20 == UInt8(ascii: "e") }) {
-                    // Only dots, written plainly or as %2E, can climb.
-                    let decoded = piece.removingPercentEncoding ?? String(piece)
-                    if decoded == ".." || decoded == "." {
-                        throw GatewayError.badRequest("A path segment may not be '.' or '..'.")
-                    }
-                }
-                if !rest.isEmpty { path += "/" + rest }
+                for segment in values[name] ?? [] { path += "/" + Self.segment(segment, matrix: route.matrixParameters) }
             }
         }
         return path.isEmpty ? "/" : path
     }
 
-    private static let unreserved = CharacterSet(charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
-    private static let segmentCharacters = unreserved.union(CharacterSet(charactersIn: "!$&'()*+,;=:@"))
+    /// The segments of a `{name...}` rest as it came (percent-encoded still): each decoded once and
+    /// checked (``checked(_:matrix:)``), empty ones dropped (the gateway's routing skips them too).
+    static func segments(_ rest: String, matrix: Bool) throws -> [String] {
+        try rest.split(separator: "/", omittingEmptySubsequences: true).map { raw in
+            // With `;` parameters allowed, each piece between them is decoded on its own; an
+            // encoded `;` would become one more separator, so it is refused.
+            let pieces = matrix ? raw.split(separator: ";", omittingEmptySubsequences: false) : [raw]
+            let decoded = try pieces.map { piece -> String in
+                guard let text = piece.removingPercentEncoding else {
+                    throw GatewayError.badRequest("The path segment '\(raw.prefix(80))' is not validly percent-encoded.")
+                }
+                if matrix && text.contains(";") { throw ambiguous(raw) }
+                return text
+            }
+            return try checked(decoded.joined(separator: ";"), matrix: matrix, raw: raw)
+        }
+    }
 
-    static func segment(_ text: String) -> String { text.addingPercentEncoding(withAllowedCharacters: segmentCharacters) ?? text }
+    /// A decoded segment, refused (400) where a service could read it otherwise than the gateway:
+    /// `.` or `..` (in any encoding), a `/` or `\` inside (an encoded slash), a NUL, or — unless the
+    /// route allows them — a `;` (servers that drop `;` parameters read `/admin;x` as `/admin`).
+    static func checked(_ segment: String, matrix: Bool, raw: Substring? = nil) throws -> String {
+        if segment == "." || segment == ".." { throw GatewayError.badRequest("A path segment may not be '.' or '..'.") }
+        if segment.contains(where: { $0 == "/" || $0 == "\\" || $0 == "\0" }) || (!matrix && segment.contains(";")) {
+            throw ambiguous(raw ?? Substring(segment))
+        }
+        return segment
+    }
+
+    private static func ambiguous(_ segment: Substring) -> GatewayError {
+        GatewayError.badRequest("The path segment '\(segment.prefix(80))' is ambiguous: an encoded slash or backslash, a NUL or a ';' parameter is refused.")
+    }
+
+    private static let unreserved = CharacterSet(charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+    private static let segmentCharacters = unreserved.union(CharacterSet(charactersIn: "!$&'()*+,=:@"))
+
+    private static let segmentCharactersWithParameters = segmentCharacters.union(CharacterSet(charactersIn: ";"))
+
+    /// A decoded segment written for the service: everything but unreserved characters and
+    /// sub-delimiters percent-encoded; `;` too, unless the route passes `;` parameters on.
+    static func segment(_ text: String, matrix: Bool = false) -> String {
+        text.addingPercentEncoding(withAllowedCharacters: matrix ? segmentCharactersWithParameters : segmentCharacters) ?? text
+    }
     static func encode(_ text: String) -> String { text.addingPercentEncoding(withAllowedCharacters: unreserved) ?? text }
 
     /// `body`, with `release` called once it ends, fails, or is dropped unread.

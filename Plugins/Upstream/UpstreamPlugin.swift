@@ -51,13 +51,13 @@ public struct UpstreamPlugin: ServicePlugin {
         }
     }
 
-    /// The routes whose WebSockets go on to the service.
+    /// The routes whose WebSockets go on to the service, with the route's access rule (the host
+    /// checks it, and the key's scopes, before it upgrades).
     public var webSockets: [WebSocketRoute] {
         settings.routes.filter(\.webSocket).map { route in
-            WebSocketRoute(route.path, summary: "WebSocket to \(route.summary)", request: { [forwarder, context] request, connection, operationContext in
-                try route.access.enforce(principal: operationContext.principal, plugin: context.pluginID, method: .get)
+            WebSocketRoute(route.path, summary: "WebSocket to \(route.summary)", request: { [forwarder] request, connection, operationContext in
                 try await forwarder.forwardWebSocket(route, request, connection, operationContext)
-            })
+            }).access(route.access)
         }
     }
 

@@ -34,7 +34,7 @@ private func readPassword(_ given: String?) throws -> String {
 struct UserCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "user", abstract: "Manage accounts (the first administrator comes from here).",
-        subcommands: [Add.self, List.self, Passwd.self, Disable.self])
+        subcommands: [Add.self, List.self, Passwd.self, Disable.self, Grant.self, Realm.self])
 
     struct Add: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Create a user; the password is read from standard input unless --password is given.")
@@ -99,9 +99,66 @@ struct UserCommand: AsyncParsableCommand {
     }
 }
 
+extension UserCommand {
+    /// Grants a user the right to write data every user shares (a suggestion dictionary, transit
+    /// feeds, bucket definitions): the routes guarded by such a grant accept administrators and the
+    /// users granted it. Scopes of keys never do: they only narrow what a key may do.
+    struct Grant: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Grant a user scopes on shared data (such as suggest:write), or --revoke them; prints the user's grants.",
+            discussion: "A running gateway applies a change within a few seconds (the user's next request after its credential cache expires).")
+        @OptionGroup var options: ConfigOptions
+        @Argument(help: "The username.") var username: String
+        @Argument(help: "Scopes: <plugin>:write, <plugin>:read, <plugin>:* or an upstream route's <plugin>:<scope>. None: only print.") var scopes: [String] = []
+        @Flag(help: "Withdraw the scopes instead.") var revoke = false
+
+        func run() async throws {
+            let grants = try await withAccounts(options) { store in
+                guard let user = try await store.user(named: username) else { throw ValidationError("no user named '\(username)'") }
+                do {
+                    if scopes.isEmpty { return try await store.grants(of: user.id) }
+                    return revoke ? try await store.revokeGrants(scopes, from: user.id) : try await store.grant(scopes, to: user.id)
+                } catch let error as GatewayError {
+                    throw ValidationError(error.detail)
+                }
+            }
+            print("\(username): \(grants.isEmpty ? "no grants" : grants.joined(separator: " "))")
+        }
+    }
+}
+
+extension UserCommand {
+    /// Adds a user to a dialect's realm (a NEC tenant: `nebula/<tenant>`), whose master key then
+    /// administers the account as one of its own; an administrator never becomes a realm's.
+    struct Realm: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Add a user to a dialect's realm (nebula/<tenant>), or --remove them; prints the user's realms.",
+            discussion: "A tenant's master key reads, changes and deletes only the members of its realm: the users registered through the tenant and the ones added here. Never an administrator.")
+        @OptionGroup var options: ConfigOptions
+        @Argument(help: "The username.") var username: String
+        @Argument(help: "The realm, such as nebula/tutorial. None: only print.") var realm: String?
+        @Flag(help: "Remove the user from the realm instead.") var remove = false
+
+        func run() async throws {
+            let realms = try await withAccounts(options) { store in
+                guard let user = try await store.user(named: username) else { throw ValidationError("no user named '\(username)'") }
+                do {
+                    if let realm {
+                        if remove { _ = try await store.removeRealmMember(user.id, from: realm) } else { try await store.addRealmMember(user.id, to: realm) }
+                    }
+                    return try await store.realms(of: user.id)
+                } catch let error as GatewayError {
+                    throw ValidationError(error.detail)
+                }
+            }
+            print("\(username): \(realms.isEmpty ? "no realms" : realms.joined(separator: " "))")
+        }
+    }
+}
+
 struct KeyCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "key", abstract: "Manage API keys: master keys (administrators) or a user's keys.",
+        commandName: "key", abstract: "Manage API keys: master keys (the operator's, held to their scopes) or a user's keys.",
         subcommands: [Create.self, List.self, Revoke.self])
 
     struct Create: AsyncParsableCommand {
@@ -109,8 +166,16 @@ struct KeyCommand: AsyncParsableCommand {
         @OptionGroup var options: ConfigOptions
         @Option(help: "A label for the key.") var label: String = "master"
         @Option(help: "The owner's username; without it, a master key.") var user: String?
-        @Option(name: .customLong("scope"), help: "A scope (repeatable): <plugin>:read, <plugin>:write, <plugin>:* or *.") var scopes: [String] = ["*"]
-        @Option(help: "Its own rate limit, such as 100/min.") var rate: String?
+        @Option(name: .customLong("scope"), help: ArgumentHelp(
+            "A scope (repeatable): <plugin>:read, <plugin>:write, <plugin>:*, * or (master keys) admin. Default: *.",
+            discussion: """
+                A key is held to its scopes, master or not. A master key acts as an administrator only with \
+                `admin` (the administrators' routes: cache purge, reload, /metrics, grants) or `*` (everything, \
+                the default); with `suggest:read` alone it only reads suggestions. A master key may write \
+                shared data that its scopes name (`--scope suggest:write`).
+                """)) var scopes: [String] = ["*"]
+        @Option(help: "Its own rate limit, such as 100/min (any rate: a user's own keys may only lower what keys get).") var rate: String?
+        @Flag(help: "Count its requests in a rate-limit bucket of its own, not in its owner's (which all the owner's keys share).") var ownLimit = false
         @Option(name: .customLong("allow-address"), help: "An address or IPv4 CIDR it is accepted from (repeatable).") var addresses: [String] = []
 
         func run() async throws {
@@ -121,7 +186,8 @@ struct KeyCommand: AsyncParsableCommand {
                     owner = found.id
                 }
                 return try await store.createKey(userID: owner, grant: .init(label: label, scopes: scopes,
-                                                                             allowedAddresses: addresses.isEmpty ? nil : addresses, rate: rate))
+                                                                             allowedAddresses: addresses.isEmpty ? nil : addresses, rate: rate),
+                                                 ownLimit: ownLimit)
             }
             print(secret)
             FileHandle.standardError.write(Data("key \(key.id) (\(key.label)); the secret above is not stored and will not be shown again\n".utf8))
@@ -168,7 +234,7 @@ struct CacheCommand: AsyncParsableCommand {
     struct Purge: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Purge cached replies by tag (or all) on a running gateway, through its admin endpoint.")
         @Option(help: "The gateway's base URL.") var url: String = "http://127.0.0.1:8080"
-        @Option(help: "An administrator's API key (a master key from `gateway key create`).") var key: String
+        @Option(help: "An administrator's API key (a master key from `gateway key create` holding admin or *).") var key: String
         @Option(name: .customLong("tag"), help: "A tag to purge (repeatable).") var tags: [String] = []
         @Flag(help: "Purge everything.") var all = false
 

@@ -101,8 +101,13 @@ struct ConfigOptions: ParsableArguments {
     }
 
     /// Starts the gateway from the configuration (database open, migrations applied, plugins created).
-    func start(demo: Bool? = nil) async throws -> (GatewayConfiguration, Gateway) {
-        let configuration = try load()
+    /// `unboundedStatements`: for operator work that serves no requests (`import`): its statements
+    /// are not cut by `database.statementTimeout`.
+    func start(demo: Bool? = nil, host: String? = nil, unboundedStatements: Bool = false) async throws -> (GatewayConfiguration, Gateway) {
+        var configuration = try load()
+        // The address served decides which secrets work (a shipped demo secret only on loopback).
+        if let host { configuration.server.host = host }
+        if unboundedStatements { configuration.database.statementTimeout = nil }
         var options = gatewayOptions(logLevel: logLevel)
         options.loadDemoData = demo
         return (configuration, try await Gateway.start(configuration: configuration, registrations: PluginCatalog.registrations, options: options))
@@ -154,8 +159,8 @@ struct Serve: AsyncParsableCommand {
     func run() async throws {
         let format = try options.load().server.logFormat
         LoggingSystem.bootstrap { label in GatewayLogHandler(label: label, format: format) }
-        let (configuration, gateway) = try await options.start()
-        let host = host ?? configuration.server.host
+        let (configuration, gateway) = try await options.start(host: host)
+        let host = configuration.server.host
         try await gateway.run(host: host, port: port) { port in
             let base = "\(configuration.server.tls == nil ? "http" : "https")://\(host):\(port)"
             var lines = ["gateway \(GatewayVersion.current) listening on \(base)  (storage \(configuration.storage))"]
@@ -179,6 +184,10 @@ struct Check: AsyncParsableCommand {
         let configuration = try options.load()
         let enabled = configuration.plugins.filter(\.value.enabled).keys.sorted()
         print("\(options.config) is valid: storage \(configuration.storage); plugins enabled: \(enabled.isEmpty ? "none" : enabled.joined(separator: ", "))")
+        let server = configuration.server
+        print("connections: at most \(server.maxConnections) per listener, \(server.maxConnectionsPerAddress) per address; "
+            + "timeouts: head \(server.timeouts.head), idle \(server.timeouts.idle), body \(server.timeouts.body)")
+        for warning in configuration.shippedSecretWarnings { print("warning: \(warning)") }
     }
 }
 
@@ -322,7 +331,8 @@ struct ImportCommand: AsyncParsableCommand {
         }
         let url = URL(fileURLWithPath: file)
         guard FileManager.default.isReadableFile(atPath: url.path) else { throw ValidationError("\(file) cannot be read") }
-        let (_, gateway) = try await options.start(demo: false)
+        // An operator's import may run statements longer than a request's budget.
+        let (_, gateway) = try await options.start(demo: false, unboundedStatements: true)
         guard let loaded = gateway.plugins.first(where: { $0.id == plugin }) else {
             await gateway.shutdown()
             throw ValidationError("no enabled plugin '\(plugin)'")

@@ -26,9 +26,9 @@ public protocol AccountDirectory: Sendable {
     /// Deletes an account with its sessions and keys (they stop working on every instance at
     /// once); false when there is none.
     func deleteAccount(id: String) async throws -> Bool
-    /// Mails the user named `username` (or registered with `email`) a one-time link to set a new
-    /// password (written to the log when the gateway has no mail server). 404 when there is no such
-    /// user, 409 when a link went out moments ago.
+    /// Queues a one-time link to set a new password for the user named `username` (or registered
+    /// with `email`), mailed only to a verified address. Returns at once and the same way whether
+    /// or not there is such a user, so that callers cannot tell which accounts exist.
     func requestPasswordReset(username: String?, email: String?) async throws
     /// The caller a credential identifies, for credentials that arrive inside a message rather than
     /// in a request's headers (a WebSocket request carrying its own key). 401 when it is unknown,
@@ -40,6 +40,21 @@ public protocol AccountDirectory: Sendable {
     func issueKey(for userID: String?, _ request: KeyRequest) async throws -> IssuedKey
     /// Revokes key `id` of `userID`; false when there is no such key. Takes effect at once here.
     func revokeKey(id: String, of userID: String?) async throws -> Bool
+
+    // MARK: Realms
+
+    /// Records that account `userID` belongs to `realm`: a dialect's tenant or application
+    /// (`"nebula/tutorial"`), whose master key administers its own members and nobody else. A
+    /// dialect adds the accounts its old API registers; an administrator adds others
+    /// (`gateway user realm add`). Adding a member twice is no error.
+    func addMember(_ userID: String, to realm: String) async throws
+    /// Whether `realm`'s master key may read, change or delete account `userID`: the account
+    /// belongs to the realm and is not an administrator (an administrator is never a realm's to
+    /// administer, even when it joined one).
+    func isAdministrable(_ userID: String, by realm: String) async throws -> Bool
+    /// The members of `realm` its master key may see (``isAdministrable(_:by:)``), looked up or
+    /// listed as ``accounts(username:email:skip:limit:)`` does.
+    func members(of realm: String, username: String?, email: String?, skip: Int, limit: Int) async throws -> (accounts: [AccountRecord], total: Int?)
 }
 
 /// What an issued key may do (see the gateway's key API for the meaning of each member).

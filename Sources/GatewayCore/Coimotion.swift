@@ -157,7 +157,7 @@ public enum Coimotion {
         _ handler: @escaping @Sendable (Call, OperationContext) async throws -> Reply
     ) -> @Sendable (DialectRequest, OperationContext) async throws -> DialectResponse {
         { request, context in
-            let call = try parse(request, appKeys: context.plugin.appKeys)
+            let call = try parse(request, appKeys: context.plugin.appKeys, secrets: context.plugin.secrets)
             var reply = try await handler(call, context)
             if context.credentialRefused, reply.token == .unchanged { reply.token = .end }
             return try response(reply)
@@ -165,8 +165,9 @@ public enum Coimotion {
     }
 
     /// Decodes a call's body. Throws 400 for a body that is not a JSON object, and
-    /// ``GatewayError/unknownApplication(_:)`` when the app key is not one of `appKeys`.
-    public static func parse(_ request: DialectRequest, appKeys: Set<String>) throws -> Call {
+    /// ``GatewayError/unknownApplication(_:)`` when the app key is not one of `appKeys` (as
+    /// `secrets` checks them).
+    public static func parse(_ request: DialectRequest, appKeys: Set<String>, secrets: ConfiguredSecrets = .asWritten) throws -> Call {
         let object = try bodyObject(request)
         var parameters: [String: String] = [:]
         for (name, value) in object where name != "_key" && name != "token" {
@@ -180,7 +181,7 @@ public enum Coimotion {
         }
         let call = Call(parameters: parameters, appKey: object["_key"] as? String, token: object["token"] as? String,
                         pathParameters: request.pathParameters)
-        guard let key = call.appKey, appKeys.contains(key) else {
+        guard let key = call.appKey, appKeys.contains(where: { secrets.matches(key, configured: $0) }) else {
             throw GatewayError.unknownApplication("The app key is missing or not registered with this gateway.")
         }
         return call

@@ -127,6 +127,11 @@ public enum Credential: Sendable, Equatable {
     case sessionToken(String)
     /// An API key.
     case apiKey(String)
+
+    /// The query parameters the gateway reads a native credential from where a client cannot set
+    /// header fields (a browser's WebSocket): `access_token` (a session) and `api_key`. They are
+    /// the gateway's, never to be passed on to a service behind it.
+    public static let queryParameters: Set<String> = ["access_token", "api_key"]
 }
 
 /// One HTTP route of a dialect, declared like an operation.
@@ -370,12 +375,31 @@ public struct DialectResponse: Sendable {
 }
 
 /// A WebSocket route of a dialect (or of the native API).
+///
+/// Declared like an operation: the host enforces its ``access`` rule and the key's scopes (a
+/// socket is a read: `<plugin>:read`) at the upgrade, answering 401 or 403 before upgrading. What
+/// the client then asks for over the socket (each subscription) the handler authorizes with
+/// ``OperationContext/authorizeSocketRequest(_:as:)``: the same rule for the caller as of now, the
+/// key's resource restriction on ``resourceParameter``, and the plugin's authorize hook.
 public struct WebSocketRoute: Sendable {
     /// The path template where clients upgrade.
     public let path: String
     public let summary: String
     /// Serves one connection until the client goes or the handler returns.
     public let serve: @Sendable (WebSocketRequest, any WebSocketConnection, OperationContext) async throws -> Void
+    /// Who may open the socket (and make each request over it).
+    public private(set) var access: AccessRule = .public
+    /// The parameter of a socket request naming the resource a key may be restricted to.
+    public private(set) var resourceParameter: String?
+    /// Labels the plugin's authorize hook sees for each socket request.
+    public private(set) var tags: [String] = []
+
+    /// The route with access rule `rule`.
+    public func access(_ rule: AccessRule) -> Self { var copy = self; copy.access = rule; return copy }
+    /// The route whose socket requests name the resource a key may be restricted to in `parameter`.
+    public func resource(_ parameter: String) -> Self { var copy = self; copy.resourceParameter = parameter; return copy }
+    /// The route with `tags` for the plugin's authorize hook.
+    public func tags(_ tags: [String]) -> Self { var copy = self; copy.tags = tags; return copy }
 
     public init(_ path: String, summary: String, handler: @escaping @Sendable (any WebSocketConnection, OperationContext) async throws -> Void) {
         self.path = path

@@ -28,15 +28,23 @@ public struct OperationContext: Sendable {
     /// (only where the dialect's ``CredentialExtractor/invalid`` says so).
     public let credentialRefused: Bool
 
-    /// Charges the caller's rate limit for work done on its behalf outside a request the host
-    /// already counted — each request a client sends over a WebSocket. Throws the quota problem
-    /// (429) when the limit is exhausted. (For an HTTP request the host has charged it already.)
+    /// Charges the caller's rate limit for work done on its behalf beyond what the host already
+    /// counted: each request a client sends over a WebSocket, each operation of a batch past the
+    /// first (the host charged the request its route's cost). Throws the quota problem (429) when
+    /// the limit is exhausted.
     public let charge: @Sendable (_ cost: Int) async throws -> Void
 
-    /// `logger` is the base logger; ``logger`` adds the request id to it.
+    /// The host's check of one request made over a WebSocket (nil elsewhere); see
+    /// ``authorizeSocketRequest(_:as:)``.
+    private let socketCheck: (@Sendable (Principal, [String: String]) async throws -> Void)?
+
+    /// `logger` is the base logger; ``logger`` adds the request id to it. `socketCheck` is the
+    /// host's authorization of each request made over a WebSocket.
     public init(principal: Principal, requestID: String, logger: Logger, headers: HTTPFields, plugin: PluginContext,
                 credential: Credential? = nil, credentialRefused: Bool = false,
-                charge: @escaping @Sendable (_ cost: Int) async throws -> Void = { _ in }) {
+                charge: @escaping @Sendable (_ cost: Int) async throws -> Void = { _ in },
+                socketCheck: (@Sendable (Principal, [String: String]) async throws -> Void)? = nil) {
+        self.socketCheck = socketCheck
         self.credentialRefused = credentialRefused
         self.principal = principal
         self.requestID = requestID
@@ -45,6 +53,17 @@ public struct OperationContext: Sendable {
         self.plugin = plugin
         self.credential = credential
         self.charge = charge
+    }
+
+    /// Authorizes one request a client makes over a WebSocket — a subscription — as the host
+    /// authorizes an HTTP request: for `principal` (default the connection's caller; pass the
+    /// caller identified again, or the one a message's own credential names), the socket route's
+    /// access rule and the key's scopes, the key's resource restriction on the route's resource
+    /// parameter, and the plugin's authorize hook with `parameters` as the path parameters. Throws
+    /// the refusal (401, 403, or 404 for a resource the key may not touch). Outside a WebSocket
+    /// the host has authorized the request already and this does nothing.
+    public func authorizeSocketRequest(_ parameters: [String: String], as principal: Principal? = nil) async throws {
+        try await socketCheck?(principal ?? self.principal, parameters)
     }
 
     /// Confirms the caller acts for `ownerID` (or is an admin). Answers 404 otherwise, so that a

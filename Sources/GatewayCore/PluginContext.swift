@@ -29,13 +29,15 @@ public struct PluginContext: Sendable {
         let accounts: any AccountDirectory
         let baseDirectory: URL
         let appKeys: Set<String>
+        let secrets: ConfiguredSecrets
         let environment: [String: String]
 
         init(pluginID: String, logger: Logger, metrics: any MetricsFactory, database: any SQLDatabase, clock: any WallClock,
              http: any UpstreamHTTPClient, notifier: any Notifier, history: any ActivityRecorder, events: any EventBus,
              cache: any CacheInvalidator, accounts: any AccountDirectory, baseDirectory: URL, appKeys: Set<String>,
-             environment: [String: String]) {
+             secrets: ConfiguredSecrets, environment: [String: String]) {
             self.appKeys = appKeys
+            self.secrets = secrets
             self.environment = environment
             self.pluginID = pluginID
             self.logger = logger
@@ -82,6 +84,10 @@ public struct PluginContext: Sendable {
     /// The application keys legacy clients may present (`auth.appKeys` in plugins.yaml): the
     /// COIMOTION `_key`, checked by ``Coimotion/call(_:)``.
     public var appKeys: Set<String> { storage.appKeys }
+    /// How the secrets of plugins.yaml are checked: compare a presented key with a configured one
+    /// only through ``ConfiguredSecrets/matches(_:configured:)`` (a demo secret that ships with the
+    /// gateway is replaced on a reachable listener).
+    public var secrets: ConfiguredSecrets { storage.secrets }
     /// The environment variables a plugin reads secrets from (`env:` settings): the process's, or
     /// the ones a test gives (changing the process's own with `setenv` while other tests start
     /// processes is a data race).
@@ -91,11 +97,11 @@ public struct PluginContext: Sendable {
         pluginID: String, logger: Logger, metrics: any MetricsFactory, database: any SQLDatabase,
         clock: any WallClock, http: any UpstreamHTTPClient, notifier: any Notifier, history: any ActivityRecorder,
         events: any EventBus, cache: any CacheInvalidator, accounts: any AccountDirectory, baseDirectory: URL, appKeys: Set<String> = [],
-        environment: [String: String] = ProcessInfo.processInfo.environment
+        secrets: ConfiguredSecrets = .asWritten, environment: [String: String] = ProcessInfo.processInfo.environment
     ) {
         storage = Storage(pluginID: pluginID, logger: logger, metrics: metrics, database: database, clock: clock, http: http,
                           notifier: notifier, history: history, events: events, cache: cache, accounts: accounts,
-                          baseDirectory: baseDirectory, appKeys: appKeys, environment: environment)
+                          baseDirectory: baseDirectory, appKeys: appKeys, secrets: secrets, environment: environment)
     }
 
     /// A path from the configuration, made absolute against ``baseDirectory``.
@@ -127,15 +133,21 @@ public struct UpstreamRequest: Sendable {
     /// At most this many connections open to the URL's host and port at once (a call finding them
     /// all busy waits for one, within its timeout); nil: the gateway's default, 512.
     public var maxConnections: Int?
+    /// Which addresses the URL may lead to: ``EgressPolicy/operatorConfigured`` (the default) for
+    /// a URL from plugins.yaml, ``EgressPolicy/callerSupplied(allowingInternalAddresses:)`` for
+    /// one a caller set, which the client then sends to a checked public address only, without
+    /// following redirects.
+    public var egress: EgressPolicy
 
     public init(method: HTTPRequest.Method = .get, url: String, headers: HTTPFields = [:], body: ByteBuffer? = nil, timeout: Duration = .seconds(5),
-                maxConnections: Int? = nil) {
+                maxConnections: Int? = nil, egress: EgressPolicy = .operatorConfigured) {
         self.method = method
         self.url = url
         self.headers = headers
         self.body = body
         self.timeout = timeout
         self.maxConnections = maxConnections
+        self.egress = egress
     }
 }
 
@@ -154,7 +166,8 @@ public struct UpstreamResponse: Sendable {
 
 /// Sends requests to upstream services.
 ///
-/// Implementations must honour ``UpstreamRequest/timeout`` and report failures as
+/// Implementations must honour ``UpstreamRequest/timeout`` and ``UpstreamRequest/egress`` (a
+/// request its policy refuses is a 502 that names the reason) and report failures as
 /// ``GatewayError`` 502 (unusable reply) or 504 (timeout), so a plugin can let them propagate.
 public protocol UpstreamHTTPClient: Sendable {
     /// Sends `request`, reading at most `maxBodySize` bytes of the reply.

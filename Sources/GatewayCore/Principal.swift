@@ -19,18 +19,28 @@ public struct Principal: Sendable, Equatable, Hashable {
     public var userID: String?
     /// The caller's display name where known (used by dialects that echo it).
     public var displayName: String?
-    /// Whether the caller has the gateway's admin role.
+    /// Whether the caller acts as an administrator: a user with the gateway's admin role (by
+    /// session), or a master key holding the scope `admin` or `*`.
     public var isAdmin: Bool
     /// The scopes a key carries (`todo:read`, `feeds:write`, `*`). Users and guests carry none: their
     /// access follows from the operation's rule alone.
     public var scopes: Set<String>
+    /// What an administrator granted the user the request acts for (`suggest:write`): rights to
+    /// write shared data, which ``AccessRule/granted(_:)`` routes accept. A master key's grants
+    /// are its own scopes (the operator who made it chose them). Scopes only narrow; grants extend.
+    public var grants: Set<String>
     /// Resource restrictions of a key, per plugin id: the key may touch only these resource ids.
     /// Absent for a plugin means unrestricted.
     public var resources: [String: Set<String>]
     /// The caller's network address as the server saw it (no port).
     public var address: String
-    /// A key's own rate limit, replacing the configured default for keys.
+    /// A key's own rate limit, replacing the configured default for keys. A user may set one only
+    /// below that default; an administrator may set any.
     public var quota: Quota?
+    /// Whether a key counts its requests in a rate-limit bucket of its own. A user's keys share
+    /// their owner's bucket (``rateLimitKey``), so that making more keys buys no more requests;
+    /// an administrator may give one key a bucket of its own (master keys always have one).
+    public var hasOwnLimit: Bool = false
 
     /// A number of requests per number of seconds.
     public struct Quota: Sendable, Equatable, Hashable {
@@ -44,13 +54,14 @@ public struct Principal: Sendable, Equatable, Hashable {
 
     public init(
         kind: Kind, userID: String? = nil, displayName: String? = nil, isAdmin: Bool = false,
-        scopes: Set<String> = [], resources: [String: Set<String>] = [:], address: String, quota: Quota? = nil
+        scopes: Set<String> = [], resources: [String: Set<String>] = [:], address: String, quota: Quota? = nil, grants: Set<String> = []
     ) {
         self.kind = kind
         self.userID = userID
         self.displayName = displayName
         self.isAdmin = isAdmin
         self.scopes = scopes
+        self.grants = grants
         self.resources = resources
         self.address = address
         self.quota = quota
@@ -74,10 +85,41 @@ public struct Principal: Sendable, Equatable, Hashable {
         }
     }
 
+    /// The caller a rate limit counts this request against: ``limitKey``, except that the keys
+    /// of one user share `keys:<owner>` unless the key has a bucket of its own (``hasOwnLimit``).
+    public var rateLimitKey: String {
+        if case .apiKey = kind, !hasOwnLimit, let userID { return "keys:\(userID)" }
+        return limitKey
+    }
+
     /// Whether the caller may touch `resource` of `plugin`: true unless it is a key restricted
     /// to other resources of that plugin.
     public func mayAccess(resource: String, of plugin: String) -> Bool {
         guard let allowed = resources[plugin] else { return true }
         return allowed.contains(resource)
+    }
+
+    /// The scope that covers the administrators' routes for a key (a master key's `admin`).
+    public static let adminScope = "admin"
+
+    /// Whether `scopes` include `scope`: the scope itself, `<plugin>:*` for a `<plugin>:…` scope,
+    /// or `*`.
+    public static func covers(_ scopes: Set<String>, _ scope: String) -> Bool {
+        if scopes.contains(scope) || scopes.contains("*") { return true }
+        guard let colon = scope.firstIndex(of: ":") else { return false }
+        return scopes.contains(scope[..<colon] + ":*")
+    }
+
+    /// Whether the caller's own bound allows `scope`: a key only within its scopes; a session or a
+    /// guest has no such bound (what they may do follows from the route's rule).
+    public func keyAllows(_ scope: String) -> Bool {
+        guard case .apiKey = kind else { return true }
+        return Self.covers(scopes, scope)
+    }
+
+    /// Whether an administrator granted `scope` to the user this request acts for (or, for a master
+    /// key, whether the operator gave it `scope`).
+    public func holdsGrant(_ scope: String) -> Bool {
+        Self.covers(grants, scope)
     }
 }

@@ -103,6 +103,12 @@ public final class Gateway: Sendable {
         /// /v1/admin/reload`), throwing its located error when the file cannot be used; nil:
         /// only ``Gateway/reload(to:)`` reloads.
         public var configurationSource: (@Sendable () throws -> GatewayConfiguration)?
+        /// How the host names of URLs callers set (trigger targets) are resolved before their
+        /// addresses are checked (``EgressPolicy``); nil: the system's resolver.
+        public var egressResolver: (any EgressResolver)?
+        /// Where the replacement of a shipped demo secret goes, the one time it is shown (on a
+        /// reachable listener's first start; see ``ShippedSecrets``): standard output by default.
+        public var announceSecret: @Sendable (String) -> Void = { print($0) }
 
         public init(baseDirectory: URL) {
             self.baseDirectory = baseDirectory
@@ -114,7 +120,8 @@ public final class Gateway: Sendable {
 
     /// The host's own schema steps (owner `gateway`).
     public static let hostMigrations: [Migration] = UserInbox.migrations + AccountStore.migrations + ClusterRateLimiter.migrations
-        + [PasswordResets.migration, LeasedService.migration]
+        + [PasswordResets.migration, LeasedService.migration, AccountStore.realmMigration, AccountStore.grantMigration,
+           EmailVerifications.migration, ShippedSecrets.migration]
 
     /// Opens the database, applies migrations, creates every enabled plugin and builds the pipeline.
     public static func start(configuration: GatewayConfiguration, registrations: [PluginRegistration], options: Options) async throws -> Gateway {
@@ -162,6 +169,18 @@ public final class Gateway: Sendable {
         let migrations = [(owner: "gateway", steps: hostMigrations)] + pluginMigrations(enabled)
         if options.migrate {
             try await MigrationRunner(database: db, logger: logger).migrate(migrations)
+        }
+        // Demo secrets that ship with the gateway work on loopback only; elsewhere they are replaced.
+        for line in ShippedSecrets.report(ShippedSecrets.uses(in: configuration), host: configuration.server.host) {
+            logger.notice("\(line)")
+        }
+        let secrets = try await ShippedSecrets.secrets(for: configuration, database: db, clock: options.clock) { value, replacement, uses in
+            options.announceSecret("""
+                The demo secret '\(value)' that ships with the gateway does not work on server.host \(configuration.server.host). \
+                Where plugins.yaml names it (\(uses.map { [$0.location, $0.path].compactMap { $0 }.joined(separator: " ") }.joined(separator: "; "))), \
+                clients now send: \(replacement)
+                (shown this once; only its SHA-256 is stored. Set a key of your own in plugins.yaml to replace it.)
+                """)
         }
         let metrics = GatewayMetrics()
         metrics.observe(database)
@@ -215,7 +234,7 @@ public final class Gateway: Sendable {
             metrics.observe(memory)
         }
         let inbox = UserInbox(database: db, clock: options.clock)
-        let http = AsyncUpstreamClient()
+        let http = AsyncUpstreamClient(resolver: options.egressResolver ?? SystemEgressResolver())
         let accounts = AccountStore(database: db, clock: options.clock, bcryptCost: configuration.auth.bcryptCost,
                                     sessionTTL: configuration.auth.sessionTTL.seconds)
         let accountAuthenticator = AccountAuthenticator(store: accounts, cacheTTL: options.credentialCacheTTL)
@@ -227,9 +246,12 @@ public final class Gateway: Sendable {
         let loginThrottle = LoginThrottle()
         var mailLogger = logger
         mailLogger[metadataKey: "component"] = "mail"
-        let mailer: any Mailer = configuration.mail.map { SMTPMailer(settings: $0, logger: mailLogger) } ?? LogMailer(logger: mailLogger)
+        let mailer: any Mailer = configuration.mail.map { SMTPMailer(settings: $0, logger: mailLogger) }
+            ?? LogMailer(logger: mailLogger, development: configuration.auth.developmentMail)
         let resets = PasswordResets(store: accounts, authenticator: accountAuthenticator, settings: configuration.auth.passwordReset, mailer: mailer,
-                                    baseURL: configuration.server.publicURL ?? "http://\(configuration.server.host):\(configuration.server.port)")
+                                    baseURL: configuration.server.publicURL ?? "http://\(configuration.server.host):\(configuration.server.port)",
+                                    delivers: configuration.mail != nil || configuration.auth.developmentMail,
+                                    keepKeys: configuration.auth.keepKeysOnReset, logger: mailLogger)
         let directory = GatewayAccountDirectory(store: accounts, authenticator: accountAuthenticator, throttle: loginThrottle,
                                                 registration: configuration.auth.registration, resets: resets)
         if configuration.limits.policy == .cluster && options.rateLimiter == nil {
@@ -240,8 +262,9 @@ public final class Gateway: Sendable {
             registrations: registrations, options: options, database: database, metrics: metrics, cache: cache, http: http, inbox: inbox, events: events,
             directory: directory, caller: InternalCaller(), authenticator: options.authenticator ?? accountAuthenticator,
             accountsService: AccountsService(store: accounts, authenticator: accountAuthenticator, throttle: loginThrottle,
-                                             registration: configuration.auth.registration, cache: cache, resets: resets, reloads: reloads),
-            reloads: reloads)
+                                             registration: configuration.auth.registration, cache: cache, resets: resets, reloads: reloads,
+                                             keyRules: .init(maxPerUser: configuration.auth.maxKeysPerUser, maxRate: configuration.limits.key)),
+            reloads: reloads, secrets: secrets)
         let built = try await parts.plugins(for: configuration, previous: nil)
         if options.loadDemoData ?? configuration.demo {
             try await loadDemoData(built.plugins, database: db, logger: logger)
@@ -310,6 +333,7 @@ public final class Gateway: Sendable {
     /// Closes the database. Call once, after serving has stopped.
     public func shutdown() async {
         await pluginServices.stop()
+        await parts.accountsService.resets.outbox.close()
         await database.shutdown()
     }
 
@@ -321,24 +345,35 @@ public final class Gateway: Sendable {
             _ = try await responder.current().limit(principal, plugin: plugin, cost: cost)
         }
         let logger = self.logger
-        let http1: HTTPServerBuilder = .http1WebSocketUpgrade(configuration: .init(ws: WebSocketServerConfiguration(maxFrameSize: 1 << 20))) { head, channel, _ in
+        let shouldUpgrade: @Sendable (HTTPRequest, any Channel, Logger) async throws
+            -> ShouldUpgradeResult<WebSocketDataHandler<HTTP1WebSocketUpgradeChannel.Context>> = { head, channel, _ in
             // The WebSocket routes and trusted proxies as they are when the upgrade arrives.
             let current = responder.current()
             return try await Gateway.upgrade(head, channel: channel, sockets: current.webSockets, authenticator: authenticator, proxies: current.settings.proxies,
                                              limit: limit, logger: logger)
         }
+        let webSockets = HTTP1WebSocketUpgradeChannel.Configuration(http1: Self.observedHTTP1, ws: WebSocketServerConfiguration(maxFrameSize: 1 << 20))
+        // Every connection is counted and timed (`server.maxConnections`, `server.timeouts`).
+        let connections = connectionGuard()
+        let timeouts = configuration.server.timeouts
         let server: HTTPServerBuilder
         if let certificates {
             // Built when the application runs: a failure of NIOSSL's (the pair was checked when
             // read) makes `run` throw rather than serve plain HTTP.
-            do {
-                let tls = certificates.configuration()
-                server = certificates.settings.http2 ? try .http2Upgrade(tlsConfiguration: tls) : try .tls(http1, tlsConfiguration: tls)
-            } catch {
-                server = HTTPServerBuilder { _ in throw error }
+            let tls = certificates.configuration()
+            if certificates.settings.http2 {
+                server = Self.bounded(connections, timeouts: nil, canReply: false) { responder in
+                    try HTTP2UpgradeChannel(tlsConfiguration: tls, configuration: Self.http2Configuration(timeouts), responder: responder)
+                }
+            } else {
+                server = Self.bounded(connections, timeouts: timeouts, canReply: false) { responder in
+                    try TLSChannel(HTTP1WebSocketUpgradeChannel(responder: responder, configuration: webSockets, shouldUpgrade: shouldUpgrade), tlsConfiguration: tls)
+                }
             }
         } else {
-            server = http1
+            server = Self.bounded(connections, timeouts: timeouts, canReply: true) { responder in
+                HTTP1WebSocketUpgradeChannel(responder: responder, configuration: webSockets, shouldUpgrade: shouldUpgrade)
+            }
         }
         return Application(
             responder: responder,
@@ -359,21 +394,33 @@ public final class Gateway: Sendable {
             _ = try await responder.current().limit(principal, plugin: plugin, cost: cost)
         }
         let logger = self.logger
-        let refusal = CallbackResponder { (_: Request, _: GatewayRequestContext) in
+        let refusal = CallbackResponder { (request: Request, context: GatewayRequestContext) in
+            // An upgrade the route's access rule refused gets its 401 or 403.
+            if request.headers[.upgrade]?.lowercased().contains("websocket") == true,
+               let refused = await Gateway.socketRefusal(route + (request.uri.query.map { "?" + $0 } ?? ""), fields: request.headers,
+                                                         authority: request.head.authority, address: context.remoteAddress,
+                                                         sockets: responder.current().webSockets, authenticator: authenticator) {
+                return Response(status: refused.status, headers: refused.headers, body: .init(byteBuffer: refused.body))
+            }
             let problem = JSONValue.object(["type": .string("https://gateway.dev/problems/upgrade-required"), "title": .string("Upgrade required"),
                                             "status": .number(426), "detail": .string("This listener only serves WebSocket upgrades.")])
             return Response(status: .upgradeRequired, headers: [.upgrade: "websocket", .contentType: "application/problem+json"],
                             body: .init(byteBuffer: problem.serialized()))
         }
+        let shouldUpgrade: @Sendable (HTTPRequest, any Channel, Logger) async throws
+            -> ShouldUpgradeResult<WebSocketDataHandler<HTTP1WebSocketUpgradeChannel.Context>> = { head, channel, _ in
+            var rewritten = head
+            let query = head.path?.split(separator: "?", maxSplits: 1).dropFirst().first.map { "?" + $0 } ?? ""
+            rewritten.path = route + query
+            let current = responder.current()
+            return try await Gateway.upgrade(rewritten, channel: channel, sockets: current.webSockets, authenticator: authenticator,
+                                             proxies: current.settings.proxies, limit: limit, logger: logger)
+        }
+        let webSockets = HTTP1WebSocketUpgradeChannel.Configuration(http1: Self.observedHTTP1, ws: WebSocketServerConfiguration(maxFrameSize: 1 << 20))
         return Application(
             responder: refusal,
-            server: .http1WebSocketUpgrade(configuration: .init(ws: WebSocketServerConfiguration(maxFrameSize: 1 << 20))) { head, channel, _ in
-                var rewritten = head
-                let query = head.path?.split(separator: "?", maxSplits: 1).dropFirst().first.map { "?" + $0 } ?? ""
-                rewritten.path = route + query
-                let current = responder.current()
-                return try await Gateway.upgrade(rewritten, channel: channel, sockets: current.webSockets, authenticator: authenticator,
-                                                 proxies: current.settings.proxies, limit: limit, logger: logger)
+            server: Self.bounded(connectionGuard(), timeouts: configuration.server.timeouts, canReply: true) { responder in
+                HTTP1WebSocketUpgradeChannel(responder: responder, configuration: webSockets, shouldUpgrade: shouldUpgrade)
             },
             configuration: .init(address: .hostname(host, port: port), serverName: nil),
             onServerRunning: { channel in await onStart(channel.localAddress?.port ?? port) },
@@ -417,6 +464,9 @@ public final class Gateway: Sendable {
         }
         return Application(
             responder: responder,
+            server: Self.bounded(connectionGuard(), timeouts: configuration.server.timeouts, canReply: true) { responder in
+                HTTP1Channel(responder: responder, configuration: Self.observedHTTP1)
+            },
             configuration: .init(address: .hostname(host, port: port), serverName: nil),
             onServerRunning: { channel in await onStart(channel.localAddress?.port ?? port) },
             logger: logger)

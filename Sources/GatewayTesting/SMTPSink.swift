@@ -34,6 +34,14 @@ public final class SMTPSink: Sendable {
     /// The messages received: the recipient and the text between DATA and the final dot.
     public var all: [(to: String, data: String)] { store.messages.withLock { $0 } }
 
+    /// The messages received, once there are at least `count` or `limit` has passed (the gateway
+    /// sends mail off the request path, a moment after the request is answered).
+    public func waitForMessages(_ count: Int, within limit: Duration = .seconds(10)) async throws -> [(to: String, data: String)] {
+        let deadline = ContinuousClock.now + limit
+        while all.count < count, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
+        return all
+    }
+
     /// The first http(s) link in the last message, if any.
     public var lastLink: String? {
         all.last.flatMap { message in

@@ -77,7 +77,8 @@ public enum TestStorage: String, Sendable, CaseIterable, CustomStringConvertible
         }
     }
 
-    static var quietLogger: Logger {
+    /// A logger that stays quiet unless `GATEWAY_TEST_LOG` names a level.
+    public static var quietLogger: Logger {
         var logger = Logger(label: "gateway-test")
         logger.logLevel = ProcessInfo.processInfo.environment["GATEWAY_TEST_LOG"].flatMap(Logger.Level.init(rawValue:)) ?? .critical
         return logger

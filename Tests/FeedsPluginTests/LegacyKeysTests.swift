@@ -126,7 +126,7 @@ struct LegacyKeysTests {
         for host in ["localhost", "127.0.0.1", "10.0.0.5", "172.16.3.4", "192.168.1.1", "169.254.169.254", "[::1]", "fd00::1", "metadata.internal"] {
             #expect(FeedService.isPrivateHost(host), "\(host)")
         }
-        for host in ["example.com", "8.8.8.8", "172.32.0.1", "2001:db8::1"] {
+        for host in ["example.com", "8.8.8.8", "172.32.0.1", "2606:4700:4700::1111"] {
             #expect(!FeedService.isPrivateHost(host), "\(host)")
         }
     }

@@ -25,6 +25,9 @@ enum PluginContextFixture {
         func principal(for credential: Credential, address: String) async throws -> Principal { throw GatewayError.unauthorized() }
         func issueKey(for userID: String?, _ request: KeyRequest) async throws -> IssuedKey { throw GatewayError.unavailable("no accounts in unit tests") }
         func revokeKey(id: String, of userID: String?) async throws -> Bool { false }
+        func addMember(_ userID: String, to realm: String) async throws {}
+        func isAdministrable(_ userID: String, by realm: String) async throws -> Bool { false }
+        func members(of realm: String, username: String?, email: String?, skip: Int, limit: Int) async throws -> (accounts: [AccountRecord], total: Int?) { ([], 0) }
     }
 
     struct NoDatabase: SQLDatabase {

@@ -20,6 +20,7 @@ struct SuggestClusterTests {
             try await Task.sleep(for: .milliseconds(100))   // subscribed
 
             let editor = try await TestGateway(gateway: first, storage: .postgres).register("editor")
+            try await first.accounts.grant(["suggest:write"], to: editor.userID)
             let auth: HTTPFields = [.authorization: "Bearer \(editor.token)", .contentType: "application/json"]
             let put = #"{"keyword": "Taipei 101", "text": "Taipei 101 tower", "weight": 1000}"#
             #expect(try await first.handle(.put, "/v1/suggest/terms", headers: auth, body: ByteBuffer(string: put)).status == 200)

@@ -261,13 +261,17 @@ struct SuggestPluginTests {
         }
     }
 
-    @Test("term management needs suggest:write and keeps the index and cache current")
+    @Test("term management needs an administrator's grant of suggest:write and keeps the index and cache current")
     func terms() async throws {
         try await withSuggest { gateway in
             let put = #"{"keyword": "Taipei 101", "text": "Taipei 101 tower", "weight": 1000}"#
             #expect(try await gateway.gateway.handle(.put, "/v1/suggest/terms", headers: .json, body: ByteBuffer(string: put)).status == 401)
-            let admin = try await gateway.register("editor")
-            let auth: HTTPFields = [.authorization: "Bearer \(admin.token)", .contentType: "application/json"]
+            // The dictionaries are everyone's: a signed-in user without a grant may not change them.
+            let editor = try await gateway.register("editor")
+            let auth: HTTPFields = [.authorization: "Bearer \(editor.token)", .contentType: "application/json"]
+            #expect(try await gateway.gateway.handle(.put, "/v1/suggest/terms", headers: auth, body: ByteBuffer(string: put)).status == 403)
+            try await gateway.gateway.accounts.grant(["suggest:write"], to: editor.userID)
+            gateway.gateway.forgetCredentials()
             _ = try await gateway.gateway.handle(.get, "/v1/suggest?q=tai")
             #expect(try await gateway.gateway.handle(.put, "/v1/suggest/terms", headers: auth, body: ByteBuffer(string: put)).status == 200)
             let after = try await gateway.gateway.handle(.get, "/v1/suggest?q=tai")

@@ -197,17 +197,15 @@ struct NebulaCompletionTests {
         }
     }
 
-    @Test("request_password_reset: a link for a known user (written to the log without mail:), 404 for nobody, 409 when asked again at once", arguments: TestStorage.available)
+    @Test("request_password_reset: the same answer for a known user, one asked again at once, and nobody", arguments: TestStorage.available)
     func passwordReset(storage: TestStorage) async throws {
         try await withTodo(storage) { gateway in
             _ = try await Self.user(gateway, "hanako")
-            let asked = try await gateway.call(.post, "\(Self.base)/request_password_reset", headers: Self.app, json: #"{"email": "hanako@example.com"}"#)
-            #expect(asked.status == 200, "\(asked.json.jsonText)")
-            #expect(asked.json == .object(["result": .string("ok")]))
-            let again = try await gateway.call(.post, "\(Self.base)/request_password_reset", headers: Self.app, json: #"{"username": "hanako"}"#)
-            #expect(again.status == 409)
-            #expect(again.json["reasonCode"]?.string == "request_conflicted")
-            #expect(try await gateway.call(.post, "\(Self.base)/request_password_reset", headers: Self.app, json: #"{"username": "nobody"}"#).status == 404)
+            for body in [#"{"email": "hanako@example.com"}"#, #"{"username": "hanako"}"#, #"{"username": "nobody"}"#, #"{"email": "nobody@example.com"}"#] {
+                let asked = try await gateway.call(.post, "\(Self.base)/request_password_reset", headers: Self.app, json: body)
+                #expect(asked.status == 200, "\(body): \(asked.json.jsonText)")
+                #expect(asked.json == .object(["result": .string("ok")]))
+            }
             #expect(try await gateway.call(.post, "\(Self.base)/request_password_reset", headers: Self.app, json: "{}").status == 400)
         }
     }

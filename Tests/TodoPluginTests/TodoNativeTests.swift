@@ -128,7 +128,7 @@ struct TodoNativeTests {
 
             // Queries: a 400 naming the offending part.
             for (query, part) in [("where=" + encoded(#"{"a": {"$near": 1}}"#), "query.where"), ("where=" + encoded("{not json"), "query.where"),
-                                  ("where=" + encoded(#"{"a": {"$regex": "(a+)+$"}}"#), "query.where"),
+                                  ("where=" + encoded(#"{"a": {"$regex": "(a{100}){100}$"}}"#), "query.where"),
                                   ("where=" + encoded(#"{"a": {"$regex": "(x)\\1"}}"#), "query.where"),
                                   ("where=" + encoded(#"{"a b": 1}"#), "query.where"), ("where=" + encoded(#"{"a": {"$in": 5}}"#), "query.where"),
                                   ("where=" + encoded(String(repeating: #"{"$and": ["#, count: 12) + "{}" + String(repeating: "]}", count: 12)), "query.where"),

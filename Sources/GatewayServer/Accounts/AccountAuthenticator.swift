@@ -19,7 +19,7 @@ public final class AccountAuthenticator: Authenticator {
     public let maxCachedCredentials = 100_000
 
     private struct Cached {
-        let principal: Principal
+        var principal: Principal
         let allowedAddresses: [AddressMatcher]
         let userID: String?
         let expires: ContinuousClock.Instant
@@ -53,23 +53,31 @@ public final class AccountAuthenticator: Authenticator {
         if let known = try knownPrincipal(for: credential, address: address) { return known }
         guard let credential else { return .anonymous(address: address) }
         let cacheKey = Self.cacheKey(credential)
-        let resolved: Cached
+        var resolved: Cached
         switch credential {
         case .sessionToken(let token):
             guard token.utf8.count <= 256, let user = try await store.sessionUser(token: token) else {
                 throw GatewayError.unauthorized("The session token is unknown, expired or revoked.")
             }
-            resolved = Cached(principal: Principal(kind: .user, userID: user.id, displayName: user.displayName, isAdmin: user.isAdmin, address: ""),
+            resolved = Cached(principal: Principal(kind: .user, userID: user.id, displayName: user.displayName, isAdmin: user.isAdmin, address: "",
+                                                   grants: Set(try await store.grants(of: user.id))),
                               allowedAddresses: [], userID: user.id, expires: ContinuousClock.now + cacheTTL)
         case .apiKey(let secret):
             guard secret.utf8.count <= 256, let (key, owner) = try await store.liveKey(secret: secret) else {
                 throw GatewayError.unauthorized("The API key is unknown, expired or revoked.")
             }
+            // A key is held to its scopes, master or not: a master key acts as an administrator only
+            // with `admin` (or `*`), and what its scopes name is what the operator granted it.
+            let scopes = Set(key.scopes)
+            var grants = scopes
+            if let owner { grants = Set(try await store.grants(of: owner.id)) }
             resolved = Cached(
                 principal: Principal(kind: .apiKey(keyID: key.id), userID: owner?.id, displayName: owner?.displayName ?? key.label,
-                                     isAdmin: owner == nil, scopes: Set(key.scopes), resources: key.resources.mapValues(Set.init), address: "",
-                                     quota: key.rate.flatMap(RateSpec.init(parsing:)).map { Principal.Quota(count: $0.count, seconds: $0.period) }),
+                                     isAdmin: owner == nil && Principal.covers(scopes, Principal.adminScope), scopes: scopes,
+                                     resources: key.resources.mapValues(Set.init), address: "",
+                                     quota: key.rate.flatMap(RateSpec.init(parsing:)).map { Principal.Quota(count: $0.count, seconds: $0.period) }, grants: grants),
                 allowedAddresses: key.allowedAddresses.compactMap(AddressMatcher.init), userID: owner?.id, expires: ContinuousClock.now + cacheTTL)
+            resolved.principal.hasOwnLimit = key.ownLimit || owner == nil
         }
         cache.withLockedValue { table in
             if table.count >= maxCachedCredentials { table.removeAll(keepingCapacity: true) }
@@ -133,72 +141,127 @@ public final class AccountAuthenticator: Authenticator {
     }
 }
 
-/// Slows down and then refuses repeated failed logins, per account and per client address.
+/// Slows down and then refuses repeated password guesses against one account from one client
+/// address.
 ///
-/// After ``freeFailures`` failures within ``window`` each further attempt waits a growing delay
-/// (up to two seconds); after ``maxFailures`` the account or address is refused with 429 until the
-/// window passes. A success clears the account's count. The same answer is given whether or not the
-/// account exists, so the throttle reveals nothing.
+/// An attempt is counted when it is admitted, before the password is checked, so that attempts
+/// sent in parallel cannot all pass the allowance. The first ``freeAttempts`` attempts pass at once;
+/// after them each attempt must wait a delay that doubles with every further one (``baseDelay``,
+/// twice that, … up to ``maxDelay``) since the previous, and is refused sooner with 429 and
+/// `Retry-After`, without checking the password. A success clears the record of that account and
+/// address; a record is forgotten ``window`` after its last attempt.
+///
+/// Accounts are throttled per client address, so an attacker's failures never lock the owner out
+/// from elsewhere. An account is keyed by its id (its username and email address count together),
+/// an unknown name by its normalised form, so an unknown name is throttled exactly like a known
+/// one and the throttle tells nobody which accounts exist. One address trying many accounts
+/// (password spraying) is throttled the same way after ``freeAttemptsPerAddress``.
+///
+/// The records are kept in memory: each instance of a cluster throttles the attempts it receives.
 public final class LoginThrottle: Sendable {
-    public let freeFailures: Int
-    public let maxFailures: Int
+    public let freeAttempts: Int
+    public let freeAttemptsPerAddress: Int
+    public let baseDelay: Duration
+    public let maxDelay: Duration
     public let window: Duration
 
     private struct Record {
-        var failures: Int
-        var firstFailure: ContinuousClock.Instant
+        var attempts: Int
+        var last: ContinuousClock.Instant
+    }
+
+    /// An admitted attempt; report a success with ``succeeded(_:)``.
+    public struct Attempt: Sendable {
+        fileprivate let pair: String
+        fileprivate let address: String
     }
 
     private let records = NIOLockedValueBox<[String: Record]>([:])
 
-    public init(freeFailures: Int = 3, maxFailures: Int = 10, window: Duration = .seconds(900)) {
-        self.freeFailures = freeFailures
-        self.maxFailures = maxFailures
-        self.window = window
+    public init(freeAttempts: Int = 5, freeAttemptsPerAddress: Int = 50, baseDelay: Duration = .seconds(1), maxDelay: Duration = .seconds(900),
+                window: Duration = .seconds(900)) {
+        self.freeAttempts = freeAttempts
+        self.freeAttemptsPerAddress = freeAttemptsPerAddress
+        self.baseDelay = baseDelay
+        self.maxDelay = maxDelay
+        self.window = max(window, maxDelay)
     }
 
-    private func failures(_ key: String, now: ContinuousClock.Instant) -> Int {
-        records.withLockedValue { table in
-            guard let record = table[key] else { return 0 }
-            if now - record.firstFailure > window {
-                table[key] = nil
-                return 0
-            }
-            return record.failures
-        }
+    /// How long after the last of `attempts` counted attempts the next may come, when `free` pass at once.
+    public func delay(after attempts: Int, free: Int) -> Duration {
+        guard attempts >= free else { return .zero }
+        let doublings = min(attempts - free, 30)
+        return min(maxDelay, baseDelay * (1 << doublings))
     }
 
-    /// Call before checking a password: throws 429 when refused, otherwise waits the current delay.
-    public func admit(username: String, address: String) async throws {
+    /// Admits and counts an attempt on `account` (``LoginThrottle/accountKey(_:)``) from `address`,
+    /// or throws 429 when it comes before its delay has passed.
+    public func admit(account: String, address: String) throws -> Attempt {
         let now = ContinuousClock.now
-        let worst = max(failures("u:" + AccountStore.usernameKey(username), now: now), failures("a:" + address, now: now))
-        if worst >= maxFailures {
-            let seconds = Int(window.components.seconds)
-            throw GatewayError.quotaExceeded(policy: "login", retryAfter: seconds,
-                                             detail: "Too many failed logins; try again in \(seconds / 60) minutes.")
-        }
-        if worst >= freeFailures {
-            let delay = min(2000, 100 << min(worst - freeFailures, 5))
-            try await Task.sleep(for: .milliseconds(delay))
-        }
-    }
-
-    /// Records the outcome of a login attempt.
-    public func record(username: String, address: String, succeeded: Bool) {
-        let now = ContinuousClock.now
-        let accountKey = "u:" + AccountStore.usernameKey(username)
-        records.withLockedValue { table in
-            if succeeded {
-                table[accountKey] = nil
-                return
+        let attempt = Attempt(pair: "p:" + account + "|" + address, address: "a:" + address)
+        let wait: Duration = records.withLockedValue { table in
+            func remaining(_ key: String, free: Int) -> Duration {
+                guard let record = table[key] else { return .zero }
+                if now - record.last > window {
+                    table[key] = nil
+                    return .zero
+                }
+                return max(.zero, record.last + delay(after: record.attempts, free: free) - now)
             }
-            for key in [accountKey, "a:" + address] {
-                var record = table[key] ?? Record(failures: 0, firstFailure: now)
-                if now - record.firstFailure > window { record = Record(failures: 0, firstFailure: now) }
-                record.failures += 1
+            let wait = max(remaining(attempt.pair, free: freeAttempts), remaining(attempt.address, free: freeAttemptsPerAddress))
+            guard wait == .zero else { return wait }
+            for key in [attempt.pair, attempt.address] {
+                var record = table[key] ?? Record(attempts: 0, last: now)
+                record.attempts += 1
+                record.last = now
                 table[key] = record
             }
-            if table.count > 1_000_000 { table = table.filter { now - $0.value.firstFailure <= window } }
+            if table.count > 1_000_000 { table = table.filter { now - $0.value.last <= window } }
+            return .zero
         }
+        guard wait == .zero else {
+            let seconds = max(1, Int(wait.components.seconds) + (wait.components.attoseconds > 0 ? 1 : 0))
+            throw GatewayError.quotaExceeded(policy: "login", retryAfter: seconds,
+                                             detail: "Too many attempts to sign in to this account; try again in \(seconds) seconds.")
+        }
+        return attempt
+    }
+
+    /// Records that an admitted attempt succeeded: the account may be tried from that address
+    /// freely again, and the attempt does not count against the address.
+    public func succeeded(_ attempt: Attempt) {
+        records.withLockedValue { table in
+            table[attempt.pair] = nil
+            if var record = table[attempt.address] {
+                record.attempts = max(0, record.attempts - 1)
+                table[attempt.address] = record
+            }
+        }
+    }
+
+    /// The throttle's key of an account: its id when it exists, else the normalised name.
+    public static func accountKey(userID: String?, name: String) -> String {
+        userID.map { "id:" + $0 } ?? "name:" + AccountStore.usernameKey(name)
+    }
+
+    /// Checks the password of the account `identifier` names (a username, or with `acceptsEmail`
+    /// an email address that names a registered one) through the throttle: the way every login
+    /// path of the gateway checks one. nil when it does not match.
+    func verify(_ store: AccountStore, identifier: String, secret: AccountStore.Secret, address: String,
+                acceptsEmail: Bool) async throws -> AccountStore.User? {
+        var row = try await store.userRow(usernameKey: AccountStore.usernameKey(identifier))
+        if acceptsEmail, identifier.contains("@"), let owner = try await store.userRow(emailKey: AccountStore.emailKey(identifier)) { row = owner }
+        let attempt = try admit(account: Self.accountKey(userID: row?.id, name: identifier), address: address)
+        let user = try await store.verify(username: row?.username ?? identifier, secret: secret)
+        if user != nil { succeeded(attempt) }
+        return user
+    }
+
+    /// Checks the password of a signed-in user (before a password change) through the throttle.
+    func verify(_ store: AccountStore, user: AccountStore.User, secret: AccountStore.Secret, address: String) async throws -> Bool {
+        let attempt = try admit(account: Self.accountKey(userID: user.id, name: user.username), address: address)
+        guard try await store.verify(username: user.username, secret: secret) != nil else { return false }
+        succeeded(attempt)
+        return true
     }
 }

@@ -76,6 +76,10 @@ public struct AccountStore: Sendable {
             try await db.alter(table: "gateway_users").column("options", type: .text).run()
             try await db.alter(table: "gateway_users").column("prehash_name", type: .text).run()
         },
+        // `own_limit`: the key counts its requests in a bucket of its own, not its owner's.
+        Migration(21, "keys with a rate-limit bucket of their own") { db in
+            try await db.alter(table: "gateway_api_keys").column("own_limit", type: .bigint).run()
+        },
     ]
 
     // MARK: Users
@@ -92,6 +96,9 @@ public struct AccountStore: Sendable {
         public var updatedAt: Date
         /// Free JSON the user keeps on the account (nil when none was stored).
         public var options: String?
+        /// Whether ``email`` was verified (its owner opened a link mailed to it); only a verified
+        /// address receives password reset links. Changing the address makes it unverified.
+        public var emailVerified: Bool = false
 
         public var email: String? { profile["email"] }
     }
@@ -110,12 +117,15 @@ public struct AccountStore: Sendable {
         var email_key: String?
         var options: String?
         var prehash_name: String?
+        /// The address (as ``AccountStore/emailKey(_:)``) whose verification link the user opened.
+        var verified_email: String? = nil
 
         var user: User {
-            User(id: id, username: username, displayName: display_name,
-                 profile: (try? JSONDecoder().decode([String: String].self, from: Data(profile.utf8))) ?? [:],
-                 isAdmin: is_admin != 0, disabled: disabled != 0, createdAt: Date(timeIntervalSince1970: created_at),
-                 updatedAt: Date(timeIntervalSince1970: updated_at), options: options)
+            let profile = (try? JSONDecoder().decode([String: String].self, from: Data(profile.utf8))) ?? [:]
+            return User(id: id, username: username, displayName: display_name, profile: profile,
+                        isAdmin: is_admin != 0, disabled: disabled != 0, createdAt: Date(timeIntervalSince1970: created_at),
+                        updatedAt: Date(timeIntervalSince1970: updated_at), options: options,
+                        emailVerified: verified_email != nil && verified_email == profile["email"].map(AccountStore.emailKey))
         }
 
         /// The name the stored password hash was prehashed with.
@@ -363,6 +373,8 @@ public struct AccountStore: Sendable {
         guard try await userRow(id: id) != nil else { return false }
         try await database.delete(from: "gateway_sessions").where("user_id", .equal, id).run()
         try await database.delete(from: "gateway_api_keys").where("user_id", .equal, id).run()
+        try await database.delete(from: "gateway_realm_members").where("user_id", .equal, id).run()
+        try await database.delete(from: "gateway_user_grants").where("user_id", .equal, id).run()
         try await database.delete(from: "gateway_users").where("id", .equal, id).run()
         return true
     }
@@ -452,6 +464,9 @@ public struct AccountStore: Sendable {
         public var resources: [String: [String]]
         public var allowedAddresses: [String]
         public var rate: String?
+        /// Whether the key counts its requests in a rate-limit bucket of its own (an
+        /// administrator's choice) rather than in its owner's, which all their other keys share.
+        public var ownLimit: Bool
         public var expiresAt: Date?
         public var revoked: Bool
         public var createdAt: Date
@@ -470,6 +485,7 @@ public struct AccountStore: Sendable {
         var expires_at: Double?
         var revoked_at: Double?
         var created_at: Double
+        var own_limit: Int?
 
         var key: APIKey {
             let decoder = JSONDecoder()
@@ -477,7 +493,7 @@ public struct AccountStore: Sendable {
                           scopes: (try? decoder.decode([String].self, from: Data(scopes.utf8))) ?? [],
                           resources: (try? decoder.decode([String: [String]].self, from: Data(resources.utf8))) ?? [:],
                           allowedAddresses: (try? decoder.decode([String].self, from: Data(allowed_addresses.utf8))) ?? [],
-                          rate: rate, expiresAt: expires_at.map(Date.init(timeIntervalSince1970:)), revoked: revoked_at != nil,
+                          rate: rate, ownLimit: (own_limit ?? 0) != 0, expiresAt: expires_at.map(Date.init(timeIntervalSince1970:)), revoked: revoked_at != nil,
                           createdAt: Date(timeIntervalSince1970: created_at))
         }
     }
@@ -525,17 +541,23 @@ public struct AccountStore: Sendable {
         }
     }
 
+    /// `<plugin>:read`, `<plugin>:write`, `<plugin>:*`, `*`, or `admin` (the administrators'
+    /// routes, for a master key only: ``createKey(userID:grant:)`` refuses it on a user's key).
     static func isValidScope(_ scope: String) -> Bool {
-        if scope == "*" { return true }
+        if scope == "*" || scope == Principal.adminScope { return true }
         let parts = scope.split(separator: ":", omittingEmptySubsequences: false)
         return parts.count == 2 && PluginRegistration.isValidID(String(parts[0])) && ["read", "write", "*"].contains(parts[1])
     }
 
-    /// Creates a key for `userID` (nil: a master key, which acts as an administrator). Returns the
-    /// secret, shown only now, and the key.
-    public func createKey(userID: String?, grant: KeyGrant) async throws -> (secret: String, key: APIKey) {
+    /// Creates a key for `userID` (nil: a master key, which acts as an administrator only when it
+    /// holds `admin` or `*`). Returns the secret, shown only now, and the key. `ownLimit` gives it
+    /// a rate-limit bucket of its own (an administrator's choice; master keys always have one).
+    public func createKey(userID: String?, grant: KeyGrant, ownLimit: Bool = false) async throws -> (secret: String, key: APIKey) {
         let problems = grant.problems(now: clock.now())
         guard problems.isEmpty else { throw GatewayError.invalid(problems.map { "\($0.pointer): \($0.detail)" }.joined(separator: "; "), errors: problems) }
+        if userID != nil, let index = grant.scopes.firstIndex(of: Principal.adminScope) {
+            throw GatewayError.invalid(field: "/scopes/\(index)", "'admin' is for master keys: a user's key never acts as an administrator")
+        }
         let secret = "gk_" + Self.randomToken(bytes: 24)
         let encoder = JSONEncoder()
         encoder.outputFormatting = .sortedKeys
@@ -544,9 +566,17 @@ public struct AccountStore: Sendable {
                          resources: String(decoding: try encoder.encode(grant.resources ?? [:]), as: UTF8.self),
                          allowed_addresses: String(decoding: try encoder.encode(grant.allowedAddresses ?? []), as: UTF8.self),
                          rate: grant.rate, expires_at: grant.expiresAt?.timeIntervalSince1970, revoked_at: nil,
-                         created_at: clock.now().timeIntervalSince1970)
+                         created_at: clock.now().timeIntervalSince1970, own_limit: ownLimit || userID == nil ? 1 : 0)
         try await database.insert(into: "gateway_api_keys").model(row).run()
         return (secret, row.key)
+    }
+
+    /// How many keys of `userID` still work (neither revoked nor expired).
+    public func liveKeyCount(userID: String) async throws -> Int {
+        let now = clock.now().timeIntervalSince1970
+        let rows = try await database.select().column("expires_at").from("gateway_api_keys")
+            .where("user_id", .equal, userID).where("revoked_at", .is, SQLLiteral.null).all()
+        return try rows.filter { row in try row.decodeNil(column: "expires_at") || (try row.decode(column: "expires_at", as: Double.self)) > now }.count
     }
 
     /// The keys of `userID` (nil: master keys), newest first.

@@ -28,9 +28,20 @@ struct AccountsService: HostService {
     let cache: any CacheInvalidator
     let resets: PasswordResets
     let reloads: ReloadHandle
+    let keyRules: KeyRules
+
+    /// What a user may make of their own keys (an administrator, from the CLI, is not held to these).
+    struct KeyRules: Sendable {
+        /// Live keys a user may hold (`auth.maxKeysPerUser`).
+        var maxPerUser = 20
+        /// The highest rate a user may give a key: what keys get by default (`limits.key`). A key's
+        /// own rate may only lower it.
+        var maxRate = RateSpec(count: 6000, period: 60)
+    }
 
     init(store: AccountStore, authenticator: AccountAuthenticator, throttle: LoginThrottle, registration: AuthSettings.Registration,
-         cache: any CacheInvalidator, resets: PasswordResets, reloads: ReloadHandle) {
+         cache: any CacheInvalidator, resets: PasswordResets, reloads: ReloadHandle, keyRules: KeyRules = KeyRules()) {
+        self.keyRules = keyRules
         self.resets = resets
         self.reloads = reloads
         self.store = store
@@ -42,7 +53,16 @@ struct AccountsService: HostService {
     }
 
     var dialects: [Dialect] {
-        [CoimotionAccountsDialect.make(store: store, authenticator: authenticator, throttle: throttle, registration: registration)]
+        [CoimotionAccountsDialect.make(store: store, authenticator: authenticator, throttle: throttle, registration: registration,
+                                       verifications: resets.verifications)]
+    }
+
+    /// 403 unless the caller signed in (a session): what only the account's holder may do, not a
+    /// key acting for them.
+    static func requireSession(_ context: OperationContext, for action: String) throws {
+        guard case .user = context.principal.kind else {
+            throw GatewayError.forbidden("Only a signed-in session may \(action), not an API key.")
+        }
     }
 
     // MARK: Inputs and outputs
@@ -68,6 +88,7 @@ struct AccountsService: HostService {
     }
 
     struct LoginBody: Codable, Sendable {
+        /// A username, or the email address of an account.
         var username: String
         var password: String
     }
@@ -129,6 +150,7 @@ struct AccountsService: HostService {
         let throttle = self.throttle
         let registration = self.registration
         let cache = self.cache
+        let verifications = resets.verifications
         return [
             ServiceOperation.define("accounts.register", .post, "/auth/register", summary: "Create an account and sign in")
                 .body(RegisterBody.self)
@@ -138,6 +160,7 @@ struct AccountsService: HostService {
                     }
                     let user = try await store.register(username: input.body.username, secret: .plain(input.body.password),
                                                         displayName: input.body.displayName, profile: input.body.profile ?? [:])
+                    verifications.offer(user)
                     let session = try await store.createSession(userID: user.id)
                     return Reply(SessionReply(token: session.token, expiresAt: session.expiresAt, user: user), status: 201,
                                  headers: [.location: "/v1/me", .cacheControl: "no-store"])
@@ -146,10 +169,8 @@ struct AccountsService: HostService {
                 .status(.ok)
                 .body(LoginBody.self)
                 .replies(SessionReply.self) { input, context in
-                    let address = context.principal.address
-                    try await throttle.admit(username: input.body.username, address: address)
-                    let user = try await store.verify(username: input.body.username, secret: .plain(input.body.password))
-                    throttle.record(username: input.body.username, address: address, succeeded: user != nil)
+                    let user = try await throttle.verify(store, identifier: input.body.username, secret: .plain(input.body.password),
+                                                         address: context.principal.address, acceptsEmail: true)
                     guard let user else { throw GatewayError.unauthorized("The username or password is wrong.") }
                     let session = try await store.createSession(userID: user.id)
                     return Reply(SessionReply(token: session.token, expiresAt: session.expiresAt, user: user), status: 200,
@@ -182,17 +203,18 @@ struct AccountsService: HostService {
                 .body(ProfilePatch.self)
                 .returns(AccountStore.User.self) { input, context in
                     let user = try await Self.currentUser(context, store: store)
-                    return try await store.updateProfile(userID: user.id, displayName: input.body.displayName, profile: input.body.profile)
+                    let updated = try await store.updateProfile(userID: user.id, displayName: input.body.displayName, profile: input.body.profile)
+                    // A new address is unverified until its owner opens the link mailed to it.
+                    if updated.email != user.email { verifications.offer(updated) }
+                    return updated
                 },
             ServiceOperation.define("accounts.changePassword", .put, "/me/password", summary: "Change the password (ends every other session)")
                 .access(.user)
                 .body(PasswordChange.self)
                 .returns(NoContent.self) { input, context in
                     let user = try await Self.currentUser(context, store: store)
-                    try await throttle.admit(username: user.username, address: context.principal.address)
-                    let verified = try await store.verify(username: user.username, secret: .plain(input.body.currentPassword))
-                    throttle.record(username: user.username, address: context.principal.address, succeeded: verified != nil)
-                    guard verified != nil else { throw GatewayError.forbidden("The current password is wrong.") }
+                    let verified = try await throttle.verify(store, user: user, secret: .plain(input.body.currentPassword), address: context.principal.address)
+                    guard verified else { throw GatewayError.forbidden("The current password is wrong.") }
                     try await store.setPassword(userID: user.id, secret: .plain(input.body.newPassword))
                     authenticator.forget(userID: user.id)
                     return NoContent()
@@ -206,8 +228,18 @@ struct AccountsService: HostService {
             ServiceOperation.define("accounts.keys.create", .post, "/me/keys", summary: "Create an API key (its secret is shown once)")
                 .access(.user)
                 .body(AccountStore.KeyGrant.self)
-                .replies(CreatedKey.self) { input, context in
+                .replies(CreatedKey.self) { [keyRules] input, context in
+                    // Keys are made with a session, never with another key: a key cannot make one
+                    // stronger than itself (more scopes or resources, a later expiry, a higher rate).
+                    try Self.requireSession(context, for: "create API keys")
                     let user = try await Self.currentUser(context, store: store)
+                    if let text = input.body.rate, let rate = RateSpec(parsing: text),
+                       Double(rate.count) / rate.period > Double(keyRules.maxRate.count) / keyRules.maxRate.period {
+                        throw GatewayError.invalid(field: "/rate", "must not exceed \(keyRules.maxRate), the rate keys get here (an administrator can set more)")
+                    }
+                    guard try await store.liveKeyCount(userID: user.id) < keyRules.maxPerUser else {
+                        throw GatewayError.conflict("You hold \(keyRules.maxPerUser) keys, the most one user may: revoke one first.")
+                    }
                     let (secret, key) = try await store.createKey(userID: user.id, grant: input.body)
                     return Reply(CreatedKey(secret: secret, key: key), status: 201,
                                  headers: [.location: "/v1/me/keys/\(key.id)", .cacheControl: "no-store"])
@@ -216,6 +248,7 @@ struct AccountsService: HostService {
                 .access(.user)
                 .path(KeyID.self)
                 .returns(NoContent.self) { input, context in
+                    try Self.requireSession(context, for: "revoke API keys")
                     let user = try await Self.currentUser(context, store: store)
                     guard try await store.revokeKey(id: input.path.id, userID: user.id) else { throw GatewayError.notFound("No such key.") }
                     authenticator.forget(userID: user.id)
@@ -246,6 +279,7 @@ struct AccountsService: HostService {
                     return report
                 },
         ] + InboxOperations.operations(database: database) + PasswordResetOperations.operations(resets: resets)
+            + GrantOperations.operations(store: store, authenticator: authenticator)
     }
 
     static func currentUser(_ context: OperationContext, store: AccountStore) async throws -> AccountStore.User {

@@ -25,7 +25,7 @@ enum CoimotionAccountsDialect {
     struct Empty: Encodable, Sendable {}
 
     static func make(store: AccountStore, authenticator: AccountAuthenticator, throttle: LoginThrottle,
-                     registration: AuthSettings.Registration) -> Dialect {
+                     registration: AuthSettings.Registration, verifications: EmailVerifications) -> Dialect {
         @Sendable func prehash(_ call: Coimotion.Call, _ name: String) throws -> String {
             let value = try call.require(name).lowercased()
             guard value.count == 40, value.allSatisfy(\.isHexDigit) else {
@@ -44,15 +44,15 @@ enum CoimotionAccountsDialect {
                     for reserved in ["accName", "passwd", "passwd2", "dspName"] { profile[reserved] = nil }
                     let user = try await store.register(username: name, secret: .prehashed(password), displayName: call.string("dspName"),
                                                         profile: profile.filter { $0.key.count <= 64 && $0.value.count <= 1000 })
+                    verifications.offer(user)
                     return .ok(["accName": user.username], message: "Register Ok.")
                 }),
             DialectRoute.define(.post, "/coimotion/core/user/login", summary: "Log in; the reply carries the token")
                 .handle(Coimotion.call { call, context in
                     let name = try call.require("accName")
                     let password = try prehash(call, "passwd")
-                    try await throttle.admit(username: name, address: context.principal.address)
-                    let user = try await store.verify(username: name, secret: .prehashed(password))
-                    throttle.record(username: name, address: context.principal.address, succeeded: user != nil)
+                    let user = try await throttle.verify(store, identifier: name, secret: .prehashed(password), address: context.principal.address,
+                                                         acceptsEmail: false)
                     guard let user else { throw GatewayError.unauthorized("Login failed: wrong account name or password.") }
                     let session = try await store.createSession(userID: user.id)
                     return .ok(message: "Login Ok.", token: .issue(session.token))
@@ -81,10 +81,8 @@ enum CoimotionAccountsDialect {
                     let old = try prehash(call, "oldPasswd")
                     let new = try prehash(call, "passwd")
                     guard try prehash(call, "passwd2") == new else { throw GatewayError.invalid(field: "passwd2", "does not match passwd") }
-                    try await throttle.admit(username: user.username, address: context.principal.address)
-                    let verified = try await store.verify(username: user.username, secret: .prehashed(old))
-                    throttle.record(username: user.username, address: context.principal.address, succeeded: verified != nil)
-                    guard verified != nil else { throw GatewayError.forbidden("The old password is wrong.") }
+                    let verified = try await throttle.verify(store, user: user, secret: .prehashed(old), address: context.principal.address)
+                    guard verified else { throw GatewayError.forbidden("The old password is wrong.") }
                     try await store.setPassword(userID: user.id, secret: .prehashed(new))
                     authenticator.forget(userID: user.id)
                     // Changing the password ends every session; this client gets a fresh one.

@@ -12,16 +12,14 @@ struct GatewayAccountDirectory: AccountDirectory {
 
     func register(username: String, email: String?, password: String) async throws -> AccountRecord {
         guard registration == .open else { throw GatewayError.forbidden("Registration is closed on this gateway.") }
-        return Self.record(try await store.register(username: username, secret: .plain(password), email: email))
+        let user = try await store.register(username: username, secret: .plain(password), email: email)
+        resets.verifications.offer(user)
+        return Self.record(user)
     }
 
     func signIn(identifier: String, password: String, address: String) async throws -> AccountSession {
-        try await throttle.admit(username: identifier, address: address)
         // An identifier with '@' that names a registered email signs in that account; otherwise it is a username.
-        var username = identifier
-        if identifier.contains("@"), let user = try await store.user(email: identifier) { username = user.username }
-        let user = try await store.verify(username: username, secret: .plain(password))
-        throttle.record(username: identifier, address: address, succeeded: user != nil)
+        let user = try await throttle.verify(store, identifier: identifier, secret: .plain(password), address: address, acceptsEmail: true)
         guard let user else { throw GatewayError.unauthorized("The username or password is wrong.") }
         let session = try await store.createSession(userID: user.id)
         return AccountSession(token: session.token, expiresAt: session.expiresAt, account: Self.record(user))
@@ -49,7 +47,10 @@ struct GatewayAccountDirectory: AccountDirectory {
             guard options!.utf8.count <= 64 * 1024 else { throw GatewayError.invalid(field: "/options", "must be at most 64 KB of JSON") }
         }
         if let password = change.password, let problem = AccountStore.passwordProblem(password) { throw GatewayError.invalid(field: "/password", problem) }
+        let before = try await store.user(id: id)
         var user = try await store.updateUser(id: id, username: change.username, email: change.email, options: options)
+        // A new address is unverified until its owner opens the link mailed to it.
+        if user.email != before?.email { resets.verifications.offer(user) }
         if let password = change.password {
             try await store.setPassword(userID: id, secret: .plain(password))
             authenticator.forget(userID: id)
@@ -59,7 +60,7 @@ struct GatewayAccountDirectory: AccountDirectory {
     }
 
     func requestPasswordReset(username: String?, email: String?) async throws {
-        try await resets.request(username: username, email: email)
+        resets.request(username: username, email: email)
     }
 
     func deleteAccount(id: String) async throws -> Bool {

@@ -53,7 +53,7 @@ enum PasswordResetOperations {
     static func operations(resets: PasswordResets) -> [ServiceOperation] {
         [
             ServiceOperation.define("accounts.passwordReset", .post, "/auth/password-reset", summary: "Mail a link to set a new password")
-                .details("Send `username` or `email`. The answer is 202 whether or not the account exists, so that it tells nobody which accounts do; the link works for `auth.passwordReset.ttl` (1h), once.")
+                .details("Send `username` or `email`. The answer is 202, in the same time, whether or not the account exists, so that it tells nobody which accounts do; the link goes only to a confirmed address (see `/v1/me/email/verification`) and works for `auth.passwordReset.ttl` (1h), once.")
                 .body(RequestBody.self)
                 .status(202)
                 .replies(Accepted.self) { input, _ in
@@ -65,11 +65,8 @@ enum PasswordResetOperations {
                         if given.isEmpty { throw GatewayError.invalid(field: "/\(name)", "must not be empty") }
                         if given.unicodeScalars.count > 1000 { throw GatewayError.invalid(field: "/\(name)", "must be at most 1000 characters") }
                     }
-                    do {
-                        try await resets.request(username: input.body.username, email: input.body.email)
-                    } catch let error as GatewayError where error.status == 404 || error.status == 409 {
-                        // Unknown account, or asked moments ago: the same answer as a sent link.
-                    }
+                    // Queued: the answer and its timing are the same whether or not the account exists.
+                    resets.request(username: input.body.username, email: input.body.email)
                     return Reply(Accepted(message: "If the account exists and has an email address, a link to set a new password is on its way."), status: .accepted)
                 },
             ServiceOperation.define("accounts.passwordResetConfirm", .post, "/auth/password-reset/confirm", summary: "Set a new password with a reset link's token")
@@ -109,7 +106,7 @@ enum PasswordResetOperations {
                     }
                     return Reply(done(), status: 200)
                 },
-        ]
+        ] + EmailVerificationOperations.operations(verifications: resets.verifications)
     }
 
     static func escape(_ text: String) -> String {

@@ -7,22 +7,34 @@ import SQLKit
 
 /// Password resets: a one-time token mailed to the user as a link to a page the gateway serves
 /// (`/v1/auth/password-reset/form?token=`), where they set a new password; every session of the
-/// user then ends. Tokens are stored by SHA-256 only, live `auth.passwordReset.ttl`, and are used
-/// once. A user asks at most once per `resendAfter` (409 sooner).
+/// user then ends, and their API keys are revoked (unless `auth.keepKeysOnReset`). Tokens are
+/// stored by SHA-256 only, live `auth.passwordReset.ttl`, and are used once. Links go only to a
+/// verified address (``EmailVerifications``), at most once per `resendAfter`.
+///
+/// A request is answered the same way, in the same time, whatever the account: the lookup and the
+/// mail happen later, in the ``MailOutbox``, so neither the answer nor its timing tells a caller
+/// whether an account exists or has an address.
 final class PasswordResets: Sendable {
     let store: AccountStore
     let authenticator: AccountAuthenticator
     let settings: PasswordResetSettings
-    let mailer: any Mailer
+    let outbox: MailOutbox
+    /// The address checks a reset link waits for.
+    let verifications: EmailVerifications
+    /// Whether API keys survive a reset (`auth.keepKeysOnReset`).
+    let keepKeys: Bool
     /// The gateway's public base URL, for the link (`server.publicURL`, or its listener).
     let baseURL: String
 
-    init(store: AccountStore, authenticator: AccountAuthenticator, settings: PasswordResetSettings, mailer: any Mailer, baseURL: String) {
+    init(store: AccountStore, authenticator: AccountAuthenticator, settings: PasswordResetSettings, mailer: any Mailer, baseURL: String,
+         delivers: Bool = true, keepKeys: Bool = false, logger: Logger = Logger(label: "gateway.mail")) {
         self.store = store
         self.authenticator = authenticator
         self.settings = settings
-        self.mailer = mailer
+        self.outbox = MailOutbox(mailer: mailer, delivers: delivers, logger: logger)
+        self.keepKeys = keepKeys
         self.baseURL = baseURL.hasSuffix("/") ? String(baseURL.dropLast()) : baseURL
+        verifications = EmailVerifications(store: store, outbox: outbox, settings: settings, baseURL: self.baseURL)
     }
 
     static let migration = Migration(6, "password resets") { db in
@@ -42,25 +54,34 @@ final class PasswordResets: Sendable {
         return baseURL + "/v1/auth/password-reset/form?token=" + token
     }
 
-    /// Sends a reset link to the user named `username` or registered with `email`. 404 when there
-    /// is no such user (or they have no email address to send to); 409 when a link went out less
-    /// than `resendAfter` ago.
-    func request(username: String?, email: String?) async throws {
+    /// Queues a reset link for the user named `username` or registered with `email`, and returns
+    /// at once: whether there is such a user is decided later (``deliver(username:email:)``).
+    func request(username: String?, email: String?) {
+        outbox.enqueue { [self] in try await deliver(username: username, email: email) }
+    }
+
+    /// Mails a reset link to the user named `username` or registered with `email`; nothing when
+    /// there is no such user, their address is not verified, mail is not delivered, or a link went
+    /// out less than `resendAfter` ago.
+    func deliver(username: String?, email: String?) async throws {
         var user: AccountStore.User?
         if let username, !username.isEmpty { user = try await store.user(named: username) }
         if user == nil, let email, !email.isEmpty { user = try await store.user(email: email) }
-        guard let user, !user.disabled else { throw GatewayError.notFound("No such user.") }
-        guard let address = user.email else { throw GatewayError.notFound("This user has no email address to send a reset link to.") }
+        guard let user, !user.disabled, let address = user.email, user.emailVerified else { return }
+        guard outbox.delivers else {
+            outbox.logger.notice("a password reset was asked for, but no mail: is configured; no link was made")
+            return
+        }
         let now = store.clock.now().timeIntervalSince1970
         let recent = try await store.database.select().column("created_at").from("gateway_password_resets")
             .where("user_id", .equal, user.id).where("created_at", .greaterThan, now - settings.resendAfter.seconds).first()
-        if recent != nil { throw GatewayError.conflict("A reset link was sent moments ago; use it, or ask again later.") }
+        guard recent == nil else { return }
         let token = AccountStore.randomToken(bytes: 32)
         try await store.database.insert(into: "gateway_password_resets")
             .columns("token_hash", "user_id", "created_at", "expires_at")
             .values(SQLBind(AccountStore.sha256(token)), SQLBind(user.id), SQLBind(now), SQLBind(now + settings.ttl.seconds)).run()
         let minutes = Int((settings.ttl.seconds / 60).rounded())
-        try await mailer.send(to: address, subject: "Reset your password", body: """
+        try await outbox.mailer.send(to: address, subject: "Reset your password", body: """
             Someone (we hope you) asked to reset the password of the account "\(user.username)".
 
             Open this link within \(minutes) minutes to choose a new one:
@@ -71,8 +92,9 @@ final class PasswordResets: Sendable {
             """)
     }
 
-    /// Sets a new password with a token: 400 when the token is unknown, used or expired; 422 for
-    /// a password the gateway refuses. Ends every session of the user, on every instance.
+    /// Sets a new password with a token: 404 when the token is unknown, used or expired; 422 for
+    /// a password the gateway refuses. Ends every session of the user, on every instance, and
+    /// revokes their API keys unless `auth.keepKeysOnReset`.
     func confirm(token: String, password: String) async throws {
         if let problem = AccountStore.passwordProblem(password) { throw GatewayError.invalid(field: "/password", problem) }
         let now = store.clock.now().timeIntervalSince1970
@@ -84,6 +106,8 @@ final class PasswordResets: Sendable {
             throw GatewayError.notFound("This reset link is not valid: it was used already, has expired, or was mistyped. Ask for a new one.")
         }
         try await store.setPassword(userID: userID, secret: .plain(password))
+        // Whoever knew the old password may have made keys: they end with it.
+        if !keepKeys { try await store.revokeAllKeys(userID: userID) }
         authenticator.forget(userID: userID)
     }
 }
@@ -153,13 +177,20 @@ protocol Mailer: Sendable {
     func send(to address: String, subject: String, body: String) async throws
 }
 
-/// Without `mail:`: the message goes to the log (at notice level), so that a developer can open
-/// the link.
+/// Without `mail:`, nothing is sent. In development mode (`auth.developmentMail`) the message,
+/// links included, goes to the log (at notice level) so that a developer can open them; otherwise
+/// only that a message was not sent is logged, never its text (a link in it grants an account).
 struct LogMailer: Mailer {
     let logger: Logger
+    var development = false
 
     func send(to address: String, subject: String, body: String) async throws {
-        logger.notice("mail not sent (no mail: in plugins.yaml); its text follows", metadata: ["to": "\(address)", "subject": "\(subject)", "body": "\(body)"])
+        if development {
+            logger.notice("mail not sent (no mail: in plugins.yaml; auth.developmentMail is on); its text follows",
+                          metadata: ["to": "\(address)", "subject": "\(subject)", "body": "\(body)"])
+        } else {
+            logger.notice("mail not sent (no mail: in plugins.yaml)", metadata: ["subject": "\(subject)"])
+        }
     }
 }
 

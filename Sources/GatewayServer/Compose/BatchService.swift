@@ -81,6 +81,8 @@ struct BatchService: HostService {
     }
 
     func run(_ request: Request, context: OperationContext) async throws -> Reply {
+        // A batch's calls fan out; a batch inside one would multiply them (20 calls of 20 calls...).
+        guard !InternalCaller.servesInnerCall else { throw GatewayError.badRequest("A batch cannot run inside a batch or a composite.") }
         let plans = try CallPlan.make(request.calls, maxCalls: maxCalls, caller: caller)
         let outcomes = await CallPlan.execute(plans, caller: caller, context: context, timeout: nil)
         return Reply(results: zip(plans, outcomes).map { plan, outcome in
@@ -129,6 +131,7 @@ struct CallPlan: Sendable {
                 guard let (operation, mount) = caller.operation(named: name) else {
                     throw GatewayError.invalid(field: "\(pointer)/operation", "No operation is named '\(name.prefix(100))'.")
                 }
+                guard operation.name != "batch.run" else { throw GatewayError.invalid(field: "\(pointer)/operation", "A batch cannot contain a batch.") }
                 let arguments = (call.input ?? [:]).sorted { $0.key < $1.key }.map { ($0.key, $0.value.stringValue ?? $0.value.jsonText) }
                 do {
                     let built = try CallRequest.build(operation: operation, mount: mount, arguments: arguments, body: body.map { String(buffer: $0) })

@@ -50,7 +50,7 @@ public struct CompositeSettings: Decodable, Sendable, Equatable {
         summary = try container.decodeIfPresent(String.self, forKey: .summary)
         access = try container.decodeIfPresent(String.self, forKey: .access) ?? "public"
         guard CompositeSettings.accessRule(access) != nil else {
-            throw DecodingError.dataCorruptedError(forKey: .access, in: container, debugDescription: "use public, user, admin or scope:NAME")
+            throw DecodingError.dataCorruptedError(forKey: .access, in: container, debugDescription: "use public, user, admin, scope:NAME or granted:NAME")
         }
         timeout = try container.decodeIfPresent(ConfigDuration.self, forKey: .timeout) ?? ConfigDuration(seconds: 10)
         guard timeout.seconds > 0 else { throw DecodingError.dataCorruptedError(forKey: .timeout, in: container, debugDescription: "must be more than 0") }
@@ -116,7 +116,10 @@ public struct CompositeSettings: Decodable, Sendable, Equatable {
         case "public": .public
         case "user": .user
         case "admin": .admin
-        default: text.hasPrefix("scope:") && text.count > 6 ? .scope(String(text.dropFirst(6))) : nil
+        default:
+            if text.hasPrefix("scope:") && text.count > 6 { .scope(String(text.dropFirst(6))) }
+            else if text.hasPrefix("granted:") && text.count > 8 { .granted(String(text.dropFirst(8))) }
+            else { nil }
         }
     }
 }

@@ -18,6 +18,11 @@ final class InternalCaller: Sendable {
         self.operations.withLockedValue { $0 = operations }
     }
 
+    /// Whether the running task serves a call made of another request (a batch's call, a
+    /// composite's step). A batch refuses to run there, so that no batch runs inside another at
+    /// any depth, whatever path or operation name reached it.
+    @TaskLocal static var servesInnerCall = false
+
     func operation(named name: String) -> (operation: ServiceOperation, mount: String)? {
         operations.withLockedValue { $0[name] }
     }
@@ -44,7 +49,9 @@ final class InternalCaller: Sendable {
         let fields = headers
         let run: @Sendable () async -> CallOutcome = {
             do {
-                let response = try await responder.handle(method, target, headers: fields, body: body, from: address)
+                let response = try await InternalCaller.$servesInnerCall.withValue(true) {
+                    try await responder.handle(method, target, headers: fields, body: body, from: address)
+                }
                 return CallOutcome(status: response.status, headers: response.headers, body: response.body)
             } catch {
                 return CallOutcome(problem: ProblemResponse.gatewayError(from: error) ?? .internalError())

@@ -145,11 +145,20 @@ public struct ServerSettings: Decodable, Sendable, Equatable {
     public var logFormat: LogFormat = .text
     /// OpenTelemetry spans sent by OTLP/HTTP (see ``TracingSettings``); absent: no tracing.
     public var tracing: TracingSettings?
+    /// How long a request head, an idle connection and a pause in a body may last (see ``ServerTimeouts``).
+    public var timeouts = ServerTimeouts()
+    /// The most connections each listener holds open at once; one more is answered 503 and closed.
+    /// Keep it under the process's descriptor limit (`ulimit -n`).
+    public var maxConnections = 4096
+    /// The most connections one client address holds open on a listener (IPv6 addresses count by
+    /// their `limits.ipv6Prefix`); a trusted proxy counts only against `maxConnections`.
+    public var maxConnectionsPerAddress = 128
 
     public init() {}
 
     enum CodingKeys: String, CodingKey {
         case host, port, maxBodySize, cors, accessLog, publicURL, socketListeners, trustedProxies, publicMetrics, compression, admin, tls, logFormat, tracing
+        case timeouts, maxConnections, maxConnectionsPerAddress
     }
 
     public init(from decoder: any Decoder) throws {
@@ -171,6 +180,16 @@ public struct ServerSettings: Decodable, Sendable, Equatable {
         tls = try container.decodeIfPresent(TLSSettings.self, forKey: .tls)
         logFormat = try container.decodeIfPresent(LogFormat.self, forKey: .logFormat) ?? .text
         tracing = try container.decodeIfPresent(TracingSettings.self, forKey: .tracing)
+        timeouts = try container.decodeIfPresent(ServerTimeouts.self, forKey: .timeouts) ?? timeouts
+        maxConnections = try container.decodeIfPresent(Int.self, forKey: .maxConnections) ?? maxConnections
+        guard (1...1_000_000).contains(maxConnections) else {
+            throw DecodingError.dataCorruptedError(forKey: .maxConnections, in: container, debugDescription: "\(maxConnections) is outside 1 to 1000000")
+        }
+        maxConnectionsPerAddress = try container.decodeIfPresent(Int.self, forKey: .maxConnectionsPerAddress) ?? maxConnectionsPerAddress
+        guard (1...maxConnections).contains(maxConnectionsPerAddress) else {
+            throw DecodingError.dataCorruptedError(forKey: .maxConnectionsPerAddress, in: container,
+                                                   debugDescription: "\(maxConnectionsPerAddress) is outside 1 to maxConnections (\(maxConnections))")
+        }
         if let admin, admin.port != 0, admin.port == port {
             throw DecodingError.dataCorruptedError(forKey: .admin, in: container, debugDescription: "the admin listener needs a port of its own, not \(port)")
         }
@@ -185,16 +204,20 @@ public struct ServerSettings: Decodable, Sendable, Equatable {
 /// it opens (default 8 per event loop on PostgreSQL, 4 readers per event loop on SQLite, whose one
 /// writer is apart), spread over the event loops; `acquireTimeout` how long a query waits for a
 /// free connection before failing (503); `connectTimeout` how long opening one may take
-/// (PostgreSQL); `statementTimeout` the longest a statement may run on PostgreSQL before the
-/// server cancels it (absent: no limit). With several instances, keep the sum of their
+/// (PostgreSQL); `statementTimeout` the longest one statement may run (default 5 s) before it is
+/// stopped and its request answered 503: PostgreSQL's `statement_timeout` on every connection, and
+/// on SQLite the gateway interrupts it. Migrations and the command line's `import` and `migrate`
+/// are not bounded by it (see `StatementBudget`). With several instances, keep the sum of their
 /// `maxConnections` under the server's `max_connections`.
 public struct DatabasePoolSettings: Decodable, Sendable, Equatable {
     public var maxConnections: Int?
     public var acquireTimeout = ConfigDuration(seconds: 30)
     public var connectTimeout = ConfigDuration(seconds: 10)
-    public var statementTimeout: ConfigDuration?
+    /// nil: no limit (only for operator work, such as the command line's `import`; the file always sets one).
+    public var statementTimeout: ConfigDuration? = ConfigDuration(seconds: 5)
 
-    public init(maxConnections: Int? = nil, acquireTimeout: ConfigDuration = ConfigDuration(seconds: 30), statementTimeout: ConfigDuration? = nil) {
+    public init(maxConnections: Int? = nil, acquireTimeout: ConfigDuration = ConfigDuration(seconds: 30),
+                statementTimeout: ConfigDuration? = ConfigDuration(seconds: 5)) {
         self.maxConnections = maxConnections
         self.acquireTimeout = acquireTimeout
         self.statementTimeout = statementTimeout
@@ -207,7 +230,7 @@ public struct DatabasePoolSettings: Decodable, Sendable, Equatable {
         maxConnections = try container.decodeIfPresent(Int.self, forKey: .maxConnections)
         acquireTimeout = try container.decodeIfPresent(ConfigDuration.self, forKey: .acquireTimeout) ?? acquireTimeout
         connectTimeout = try container.decodeIfPresent(ConfigDuration.self, forKey: .connectTimeout) ?? connectTimeout
-        statementTimeout = try container.decodeIfPresent(ConfigDuration.self, forKey: .statementTimeout)
+        statementTimeout = try container.decodeIfPresent(ConfigDuration.self, forKey: .statementTimeout) ?? statementTimeout
         if let maxConnections, !(1...10_000).contains(maxConnections) {
             throw DecodingError.dataCorruptedError(forKey: .maxConnections, in: container, debugDescription: "\(maxConnections) is not a pool size (1 to 10000)")
         }
@@ -317,10 +340,18 @@ public struct AuthSettings: Decodable, Sendable, Equatable {
     public var appKeys: [String] = []
     /// How password reset links behave.
     public var passwordReset = PasswordResetSettings()
+    /// Development only: without `mail:`, write the text of each message (reset and verification
+    /// links included) to the log. Off by default, so that no link that grants an account is logged.
+    public var developmentMail = false
+    /// Keep a user's API keys when they reset a forgotten password (by default a reset revokes
+    /// them: whoever took the account may have made some).
+    public var keepKeysOnReset = false
+    /// Live API keys one user may hold (an administrator's keys from the CLI are not counted).
+    public var maxKeysPerUser = 20
 
     public init() {}
 
-    enum CodingKeys: String, CodingKey { case sessionTTL, registration, bcryptCost, appKeys, passwordReset }
+    enum CodingKeys: String, CodingKey { case sessionTTL, registration, bcryptCost, appKeys, passwordReset, developmentMail, keepKeysOnReset, maxKeysPerUser }
 
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
@@ -333,6 +364,12 @@ public struct AuthSettings: Decodable, Sendable, Equatable {
         }
         appKeys = try container.decodeIfPresent([String].self, forKey: .appKeys) ?? []
         passwordReset = try container.decodeIfPresent(PasswordResetSettings.self, forKey: .passwordReset) ?? passwordReset
+        developmentMail = try container.decodeIfPresent(Bool.self, forKey: .developmentMail) ?? false
+        keepKeysOnReset = try container.decodeIfPresent(Bool.self, forKey: .keepKeysOnReset) ?? false
+        maxKeysPerUser = try container.decodeIfPresent(Int.self, forKey: .maxKeysPerUser) ?? maxKeysPerUser
+        guard (1...10_000).contains(maxKeysPerUser) else {
+            throw DecodingError.dataCorruptedError(forKey: .maxKeysPerUser, in: container, debugDescription: "\(maxKeysPerUser) is outside 1 to 10000")
+        }
         bcryptCost = try container.decodeIfPresent(Int.self, forKey: .bcryptCost) ?? bcryptCost
         guard (10...16).contains(bcryptCost) else {
             throw DecodingError.dataCorruptedError(forKey: .bcryptCost, in: container, debugDescription: "\(bcryptCost) is outside 10 to 16")
@@ -347,10 +384,13 @@ public struct LimitSettings: Decodable, Sendable, Equatable {
     public var anonymous: RateSpec = RateSpec(count: 60, period: 60)
     public var user: RateSpec = RateSpec(count: 600, period: 60)
     public var key: RateSpec = RateSpec(count: 6000, period: 60)
+    /// Guests with an IPv6 address share a bucket (and a connection count) per network of this
+    /// many leading bits (default 64, one customer's network); IPv4 guests count per address.
+    public var ipv6Prefix = 64
 
     public init() {}
 
-    enum CodingKeys: String, CodingKey { case policy, anonymous, user, key }
+    enum CodingKeys: String, CodingKey { case policy, anonymous, user, key, ipv6Prefix }
 
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
@@ -363,6 +403,10 @@ public struct LimitSettings: Decodable, Sendable, Equatable {
         anonymous = try container.decodeIfPresent(RateSpec.self, forKey: .anonymous) ?? anonymous
         user = try container.decodeIfPresent(RateSpec.self, forKey: .user) ?? user
         key = try container.decodeIfPresent(RateSpec.self, forKey: .key) ?? key
+        ipv6Prefix = try container.decodeIfPresent(Int.self, forKey: .ipv6Prefix) ?? ipv6Prefix
+        guard (8...128).contains(ipv6Prefix) else {
+            throw DecodingError.dataCorruptedError(forKey: .ipv6Prefix, in: container, debugDescription: "\(ipv6Prefix) is outside 8 to 128 (bits)")
+        }
     }
 }
 

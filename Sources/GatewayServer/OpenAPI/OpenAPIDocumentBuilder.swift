@@ -276,10 +276,14 @@ public enum OpenAPIDocumentBuilder {
 
     private static func security(for access: AccessRule) -> [OpenAPI.SecurityRequirement]? {
         guard access != .public else { return nil }
-        // A key carries scopes; a session holds every scope of its user, so only the key
-        // alternative names the scope.
+        // A key carries scopes, which only narrow it; a session holds none, so only the key
+        // alternative names the scope (and an administrators' route needs `admin` of a key).
         let scopes: [String]
-        if case .scope(let scope) = access { scopes = [scope] } else { scopes = [] }
+        switch access {
+        case .scope(let scope), .granted(let scope): scopes = [scope]
+        case .admin: scopes = [Principal.adminScope]
+        default: scopes = []
+        }
         return [
             [.component(named: SecuritySchemeName.bearer): []],
             [.component(named: SecuritySchemeName.apiKey): scopes],

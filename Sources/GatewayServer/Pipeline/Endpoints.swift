@@ -79,6 +79,8 @@ final class MountedRoute: Sendable {
     let cost: Int
     let resourceParameter: String?
     let tags: [String]
+    /// Path parameters that carry a secret (``SecretParameters``): logs and traces show `***`.
+    let secretParameters: [String]
     /// Whether the handler reads a body (a dialect route's body is always read: its credential may be there).
     let readsBody: Bool
     /// Whether the handler takes the body as it arrives (``ServiceOperation/streamsBody``).
@@ -132,6 +134,7 @@ final class MountedRoute: Sendable {
         }
         storedTags = cache.tags.map(TagTemplate.init)
         invalidatedTags = cache.invalidates.map(TagTemplate.init)
+        secretParameters = SecretParameters.names(in: tags)
     }
 
     var summary: String {
@@ -223,5 +226,11 @@ enum Endpoint: Sendable {
         case .route(let mounted): mounted.summary
         case .gateway(let endpoint): endpoint.summary
         }
+    }
+
+    /// `path` as the access log and traces show it: `***` for the route's secret parameters.
+    func loggedPath(_ path: String, parameters: [String: String]) -> String {
+        guard case .route(let mounted) = self, !mounted.secretParameters.isEmpty else { return path }
+        return SecretParameters.redact(path, template: mounted.template, parameters: parameters, secret: mounted.secretParameters)
     }
 }

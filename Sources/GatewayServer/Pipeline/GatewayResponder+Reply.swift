@@ -58,14 +58,16 @@ extension GatewayResponder {
             etag = Self.strongETag(bytes)
             Self.put(HTTPField(name: .eTag, value: etag), into: &headers, replacing: replace)
         }
-        if let cacheKey, let ttl = mounted.cache.ttl {
+        // A reply is stored only as its own fields allow (a forwarded service's `no-store`,
+        // `private`, `max-age`, `Set-Cookie`, ...); one that may not be keeps its `Cache-Control`.
+        if let cacheKey, let routeTTL = mounted.cache.ttl, let ttl = ReplyStorability.lifetime(of: reply.headers, ttl: routeTTL) {
             let seconds = Int(ttl.components.seconds)
             Self.put(HTTPField(name: .cacheControl, value: mounted.cache.scope == .shared ? "public, max-age=\(seconds)" : "private, max-age=\(seconds)"),
                      into: &headers, replacing: replace)
             Self.put(Self.cacheMiss, into: &headers, replacing: replace)
             if !requestCacheControl.contains("no-store") {
                 let stored = headers.fields.filter { field in
-                    field.name != Self.requestIDField && field.name != .contentLength && !limitHeaders.contains { $0.name == field.name }
+                    field.name != Self.requestIDField && field.name != .contentLength && field.name != .age && !limitHeaders.contains { $0.name == field.name }
                 }
                 await cache.store(cacheKey, CachedReply(
                     status: 200, headers: stored.map { ($0.name.rawName, $0.value) }, body: Array(buffer: bytes), etag: etag,

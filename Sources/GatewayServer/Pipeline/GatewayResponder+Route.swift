@@ -98,9 +98,13 @@ extension GatewayResponder {
             }
         }
 
+        let pluginID = mounted.pluginID
         let operationContext = OperationContext(principal: principal, requestID: requestID, logger: logger, headers: request.headers,
                                                 plugin: mounted.plugin, credential: credentialRefused ? nil : credential,
-                                                credentialRefused: credentialRefused)
+                                                credentialRefused: credentialRefused) { [self] cost in
+            // Work a handler does beyond the one request (each operation of a batch).
+            _ = try await limit(principal, plugin: pluginID, cost: cost)
+        }
         let reply: RouteReply
         if let dialectRequest, let route = mounted.dialectRoute {
             reply = RouteReply(try await GatewayTracing.span("handler \(mounted.name)") { try await route.handler(dialectRequest, operationContext) })

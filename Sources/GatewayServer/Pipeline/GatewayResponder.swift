@@ -108,7 +108,11 @@ public struct GatewayResponder: HTTPResponder {
         InstrumentationSystem.instrument.extract(request.headers, into: &parent, using: HTTPFieldsExtractor())
         let method = request.method
         var name = "\(method.rawValue) unmatched"
-        if case .found(let endpoint, _)? = try? routes.resolve(method, path: Substring(request.uri.path)) { name = "\(method.rawValue) \(endpoint.name)" }
+        var path = request.uri.path
+        if case .found(let endpoint, let parameters)? = try? routes.resolve(method, path: Substring(path)) {
+            name = "\(method.rawValue) \(endpoint.name)"
+            path = endpoint.loggedPath(path, parameters: parameters)
+        }
         return try await withSpan(name, context: parent, ofKind: .server) { span in
             // Upstream calls and the access log name the span's trace.
             var fields = HTTPFields()
@@ -117,7 +121,7 @@ public struct GatewayResponder: HTTPResponder {
                 try await respondInTrace(to: request, context: context)
             }
             span.attributes["http.request.method"] = method.rawValue
-            span.attributes["url.path"] = request.uri.path
+            span.attributes["url.path"] = path
             span.attributes["http.response.status_code"] = response.status.code
             span.attributes["gateway.request_id"] = response.headers[Self.requestIDField] ?? ""
             if response.status.code >= 500 { span.setStatus(SpanStatus(code: .error)) }
@@ -144,6 +148,8 @@ public struct GatewayResponder: HTTPResponder {
     private func respondFromClient(to request: Request, context: Context, start: ContinuousClock.Instant) async throws -> Response {
         let requestID = Self.requestID(from: request.headers)
         var endpointName = "unmatched"
+        // The path as the access log shows it (secret parameters as `***`).
+        var loggedPath = request.uri.path
         var endpointMetrics: GatewayMetrics.EndpointSeries?
         var operationReplied = false
         var response: Response
@@ -152,11 +158,20 @@ public struct GatewayResponder: HTTPResponder {
         if method == .options, let cors = settings.cors, request.headers.value(.accessControlRequestMethod) != nil {
             endpointName = "cors.preflight"
             response = Self.preflight(request, cors: cors)
+        } else if method == .get, request.headers[.upgrade]?.lowercased().contains("websocket") == true,
+                  let refusal = await Gateway.socketRefusal(request.uri.path + (request.uri.query.map { "?" + $0 } ?? ""), fields: request.headers,
+                                                            authority: request.head.authority, address: context.remoteAddress,
+                                                            sockets: webSockets, authenticator: authenticator) {
+            // A WebSocket upgrade the route's access rule refused: its 401 or 403, not the 404 of
+            // a path that serves no plain HTTP.
+            endpointName = "websocket.refused"
+            response = Response(status: refusal.status, headers: refusal.headers, body: .init(byteBuffer: refusal.body))
         } else {
             do {
                 switch try routes.resolve(method, path: Substring(request.uri.path)) {
                 case .found(let endpoint, let parameters):
                     endpointName = endpoint.name
+                    loggedPath = endpoint.loggedPath(loggedPath, parameters: parameters)
                     endpointMetrics = endpoint.metrics
                     switch endpoint {
                     case .route(let mounted):
@@ -207,7 +222,7 @@ public struct GatewayResponder: HTTPResponder {
                 "micros": .stringConvertible(elapsed.components.attoseconds / 1_000_000_000_000 + elapsed.components.seconds * 1_000_000),
             ]
             if let trace = RequestTrace.current { metadata["trace.id"] = .string(trace.traceID.description) }
-            logger.log(level: level, "\(method.rawValue) \(request.uri.path) \(response.status.code)", metadata: metadata)
+            logger.log(level: level, "\(method.rawValue) \(loggedPath) \(response.status.code)", metadata: metadata)
         }
         return response
     }

@@ -11,6 +11,40 @@ struct MountedWebSocket: Sendable {
     let dialect: Dialect
     let route: WebSocketRoute
     let plugin: PluginContext
+    /// The plugin's hook, when it is an ``AuthorizingPlugin``.
+    let authorize: (@Sendable (AuthorizationRequest) async throws -> Void)?
+
+    init(pluginID: String, dialect: Dialect, route: WebSocketRoute, plugin: PluginContext, instance: any ServicePlugin) {
+        self.pluginID = pluginID
+        self.dialect = dialect
+        self.route = route
+        self.plugin = plugin
+        if let authorizing = instance as? any AuthorizingPlugin {
+            authorize = { request in try await authorizing.authorize(request) }
+        } else {
+            authorize = nil
+        }
+    }
+
+    /// The name the plugin's hook and the logs see: `<plugin>.<dialect> WS <path>`.
+    var name: String { "\(pluginID).\(dialect.name) WS \(route.path)" }
+
+    /// Whether `principal` may open the socket: the route's access rule and the key's scopes, as
+    /// for a GET. Throws 401 or 403.
+    func admit(_ principal: Principal) throws {
+        try route.access.enforce(principal: principal, plugin: pluginID, method: .get)
+    }
+
+    /// Authorizes one request made over the socket (``OperationContext/authorizeSocketRequest(_:as:)``):
+    /// the access rule for `principal` as of now, the key's resource restriction, the plugin's hook.
+    func authorizeRequest(_ principal: Principal, parameters: [String: String], headers: HTTPFields) async throws {
+        try admit(principal)
+        if let resource = route.resourceParameter, let id = parameters[resource], !principal.mayAccess(resource: id, of: pluginID) {
+            throw GatewayError.notFound("No such resource '\(id)'.")
+        }
+        try await authorize?(AuthorizationRequest(principal: principal, route: name, dialect: dialect.name, method: .get, tags: route.tags,
+                                                  pathParameters: parameters, headers: headers))
+    }
 }
 
 /// Adapts a Hummingbird WebSocket (a client's or the server's) to the contract's ``WebSocketConnection``.
@@ -49,40 +83,75 @@ struct HummingbirdSocket: WebSocketConnection {
 
 extension Gateway {
     /// Decides whether a request upgrades to a WebSocket: only at a declared WebSocket route, and
-    /// only for a caller the authenticator accepts. Anything else continues as plain HTTP (and gets
-    /// the pipeline's 404 / 401).
+    /// only for a caller the authenticator accepts and the route's access rule admits (with the
+    /// key's scopes). Anything else continues as plain HTTP, where ``socketRefusal(_:fields:authority:address:sockets:authenticator:)``
+    /// answers the 401 or 403 (or the pipeline its 404).
     static func upgrade(_ head: HTTPRequest, channel: any Channel, sockets: RouteTable<MountedWebSocket>, authenticator: any Authenticator,
                         proxies: ProxyTrust, limit: @escaping @Sendable (Principal, String, Int) async throws -> Void,
                         logger: Logger) async throws -> ShouldUpgradeResult<WebSocketDataHandler<HTTP1WebSocketUpgradeChannel.Context>> {
-        let target = head.path ?? "/"
-        let path = target.split(separator: "?", maxSplits: 1).first.map(Substring.init) ?? "/"
-        let query = target.split(separator: "?", maxSplits: 1).dropFirst().first.map(Substring.init) ?? ""
-        guard case .found(let mounted, let parameters) = try? sockets.resolve(.get, path: path),
-              let queryParameters = try? PercentDecoding.queryParameters(query) else {
-            return .dontUpgrade
-        }
+        // The head has arrived whole: the connection's deadlines stop while the upgrade is decided
+        // (a refused upgrade goes on as HTTP, and its request starts them again).
+        channel.triggerUserOutboundEvent(HTTPExchangeEvent.upgrading, promise: nil)
         var fields = head.headerFields
         let address = proxies.client(peer: channel.remoteAddress.map(GatewayRequestContext.text(of:)) ?? "local", headers: &fields)
-        let request = DialectRequest(method: .get, path: String(path), pathParameters: parameters, queryParameters: queryParameters,
-                                     headers: fields, authority: head.authority)
+        guard let (mounted, request) = socketRequest(head.path ?? "/", fields: fields, authority: head.authority, sockets: sockets) else {
+            return .dontUpgrade
+        }
         let credential = mounted.dialect.credentials(request)
-        guard let principal = try? await authenticator.principal(for: credential, address: address) else {
+        guard let principal = try? await authenticator.principal(for: credential, address: address), (try? mounted.admit(principal)) != nil else {
+            return .dontUpgrade
+        }
+        // Opening the socket is a request of its own, charged to the caller's rate limit.
+        guard (try? await limit(principal, mounted.pluginID, 1)) != nil else {
             return .dontUpgrade
         }
         let requestID = GatewayResponder.requestID(from: head.headerFields)
         var socketLogger = logger
         socketLogger[metadataKey: "request.id"] = .string(requestID)
         let pluginID = mounted.pluginID
-        // Every request the client sends over the socket counts against the caller's rate limit.
+        // Every request the client sends over the socket counts against the caller's rate limit,
+        // and each is authorized as the route's own (``OperationContext/authorizeSocketRequest(_:as:)``).
         let context = OperationContext(principal: principal, requestID: requestID, logger: socketLogger,
-                                       headers: fields, plugin: mounted.plugin, credential: credential) { cost in
+                                       headers: fields, plugin: mounted.plugin, credential: credential, charge: { cost in
             try await limit(principal, pluginID, cost)
-        }
-        let socketRequest = WebSocketRequest(pathParameters: parameters, queryParameters: queryParameters, headers: fields)
+        }, socketCheck: { [fields] caller, parameters in
+            try await mounted.authorizeRequest(caller, parameters: parameters, headers: fields)
+        })
+        let socketRequest = WebSocketRequest(pathParameters: request.pathParameters, queryParameters: request.queryParameters, headers: fields)
         return .upgrade([:]) { inbound, outbound, _ in
             try await HummingbirdSocket.serve(inbound: inbound, outbound: outbound) { socket in
                 try await mounted.route.serve(socketRequest, socket, context)
             }
+        }
+    }
+
+    /// The WebSocket route at `target` (a path with its query) and the upgrade request as its
+    /// dialect reads credentials from it; nil when no route is there or the query is malformed.
+    static func socketRequest(_ target: String, fields: HTTPFields, authority: String?,
+                              sockets: RouteTable<MountedWebSocket>) -> (MountedWebSocket, DialectRequest)? {
+        let path = target.split(separator: "?", maxSplits: 1).first.map(Substring.init) ?? "/"
+        let query = target.split(separator: "?", maxSplits: 1).dropFirst().first.map(Substring.init) ?? ""
+        guard case .found(let mounted, let parameters) = try? sockets.resolve(.get, path: path),
+              let queryParameters = try? PercentDecoding.queryParameters(query) else {
+            return nil
+        }
+        return (mounted, DialectRequest(method: .get, path: String(path), pathParameters: parameters, queryParameters: queryParameters,
+                                        headers: fields, authority: authority))
+    }
+
+    /// Why a WebSocket upgrade to `target` was refused, rendered as the route's dialect renders
+    /// errors: 401 for a credential that does not resolve (or none where one is needed), 403 for a
+    /// caller the route's rule or the key's scopes refuse. Nil when `target` is no WebSocket route
+    /// or the caller would be admitted (the request then goes on as plain HTTP).
+    static func socketRefusal(_ target: String, fields: HTTPFields, authority: String?, address: String, sockets: RouteTable<MountedWebSocket>,
+                              authenticator: any Authenticator) async -> DialectResponse? {
+        guard let (mounted, request) = socketRequest(target, fields: fields, authority: authority, sockets: sockets) else { return nil }
+        do {
+            let principal = try await authenticator.principal(for: mounted.dialect.credentials(request), address: address)
+            try mounted.admit(principal)
+            return nil
+        } catch {
+            return mounted.dialect.renderError(error as? GatewayError ?? .unauthorized())
         }
     }
 }

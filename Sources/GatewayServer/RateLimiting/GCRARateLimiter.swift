@@ -16,6 +16,12 @@ public struct RateLimitPolicies: Sendable, Equatable {
         self.plugins = plugins
     }
 
+    /// What a guest's bucket is keyed by: its address, or for IPv6 its network of
+    /// `limits.ipv6Prefix` bits (see ``ClientAddressKey``).
+    func guestKey(_ address: String) -> String {
+        ClientAddressKey.key(for: address, ipv6Prefix: defaults.ipv6Prefix)
+    }
+
     /// The policy name (for headers and 429 bodies) and its rate.
     public func policy(for principal: Principal, plugin: String) -> (name: String, rate: RateSpec) {
         let overrides = plugins[plugin]
@@ -264,14 +270,15 @@ public final class LocalRateLimiter: RateLimiter, @unchecked Sendable {
         switch principal.kind {
         case .anonymous:
             policy = kinds.anonymous
-            key = Bucket(plugin: plugin, kind: 0, caller: principal.address)
+            key = Bucket(plugin: plugin, kind: 0, caller: policies.guestKey(principal.address))
         case .user:
             policy = kinds.user
             key = Bucket(plugin: plugin, kind: 1, caller: principal.userID ?? "")
         case .apiKey(let keyID):
             // A key with its own rate has a policy of its own (made per request: such keys are few).
             policy = principal.quota.map { .init(name: "key-\(keyID.prefix(8))", rate: RateSpec(count: $0.count, period: $0.seconds)) } ?? kinds.key
-            key = Bucket(plugin: plugin, kind: 2, caller: keyID)
+            // A user's keys share their owner's bucket unless one has its own (see ``Principal/rateLimitKey``).
+            key = Bucket(plugin: plugin, kind: 2, caller: principal.hasOwnLimit ? keyID : principal.userID.map { "owner:" + $0 } ?? keyID)
         }
         let now = self.now
         let rate = policy.rate
@@ -327,15 +334,28 @@ public final class LocalRateLimiter: RateLimiter, @unchecked Sendable {
 /// Rate limits kept in PostgreSQL (`limits.policy: cluster`): every instance on the database
 /// shares one bucket per (caller, plugin), updated by a single atomic statement, so the limit is
 /// exact across instances. Uses the wall clock, which instances must agree on.
+///
+/// A bucket whose theoretical arrival time has passed holds a full quota, the same as no bucket:
+/// such rows are deleted as the table is written, at most `pruneBatch` of them by one statement,
+/// at most once per `pruneInterval` on each instance (again at once while a batch comes back
+/// full), so that a stream of distinct guests does not grow the table without end.
 public struct ClusterRateLimiter: RateLimiter {
     public let policies: RateLimitPolicies
     public let database: any SQLDatabase
     public let clock: any WallClock
+    public let pruneInterval: Double
+    public let pruneBatch: Int
+    /// When this instance last pruned (wall-clock seconds); shared by the copies of this value.
+    private let lastPrune: NIOLockedValueBox<Double>
 
-    public init(policies: RateLimitPolicies, database: any SQLDatabase, clock: any WallClock = SystemClock()) {
+    public init(policies: RateLimitPolicies, database: any SQLDatabase, clock: any WallClock = SystemClock(),
+                pruneInterval: Double = 60, pruneBatch: Int = 1000) {
         self.policies = policies
         self.database = database
         self.clock = clock
+        self.pruneInterval = pruneInterval
+        self.pruneBatch = pruneBatch
+        lastPrune = .init(clock.now().timeIntervalSince1970)
     }
 
     public static let migrations: [Migration] = [
@@ -349,7 +369,9 @@ public struct ClusterRateLimiter: RateLimiter {
 
     public func acquire(principal: Principal, plugin: String, cost: Int) async throws -> RateLimitDecision {
         do {
-            return try await decide(principal: principal, plugin: plugin, cost: cost)
+            let decision = try await decide(principal: principal, plugin: plugin, cost: cost)
+            await pruneIfDue()
+            return decision
         } catch let error as GatewayError {
             throw error
         } catch {
@@ -361,7 +383,7 @@ public struct ClusterRateLimiter: RateLimiter {
 
     private func decide(principal: Principal, plugin: String, cost: Int) async throws -> RateLimitDecision {
         let (policy, rate) = policies.policy(for: principal, plugin: plugin)
-        let key = plugin + "|" + principal.limitKey
+        let key = plugin + "|" + (principal.isAnonymous ? "addr:" + policies.guestKey(principal.address) : principal.rateLimitKey)
         let now = clock.now().timeIntervalSince1970
         let step = rate.period / Double(rate.count) * Double(max(0, cost))
         struct Row: Decodable { var tat: Double }
@@ -382,5 +404,35 @@ public struct ClusterRateLimiter: RateLimiter {
         outcome.allowed = false
         outcome.retryAfter = max(1, outcome.retryAfter)
         return GCRA.decision(outcome, policy: policy, rate: rate)
+    }
+
+    /// Prunes when this instance's interval has passed; a failure waits for the next interval
+    /// (the limit itself does not depend on it).
+    private func pruneIfDue() async {
+        let now = clock.now().timeIntervalSince1970
+        let due = lastPrune.withLockedValue { last in
+            guard now - last >= pruneInterval else { return false }
+            last = now
+            return true
+        }
+        guard due, let deleted = try? await prune() else { return }
+        // A full batch: more may be waiting, so the next write prunes again.
+        if deleted >= pruneBatch { lastPrune.withLockedValue { $0 = -.infinity } }
+    }
+
+    /// Deletes up to `pruneBatch` buckets whose quota has fully returned; returns how many. The
+    /// outer condition is checked again on a row another instance updates meanwhile, which is
+    /// then kept.
+    @discardableResult
+    public func prune() async throws -> Int {
+        let now = clock.now().timeIntervalSince1970
+        struct Row: Decodable { var count: Int }
+        return try await database.raw("""
+            WITH deleted AS (
+                DELETE FROM gateway_rate_limits WHERE tat < \(bind: now) AND bucket IN (
+                    SELECT bucket FROM gateway_rate_limits WHERE tat < \(bind: now) LIMIT \(bind: pruneBatch))
+                RETURNING 1)
+            SELECT count(*) AS count FROM deleted
+            """).first(decoding: Row.self)?.count ?? 0
     }
 }

@@ -35,6 +35,9 @@ extension Gateway {
         let authenticator: any Authenticator
         let accountsService: AccountsService
         let reloads: ReloadHandle
+        /// How plugins check the secrets of plugins.yaml (shipped demo secrets replaced on a
+        /// reachable listener), decided at start.
+        let secrets: ConfiguredSecrets
 
         /// The context of the plugin `id`.
         func context(_ id: String, configuration: GatewayConfiguration) -> PluginContext {
@@ -42,7 +45,7 @@ extension Gateway {
             logger[metadataKey: "plugin"] = .string(id)
             return PluginContext(pluginID: id, logger: logger, metrics: metrics.factory, database: database.sql, clock: options.clock, http: http,
                                  notifier: inbox, history: inbox, events: events, cache: cache, accounts: directory,
-                                 baseDirectory: options.baseDirectory, appKeys: Set(configuration.auth.appKeys),
+                                 baseDirectory: options.baseDirectory, appKeys: Set(configuration.auth.appKeys), secrets: secrets,
                                  environment: options.environment)
         }
 
@@ -160,7 +163,8 @@ extension Gateway {
                 func mount(_ socket: WebSocketRoute, under prefix: String, dialect: Dialect) throws {
                     let template = Gateway.joinPath(prefix, socket.path)
                     do {
-                        try sockets.add(.get, template, MountedWebSocket(pluginID: plugin.id, dialect: dialect, route: socket, plugin: plugin.context))
+                        try sockets.add(.get, template, MountedWebSocket(pluginID: plugin.id, dialect: dialect, route: socket, plugin: plugin.context,
+                                                                         instance: plugin.instance))
                     } catch {
                         throw GatewayStartupError("route conflict: \(error)")
                     }

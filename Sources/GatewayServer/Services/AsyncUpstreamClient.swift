@@ -10,11 +10,40 @@ import Tracing
 
 /// The upstream HTTP client plugins receive: AsyncHTTPClient with a deadline per request, and
 /// failures mapped to 502 / 504 problems so plugins can let them propagate.
+///
+/// A request whose URL a caller set (``UpstreamRequest/egress`` other than
+/// ``EgressPolicy/operatorConfigured``) goes through ``EgressGuard`` first: its host is read in
+/// every spelling or resolved once, every address checked, and the call made by a client of its
+/// own that connects to the address checked (AsyncHTTPClient's `dnsOverride`, which keeps the
+/// name for `Host`, SNI and the certificate) and follows no redirect.
 public struct AsyncUpstreamClient: UpstreamHTTPClient {
     let client: HTTPClient
+    let egress: EgressGuard
 
-    public init(client: HTTPClient = .shared) {
+    public init(client: HTTPClient = .shared, resolver: any EgressResolver = SystemEgressResolver()) {
         self.client = client
+        self.egress = EgressGuard(resolver: resolver)
+    }
+
+    /// Runs `body` with a client that connects to `target`'s checked address and follows no
+    /// redirect, then shuts that client down.
+    private static func withCheckedClient<R>(_ target: EgressGuard.Target, _ body: (HTTPClient) async throws -> R) async throws -> R {
+        let client = checkedClient(target)
+        do {
+            let result = try await body(client)
+            try? await client.shutdown()
+            return result
+        } catch {
+            try? await client.shutdown()
+            throw error
+        }
+    }
+
+    private static func checkedClient(_ target: EgressGuard.Target) -> HTTPClient {
+        var configuration = HTTPClient.Configuration(redirectConfiguration: .disallow, timeout: .init(connect: .seconds(5), read: .seconds(60)))
+        if let address = target.address { configuration.dnsOverride = [target.host: address.description] }
+        configuration.decompression = .disabled
+        return HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
     }
 
     /// The clients of proxied requests (``open(_:body:)``) that go through AsyncHTTPClient (TLS,
@@ -48,6 +77,14 @@ public struct AsyncUpstreamClient: UpstreamHTTPClient {
         var outbound = Self.outbound(request)
         if let body = request.body { outbound.body = .bytes(body) }
         do {
+            if request.egress != .operatorConfigured {
+                let target = try await egress.check(request.url, policy: request.egress)
+                return try await Self.withCheckedClient(target) { client in
+                    let response = try await client.execute(outbound, timeout: Self.timeAmount(request.timeout))
+                    let body = try await response.body.collect(upTo: maxBodySize)
+                    return UpstreamResponse(status: HTTPResponse.Status(code: Int(response.status.code)), headers: Self.fields(response.headers), body: body)
+                }
+            }
             let response = try await client.execute(outbound, timeout: Self.timeAmount(request.timeout))
             let body = try await response.body.collect(upTo: maxBodySize)
             return UpstreamResponse(status: HTTPResponse.Status(code: Int(response.status.code)), headers: Self.fields(response.headers), body: body)
@@ -61,6 +98,7 @@ public struct AsyncUpstreamClient: UpstreamHTTPClient {
     }
 
     private func openInSpan(_ request: UpstreamRequest, body: ByteStream?) async throws -> StreamedUpstreamResponse {
+        if request.egress != .operatorConfigured { return try await openChecked(request, body: body) }
         // Plain HTTP with the body (if any) at hand: the forwarding client (see its doc for why).
         if body == nil, let target = ForwardingTarget(url: request.url) {
             return try await ForwardingClient.shared.open(request, target: target, fields: Self.outboundHeaders(request))
@@ -78,6 +116,46 @@ public struct AsyncUpstreamClient: UpstreamHTTPClient {
                                             body: ByteStream(response.body))
         } catch {
             throw Self.problem(error, url: request.url)
+        }
+    }
+
+    /// ``open(_:body:)`` for a URL a caller set: checked, then sent by a client of its own that
+    /// lives until the reply's body is read or dropped.
+    private func openChecked(_ request: UpstreamRequest, body: ByteStream?) async throws -> StreamedUpstreamResponse {
+        var outbound = Self.outbound(request)
+        if let body {
+            let length = request.headers[.contentLength].flatMap(Int64.init)
+            outbound.body = .stream(body, length: length.map { .known($0) } ?? .unknown)
+        } else if let buffer = request.body {
+            outbound.body = .bytes(buffer)
+        }
+        let lease: ClientLease
+        do {
+            lease = ClientLease(Self.checkedClient(try await egress.check(request.url, policy: request.egress)))
+        } catch {
+            throw Self.problem(error, url: request.url)
+        }
+        do {
+            let response = try await lease.client.execute(outbound, timeout: Self.timeAmount(request.timeout))
+            let iterator = ByteStream(response.body).makeAsyncIterator()
+            return StreamedUpstreamResponse(status: HTTPResponse.Status(code: Int(response.status.code)), headers: Self.fields(response.headers),
+                                            body: ByteStream(next: { [lease] in
+                                                _ = lease
+                                                var copy = iterator
+                                                return try await copy.next()
+                                            }))
+        } catch {
+            throw Self.problem(error, url: request.url)
+        }
+    }
+
+    /// A client made for one call, shut down once nothing holds it.
+    private final class ClientLease: Sendable {
+        let client: HTTPClient
+        init(_ client: HTTPClient) { self.client = client }
+        deinit {
+            let client = client
+            Task { try? await client.shutdown() }
         }
     }
 

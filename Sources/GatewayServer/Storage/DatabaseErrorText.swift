@@ -1,6 +1,7 @@
 import GatewayCore
 import PostgresKit
 import SQLiteKit
+import VaporCSQLite
 
 /// A database error in words an operator can act on, for logs and the command line (never for
 /// clients, who get a plain 500 problem). PostgreSQL's errors describe themselves generically on
@@ -32,16 +33,25 @@ public enum DatabaseErrorText {
 
 extension DatabaseErrorText {
     /// A database error a client should retry rather than report: no pooled connection came free
-    /// within `database.acquireTimeout`, or PostgreSQL cancelled a statement that ran past
-    /// `database.statementTimeout` (SQLSTATE 57014). A 503 with `Retry-After`; nil for any other error.
+    /// within `database.acquireTimeout`, or a statement ran past `database.statementTimeout`
+    /// (PostgreSQL cancelled it, SQLSTATE 57014; or the gateway interrupted it on SQLite). A 503
+    /// with `Retry-After`; nil for any other error.
     public static func overload(_ error: any Error) -> GatewayError? {
         if error is ConnectionPoolTimeoutError {
             return GatewayError.unavailable("The database is busy: no connection came free in time. Try again shortly.", retryAfter: 1)
         }
-        if let error = error as? PSQLError, error.serverInfo?[.sqlState] == "57014" {
+        if isStatementTimeout(error) {
             return GatewayError.unavailable("The database took too long to answer. Try again shortly.", retryAfter: 1)
         }
         return nil
+    }
+
+    /// Whether `error` is a statement stopped for running past its time budget.
+    static func isStatementTimeout(_ error: any Error) -> Bool {
+        if let error = error as? PSQLError { return error.serverInfo?[.sqlState] == "57014" }
+        if let error = error as? SQLiteError { return error.reason == .interrupt }
+        if let error = error as? SQLiteWriteError { return error.code & 0xFF == SQLITE_INTERRUPT }
+        return false
     }
 }
 

@@ -33,21 +33,38 @@ public final class GatewayDatabase: Sendable {
         case .sqlite(let path):
             let file = path.hasPrefix("/") ? path : baseDirectory.appendingPathComponent(path).path
             try FileManager.default.createDirectory(at: URL(fileURLWithPath: file).deletingLastPathComponent(), withIntermediateDirectories: true)
-            let source = TunedSQLiteSource(path: file)
+            SQLiteFunctions.register()
             let writerLoop = eventLoopGroup.any()
-            let writer = try await SQLiteWriter.open(path: file, logger: logger) {
-                try await source.makeConnection(logger: logger, on: writerLoop).get()
+            let watchdog = SQLiteWatchdog(budget: settings.statementTimeout.map { .nanoseconds(Int64($0.seconds * 1_000_000_000)) }, on: writerLoop)
+            let source = TunedSQLiteSource(path: file, watchdog: watchdog)
+            let writer: SQLiteWriter
+            let kinds: SQLiteStatementKinds
+            do {
+                writer = try await SQLiteWriter.open(path: file, logger: logger, watchdog: watchdog) {
+                    try await source.makeConnection(logger: logger, on: writerLoop).get()
+                }
+                do {
+                    kinds = try SQLiteStatementKinds(path: file)
+                } catch {
+                    await writer.close()
+                    throw error
+                }
+            } catch {
+                watchdog.stop()
+                throw error
             }
             let perLoop = settings.perEventLoop(loops, fallback: 4)
             let pools = EventLoopGroupConnectionPool(source: source, maxConnectionsPerEventLoop: perLoop,
                                                      requestTimeout: acquireTimeout, logger: logger, on: eventLoopGroup)
-            let pooled = PooledSQLiteDatabase(pool: pools, writer: writer, logger: logger)
+            let pooled = PooledSQLiteDatabase(pool: pools, writer: writer, kinds: kinds, watchdog: watchdog, logger: logger)
             // The readers' pool and the one writer.
             let meter = DatabaseMeter(capacity: perLoop * loops + 1)
             let sql = MeteredStatementDatabase(SQLiteStatementDatabase(base: pooled.sql(queryLogLevel: .trace), sqlite: pooled), meter: meter)
             // The pool is shut down after the writer has closed (a pool must be shut down before it is released).
             let shutdown: @Sendable () async throws -> Void = {
+                watchdog.stop()
                 await writer.close()
+                kinds.close()
                 try await pools.shutdownAsync()
             }
             // WAL is a property of the file: set it once, before any other connection uses it.
@@ -107,11 +124,19 @@ public final class GatewayDatabase: Sendable {
 /// Opens SQLite connections tuned for a server: a busy timeout instead of an endless spin,
 /// foreign keys on, `synchronous=NORMAL`, which is durable under WAL against process crashes, and
 /// reads through a memory map of up to 256 MiB of the file (pages come straight from the OS's
-/// cache instead of a read call each; writes still go through the WAL).
+/// cache instead of a read call each; writes still go through the WAL). Each connection has the
+/// gateway's SQL functions (``SQLiteFunctions``) and is watched for statements past their budget.
 struct TunedSQLiteSource: ConnectionPoolSource {
     let path: String
+    let watchdog: SQLiteWatchdog
 
-    func makeConnection(logger: Logger, on eventLoop: any EventLoop) -> EventLoopFuture<SQLiteConnection> {
+    /// `watchdog`: the one that bounds the connections' statements (by default, none is bounded).
+    init(path: String, watchdog: SQLiteWatchdog = SQLiteWatchdog(budget: nil, on: MultiThreadedEventLoopGroup.singleton.any())) {
+        self.path = path
+        self.watchdog = watchdog
+    }
+
+    func makeConnection(logger: Logger, on eventLoop: any EventLoop) -> EventLoopFuture<WatchedSQLiteConnection> {
         SQLiteConnection.open(storage: .file(path: path), threadPool: .singleton, logger: logger, on: eventLoop).flatMap { connection in
             connection.query("PRAGMA busy_timeout = 10000").flatMap { _ in
                 connection.query("PRAGMA foreign_keys = ON")
@@ -120,42 +145,65 @@ struct TunedSQLiteSource: ConnectionPoolSource {
             }.flatMap { _ in
                 connection.query("PRAGMA mmap_size = 1073741824")
             }.flatMap { _ in
-                connection.install(customFunction: SQLiteRegularExpressions.function)
-            }.map { _ in connection }.flatMapError { error in
+                SQLiteFunctions.handle(of: connection)
+            }.map { [watchdog] handle in
+                WatchedSQLiteConnection(connection, handle: handle, watchdog: watchdog)
+            }.flatMapError { error in
                 // A connection that could not be set up (a file that is not a database, no file
                 // descriptor left for its journal) is closed, not dropped: its handle would leak.
-                let failed: EventLoopFuture<SQLiteConnection> = eventLoop.makeFailedFuture(error)
+                let failed: EventLoopFuture<WatchedSQLiteConnection> = eventLoop.makeFailedFuture(error)
                 return connection.close().flatMap { failed }.flatMapError { _ in failed }
             }
         }
     }
 }
 
-/// `value REGEXP pattern` for SQLite, which has the operator but no function behind it: ICU
-/// regular expressions, compiled once per pattern. PostgreSQL has its own (`~`). Plugins that let
-/// clients send patterns must bound them first (length, nested quantifiers): the engine backtracks.
-enum SQLiteRegularExpressions {
-    private static let compiled = Mutex<[String: NSRegularExpression]>([:])
+/// An SQLite connection and the watch over its statements (``SQLiteWatchdog``).
+final class WatchedSQLiteConnection: ConnectionPoolItem, Sendable {
+    let connection: SQLiteConnection
+    let watch: SQLiteStatementWatch
+    private let watchdog: SQLiteWatchdog
 
-    static let function = SQLiteCustomFunction("regexp", argumentCount: 2, pure: true) { arguments in
-        guard case .text(let pattern) = arguments[0], case .text(let value) = arguments[1] else { return 0 }
-        return try matches(pattern: pattern, value: value) ? 1 : 0
+    init(_ connection: SQLiteConnection, handle: SQLiteHandle, watchdog: SQLiteWatchdog) {
+        self.connection = connection
+        self.watchdog = watchdog
+        watch = SQLiteStatementWatch(handle)
+        watchdog.watch(watch)
     }
 
-    /// Whether `value` matches the ICU regular expression `pattern`.
-    static func matches(pattern: String, value: String) throws -> Bool {
-        let expression: NSRegularExpression
-        if let known = compiled.withLock({ $0[pattern] }) {
-            expression = known
-        } else {
-            expression = try NSRegularExpression(pattern: pattern)
-            compiled.withLock { cache in
-                if cache.count >= 256 { cache.removeAll() }
-                cache[pattern] = expression
-            }
-        }
-        let range = NSRange(value.startIndex..<value.endIndex, in: value)
-        return expression.firstMatch(in: value, range: range) != nil
+    var eventLoop: any EventLoop { connection.eventLoop }
+    var isClosed: Bool { connection.isClosed }
+
+    /// Runs one statement, interrupted once it runs past `budget` (nil: no limit).
+    func query(_ sql: String, _ binds: [SQLiteData], budget: Duration?, logger: Logger,
+               _ onRow: @escaping @Sendable (SQLiteRow) -> Void) -> EventLoopFuture<Void> {
+        guard budget != nil else { return connection.query(sql, binds, logger: logger, onRow) }
+        watch.begin(budget)
+        return connection.query(sql, binds, logger: logger, onRow).always { [watch] _ in watch.end() }
+    }
+
+    func close() -> EventLoopFuture<Void> {
+        watch.retire()
+        watchdog.unwatch(watch)
+        return connection.close()
+    }
+}
+
+/// A session's connection (the writer's, lent): every statement on it has the budget of the
+/// task that runs it.
+private struct SQLiteSessionDatabase: SQLiteDatabase {
+    let watched: WatchedSQLiteConnection
+    let watchdog: SQLiteWatchdog
+    let logger: Logger
+
+    var eventLoop: any EventLoop { watched.eventLoop }
+
+    func query(_ query: String, _ binds: [SQLiteData], logger: Logger, _ onRow: @escaping @Sendable (SQLiteRow) -> Void) -> EventLoopFuture<Void> {
+        watched.query(query, binds, budget: watchdog.current, logger: logger, onRow)
+    }
+
+    func withConnection<T>(_ closure: @escaping @Sendable (SQLiteConnection) -> EventLoopFuture<T>) -> EventLoopFuture<T> {
+        closure(watched.connection)
     }
 }
 
@@ -167,6 +215,14 @@ private struct SQLiteStatementDatabase: SQLStatementRunner, PassThroughSQLDataba
     let sqlite: PooledSQLiteDatabase
 
     var forwarded: any SQLDatabase { base }
+
+    /// The writer's connection for `closure`'s whole life, each statement on it with its budget.
+    func withSession<R>(_ closure: @escaping @Sendable (any SQLDatabase) async throws -> R) async throws -> R {
+        let sqlite = sqlite, queryLogLevel = base.queryLogLevel
+        return try await sqlite.writer.withConnection { watched in
+            try await closure(SQLiteSessionDatabase(watched: watched, watchdog: sqlite.watchdog, logger: sqlite.logger).sql(queryLogLevel: queryLogLevel))
+        }
+    }
 
     func runStatement(_ sql: String, _ values: [StatementValue]) async throws {
         let binds = values.map { value -> SQLiteData in
@@ -184,58 +240,52 @@ private struct SQLiteStatementDatabase: SQLStatementRunner, PassThroughSQLDataba
 
 /// An `SQLiteDatabase` that reads on pooled connections and writes through the one writer.
 ///
-/// SQLite lets one connection write at a time, so statements that change something go to
-/// ``SQLiteWriter`` (which commits the statements waiting together in one transaction), and every
-/// session takes the writer's connection for its whole life (a transaction takes the write lock
-/// with `BEGIN IMMEDIATE`). Reads run on the pool beside it, as WAL allows.
+/// SQLite lets one connection write at a time, so statements that change something (as SQLite
+/// says: ``SQLiteStatementKinds``) go to ``SQLiteWriter`` (which commits the statements waiting
+/// together in one transaction), and every session takes the writer's connection for its whole
+/// life (a transaction takes the write lock with `BEGIN IMMEDIATE`). Reads run on the pool beside
+/// it, as WAL allows. Every statement has the budget of the task that runs it (``SQLiteWatchdog``).
 private struct PooledSQLiteDatabase: SQLiteDatabase {
     let pool: EventLoopGroupConnectionPool<TunedSQLiteSource>
     let writer: SQLiteWriter
+    let kinds: SQLiteStatementKinds
+    let watchdog: SQLiteWatchdog
     let logger: Logger
 
     var eventLoop: any EventLoop { pool.eventLoopGroup.any() }
 
-    /// Whether `sql` may change the database: anything but `SELECT`, `EXPLAIN` and `VALUES`.
-    static func writes(_ sql: String) -> Bool {
-        var words = sql.utf8.drop { $0 == 32 || $0 == 10 || $0 == 13 || $0 == 9 || $0 == 40 }.prefix(7).makeIterator()
-        var first: [UInt8] = []
-        while let byte = words.next(), byte != 32, byte != 10, byte != 13, byte != 9 { first.append(byte | 0x20) }
-        switch String(decoding: first, as: UTF8.self) {
-        case "select", "explain", "values": return false
-        default: return true
-        }
-    }
-
     func query(_ query: String, _ binds: [SQLiteData], logger: Logger, _ onRow: @escaping @Sendable (SQLiteRow) -> Void) -> EventLoopFuture<Void> {
-        if Self.writes(query) {
-            if let session = SQLiteWriter.current, session.isOpen { return session.connection.query(query, binds, logger: logger, onRow) }
+        let budget = watchdog.current
+        if kinds.writes(query) {
+            if let session = SQLiteWriter.current, session.isOpen { return session.connection.query(query, binds, budget: budget, logger: logger, onRow) }
             let promise = eventLoop.makePromise(of: Void.self)
-            writer.submit(query, binds, onRow: onRow, completion: .promise(promise))
+            writer.submit(query, binds, budget: budget, onRow: onRow, completion: .promise(promise))
             return promise.futureResult
         }
-        return pool.withConnection(logger: logger) { $0.query(query, binds, logger: logger, onRow) }
+        return pool.withConnection(logger: logger) { $0.query(query, binds, budget: budget, logger: logger, onRow) }
     }
 
     func query(_ query: String, _ binds: [SQLiteData], _ onRow: @escaping @Sendable (SQLiteRow) -> Void) async throws {
-        if Self.writes(query) {
+        let budget = watchdog.current
+        if kinds.writes(query) {
             if let session = SQLiteWriter.current, session.isOpen {
-                try await session.connection.query(query, binds, logger: logger, onRow).get()
+                try await session.connection.query(query, binds, budget: budget, logger: logger, onRow).get()
                 return
             }
             // Resumed by the writer's thread itself: no future, no event loop in between.
             try await withUnsafeThrowingContinuation { continuation in
-                writer.submit(query, binds, onRow: onRow, completion: .continuation(continuation))
+                writer.submit(query, binds, budget: budget, onRow: onRow, completion: .continuation(continuation))
             }
             return
         }
-        try await pool.withConnection(logger: logger) { $0.query(query, binds, logger: logger, onRow) }.get()
+        try await pool.withConnection(logger: logger) { $0.query(query, binds, budget: budget, logger: logger, onRow) }.get()
     }
 
     func withConnection<T>(_ closure: @escaping @Sendable (SQLiteConnection) -> EventLoopFuture<T>) -> EventLoopFuture<T> {
-        writer.withConnection(closure)
+        writer.withConnection { closure($0.connection) }
     }
 
     func withConnection<T>(_ closure: @escaping @Sendable (SQLiteConnection) async throws -> T) async throws -> T {
-        try await writer.withConnection(closure)
+        try await writer.withConnection { try await closure($0.connection) }
     }
 }

@@ -8,6 +8,10 @@ import SQLKit
 /// Safe when several gateway instances start at once on one PostgreSQL: the whole run holds a
 /// transaction-scoped advisory lock, so one instance migrates and the others then find the work
 /// done. On SQLite the same exclusivity comes from `BEGIN IMMEDIATE`.
+///
+/// Migrations are operator work: `database.statementTimeout` does not cut them (a step may rewrite
+/// a large table, and waiting for another instance's migration may take long). The whole run is
+/// ``StatementBudget/exempt(_:)``, and on PostgreSQL its transaction lifts `statement_timeout`.
 public struct MigrationRunner: Sendable {
     public let database: any SQLDatabase
     public let logger: Logger
@@ -28,8 +32,14 @@ public struct MigrationRunner: Sendable {
     /// tables, or a plugin id), and returns what it applied.
     @discardableResult
     public func migrate(_ migrations: [(owner: String, steps: [Migration])]) async throws -> [Applied] {
+        try await StatementBudget.exempt { try await migrateUnbounded(migrations) }
+    }
+
+    private func migrateUnbounded(_ migrations: [(owner: String, steps: [Migration])]) async throws -> [Applied] {
         try await database.transaction { db in
             if !db.isSQLite {
+                // For this transaction only: the connection returns to the pool with its limit.
+                try await db.raw("SET LOCAL statement_timeout = 0").run()
                 // A constant key: any instance migrating holds it until its transaction ends.
                 try await db.raw("SELECT pg_advisory_xact_lock(7412093001)").run()
             }

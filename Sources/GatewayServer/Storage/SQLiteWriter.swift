@@ -29,6 +29,10 @@ import VaporCSQLite
 /// A session must not write through the shared database while it holds the connection (its
 /// writes would queue behind it): it writes through the connection it was given, as SQLKit's
 /// `transaction` does.
+///
+/// Each statement carries the budget of the task that queued it (``SQLiteWatchdog``): the
+/// watchdog interrupts one that runs longer, on either connection, and it fails alone (when the
+/// interruption undoes the open transaction, the statements before it run again, as above).
 final class SQLiteWriter: @unchecked Sendable {
     /// How a queued statement's caller hears of its outcome.
     enum Completion: Sendable {
@@ -48,6 +52,8 @@ final class SQLiteWriter: @unchecked Sendable {
     private struct Statement {
         let sql: String
         let binds: [SQLiteData]
+        /// How long it may run (nil: no limit).
+        let budget: Duration?
         let onRow: @Sendable (SQLiteRow) -> Void
         let completion: Completion
     }
@@ -55,7 +61,7 @@ final class SQLiteWriter: @unchecked Sendable {
     private enum Item {
         case statement(Statement)
         /// Lends the SQLiteNIO connection; the thread waits until ``giveBack()``.
-        case session(@Sendable (Result<SQLiteConnection, any Error>) -> Void)
+        case session(@Sendable (Result<WatchedSQLiteConnection, any Error>) -> Void)
     }
 
     /// The most statements one transaction takes.
@@ -73,32 +79,40 @@ final class SQLiteWriter: @unchecked Sendable {
 
     // Used only on the writer thread (after `init`).
     private let handle: OpaquePointer
-    private let connection: SQLiteConnection
+    private let connection: WatchedSQLiteConnection
+    /// The watch over statements on `handle`.
+    private let watch: SQLiteStatementWatch
+    private let watchdog: SQLiteWatchdog
     private var statements: [String: OpaquePointer] = [:]
     private let logger: Logger
 
     /// Opens both connections to the SQLite file at `path` and starts the thread.
-    static func open(path: String, logger: Logger, connection open: () async throws -> SQLiteConnection) async throws -> SQLiteWriter {
+    static func open(path: String, logger: Logger, watchdog: SQLiteWatchdog,
+                     connection open: () async throws -> WatchedSQLiteConnection) async throws -> SQLiteWriter {
         let connection = try await open()
         do {
             let handle = try openHandle(path: path)
-            return SQLiteWriter(handle: handle, connection: connection, logger: logger)
+            return SQLiteWriter(handle: handle, connection: connection, watchdog: watchdog, logger: logger)
         } catch {
             try? await connection.close().get()
             throw error
         }
     }
 
-    private init(handle: OpaquePointer, connection: SQLiteConnection, logger: Logger) {
+    private init(handle: OpaquePointer, connection: WatchedSQLiteConnection, watchdog: SQLiteWatchdog, logger: Logger) {
         self.handle = handle
         self.connection = connection
+        self.watchdog = watchdog
+        watch = SQLiteStatementWatch(SQLiteHandle(handle))
+        watchdog.watch(watch)
         self.logger = logger
         let thread = Thread { [self] in run() }
         thread.name = "sqlite-writer"
         thread.start()
     }
 
-    /// A raw connection tuned as the pool's are (see `TunedSQLiteSource`), with the `regexp` function.
+    /// A raw connection tuned as the pool's are (see `TunedSQLiteSource`); the gateway's SQL
+    /// functions (`regexp`) come with it (``SQLiteFunctions``).
     private static func openHandle(path: String) throws -> OpaquePointer {
         var handle: OpaquePointer?
         let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX
@@ -118,34 +132,14 @@ final class SQLiteWriter: @unchecked Sendable {
                 throw error
             }
         }
-        let status2 = sqlite_nio_sqlite3_create_function_v2(
-            handle, "regexp", 2, SQLITE_UTF8 | SQLITE_DETERMINISTIC, nil,
-            { context, count, arguments in
-                guard count == 2, let arguments, let patternText = sqlite_nio_sqlite3_value_text(arguments[0]),
-                      let valueText = sqlite_nio_sqlite3_value_text(arguments[1]) else {
-                    sqlite_nio_sqlite3_result_int(context, 0)
-                    return
-                }
-                do {
-                    let matches = try SQLiteRegularExpressions.matches(pattern: String(cString: patternText), value: String(cString: valueText))
-                    sqlite_nio_sqlite3_result_int(context, matches ? 1 : 0)
-                } catch {
-                    sqlite_nio_sqlite3_result_error(context, "\(error)", -1)
-                }
-            }, nil, nil, nil)
-        guard status2 == SQLITE_OK else {
-            let error = SQLiteWriteError(code: status2, handle: handle)
-            sqlite_nio_sqlite3_close_v2(handle)
-            throw error
-        }
         return handle
     }
 
     // MARK: Callers
 
     /// Queues a write statement; `completion` hears of it once it is committed (or has failed).
-    func submit(_ sql: String, _ binds: [SQLiteData], onRow: @escaping @Sendable (SQLiteRow) -> Void, completion: Completion) {
-        guard enqueue(.statement(Statement(sql: sql, binds: binds, onRow: onRow, completion: completion))) else {
+    func submit(_ sql: String, _ binds: [SQLiteData], budget: Duration?, onRow: @escaping @Sendable (SQLiteRow) -> Void, completion: Completion) {
+        guard enqueue(.statement(Statement(sql: sql, binds: binds, budget: budget, onRow: onRow, completion: completion))) else {
             completion.complete(SQLiteWriteError(code: SQLITE_MISUSE, message: "the database is closed"))
             return
         }
@@ -153,11 +147,11 @@ final class SQLiteWriter: @unchecked Sendable {
 
     /// A session in progress, as its task (and its child tasks) see it.
     final class Session: Sendable {
-        let connection: SQLiteConnection
+        let connection: WatchedSQLiteConnection
         private let open = Atomic<Bool>(true)
         var isOpen: Bool { open.load(ordering: .acquiring) }
 
-        init(_ connection: SQLiteConnection) { self.connection = connection }
+        init(_ connection: WatchedSQLiteConnection) { self.connection = connection }
         func end() { open.store(false, ordering: .releasing) }
     }
 
@@ -167,9 +161,9 @@ final class SQLiteWriter: @unchecked Sendable {
 
     /// Runs `closure` with the write connection, once every write queued before it has run; writes
     /// queued meanwhile wait for it. Within a session, another session runs on the same connection.
-    func withConnection<T>(_ closure: (SQLiteConnection) async throws -> T) async throws -> T {
+    func withConnection<T>(_ closure: (WatchedSQLiteConnection) async throws -> T) async throws -> T {
         if let session = Self.current, session.isOpen { return try await closure(session.connection) }
-        let connection = try await withUnsafeThrowingContinuation { (continuation: UnsafeContinuation<SQLiteConnection, any Error>) in
+        let connection = try await withUnsafeThrowingContinuation { (continuation: UnsafeContinuation<WatchedSQLiteConnection, any Error>) in
             guard enqueue(.session({ continuation.resume(with: $0) })) else {
                 continuation.resume(throwing: SQLiteWriteError(code: SQLITE_MISUSE, message: "the database is closed"))
                 return
@@ -185,10 +179,10 @@ final class SQLiteWriter: @unchecked Sendable {
 
     /// ``withConnection(_:)-(async)`` for futures, on the connection's event loop (the closure's
     /// future must complete there, as SQLiteNIO's own futures do).
-    func withConnection<T>(_ closure: @escaping @Sendable (SQLiteConnection) -> EventLoopFuture<T>) -> EventLoopFuture<T> {
+    func withConnection<T>(_ closure: @escaping @Sendable (WatchedSQLiteConnection) -> EventLoopFuture<T>) -> EventLoopFuture<T> {
         let loop = connection.eventLoop
         let result = loop.makePromise(of: T.self)
-        let granted: @Sendable (Result<SQLiteConnection, any Error>) -> Void = { granted in
+        let granted: @Sendable (Result<WatchedSQLiteConnection, any Error>) -> Void = { granted in
             switch granted {
             case .failure(let error):
                 result.fail(error)
@@ -246,7 +240,7 @@ final class SQLiteWriter: @unchecked Sendable {
 
     private enum Work {
         case statements([Statement])
-        case session(@Sendable (Result<SQLiteConnection, any Error>) -> Void)
+        case session(@Sendable (Result<WatchedSQLiteConnection, any Error>) -> Void)
     }
 
     private func run() {
@@ -258,6 +252,8 @@ final class SQLiteWriter: @unchecked Sendable {
         }
         for statement in statements.values { sqlite_nio_sqlite3_finalize(statement) }
         statements.removeAll()
+        watch.retire()
+        watchdog.unwatch(watch)
         sqlite_nio_sqlite3_close_v2(handle)
         do { try connection.close().wait() } catch { logger.warning("closing the SQLite write connection failed", metadata: ["error": "\(error)"]) }
         condition.lock()
@@ -291,7 +287,7 @@ final class SQLiteWriter: @unchecked Sendable {
         return .statements(batch)
     }
 
-    private func lend(_ grant: @Sendable (Result<SQLiteConnection, any Error>) -> Void) {
+    private func lend(_ grant: @Sendable (Result<WatchedSQLiteConnection, any Error>) -> Void) {
         condition.lock()
         lent = true
         condition.unlock()
@@ -322,7 +318,7 @@ final class SQLiteWriter: @unchecked Sendable {
             }
             if sqlite_nio_sqlite3_column_count(prepared) == 0 {
                 if batch.count == 1 {
-                    statement.completion.complete(step(prepared, statement.binds))
+                    statement.completion.complete(step(prepared, statement.binds, budget: statement.budget))
                 } else {
                     runInTransaction(statement, prepared)
                 }
@@ -330,7 +326,7 @@ final class SQLiteWriter: @unchecked Sendable {
             }
             commit()
             do {
-                try connection.query(statement.sql, statement.binds, logger: logger, statement.onRow).wait()
+                try connection.query(statement.sql, statement.binds, budget: statement.budget, logger: logger, statement.onRow).wait()
                 statement.completion.complete(nil)
             } catch {
                 statement.completion.complete(error)
@@ -353,7 +349,7 @@ final class SQLiteWriter: @unchecked Sendable {
             }
             transactionOpen = true
         }
-        guard let error = step(prepared, statement.binds) else {
+        guard let error = step(prepared, statement.binds, budget: statement.budget) else {
             uncommitted.append(statement)
             return
         }
@@ -396,8 +392,8 @@ final class SQLiteWriter: @unchecked Sendable {
         }
     }
 
-    /// Binds and steps a prepared statement without rows; nil when it succeeded.
-    private func step(_ prepared: OpaquePointer, _ binds: [SQLiteData]) -> (any Error)? {
+    /// Binds and steps a prepared statement without rows, for at most `budget`; nil when it succeeded.
+    private func step(_ prepared: OpaquePointer, _ binds: [SQLiteData], budget: Duration? = nil) -> (any Error)? {
         defer {
             sqlite_nio_sqlite3_reset(prepared)
             sqlite_nio_sqlite3_clear_bindings(prepared)
@@ -426,7 +422,9 @@ final class SQLiteWriter: @unchecked Sendable {
             }
             guard status == SQLITE_OK else { return SQLiteWriteError(code: status, handle: handle) }
         }
+        watch.begin(budget)
         let status = sqlite_nio_sqlite3_step(prepared)
+        watch.end()
         guard status == SQLITE_DONE || status == SQLITE_ROW else { return SQLiteWriteError(code: status, handle: handle) }
         return nil
     }

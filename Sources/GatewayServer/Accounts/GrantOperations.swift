@@ -1,0 +1,47 @@
+import Foundation
+import GatewayCore
+
+/// `/v1/admin/users/{username}/grants`: what an administrator granted a user (the same as
+/// `gateway user grant`). A grant lets the user write shared data under an
+/// ``AccessRule/granted(_:)`` route; it takes effect on the user's next request.
+enum GrantOperations {
+    struct UserName: Codable, Sendable, ConstrainedFields {
+        static let fieldRules: [String: FieldRule] = ["username": AccountRules.username]
+        var username: String
+    }
+
+    struct Grants: Codable, Sendable, ConstrainedFields {
+        static let fieldRules: [String: FieldRule] = [
+            "scopes": FieldRule.list(0...100, of: .pattern("^[a-z][a-z0-9-]{0,39}:(\\*|[a-z0-9-]{1,40})$"))
+                .described("`<plugin>:write`, `<plugin>:read`, `<plugin>:*` or an upstream route's `<plugin>:<scope>`."),
+        ]
+        var scopes: [String]
+    }
+
+    static func operations(store: AccountStore, authenticator: AccountAuthenticator) -> [ServiceOperation] {
+        @Sendable func user(_ username: String) async throws -> AccountStore.User {
+            guard let user = try await store.user(named: username) else { throw GatewayError.notFound("No user named '\(username.prefix(64))'.") }
+            return user
+        }
+        return [
+            ServiceOperation.define("accounts.grants.get", .get, "/admin/users/{username}/grants", summary: "What an administrator granted a user")
+                .access(.admin)
+                .path(UserName.self)
+                .returns(Grants.self) { input, _ in
+                    Grants(scopes: try await store.grants(of: try await user(input.path.username).id))
+                },
+            ServiceOperation.define("accounts.grants.set", .put, "/admin/users/{username}/grants",
+                                    summary: "Set what a user may write of the data everyone shares (such as suggest:write)")
+                .access(.admin)
+                .status(200)
+                .path(UserName.self)
+                .body(Grants.self)
+                .returns(Grants.self) { input, _ in
+                    let found = try await user(input.path.username)
+                    let scopes = try await store.setGrants(input.body.scopes, of: found.id)
+                    authenticator.forget(userID: found.id)
+                    return Grants(scopes: scopes)
+                },
+        ]
+    }
+}

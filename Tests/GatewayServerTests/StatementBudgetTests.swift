@@ -1,0 +1,156 @@
+import Foundation
+import GatewayCore
+@testable import GatewayServer
+import GatewayTesting
+import SQLKit
+import Testing
+
+/// `database.statementTimeout`: a statement past it is stopped (a 503 for its request) and the
+/// connection works afterwards; operator work (migrations) is not bounded by it. And SQLite
+/// statements go to the writer by what they do, not by their first word.
+@Suite("statement budget and statement routing")
+struct StatementBudgetTests {
+    /// Opens a fresh database of `storage` whose statements may run `budget` seconds.
+    static func withDatabase<R>(_ storage: TestStorage, budget: Double, _ body: (GatewayDatabase) async throws -> R) async throws -> R {
+        try await storage.withFreshLocation { location, directory in
+            let settings = DatabasePoolSettings(statementTimeout: ConfigDuration(seconds: budget))
+            let database = try await GatewayDatabase.open(location, baseDirectory: directory, logger: TestStorage.quietLogger, pool: settings)
+            do {
+                let result = try await body(database)
+                await database.shutdown()
+                return result
+            } catch {
+                await database.shutdown()
+                throw error
+            }
+        }
+    }
+
+    /// A statement that runs for seconds: a long recursive count on SQLite, a sleep on PostgreSQL.
+    static func slow(_ storage: TestStorage, seconds: Double = 10) -> SQLQueryString {
+        storage == .sqlite
+            ? "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < \(unsafeRaw: String(Int(seconds * 20_000_000)))) SELECT count(*) AS n FROM c"
+            : "SELECT pg_sleep(\(unsafeRaw: String(seconds)))"
+    }
+
+    /// Runs `statement`, expecting it to be stopped within a second and mapped to a 503.
+    static func expectStopped(_ statement: () async throws -> Void, sourceLocation: SourceLocation = #_sourceLocation) async {
+        let start = ContinuousClock.now
+        do {
+            try await statement()
+            Issue.record("the statement ran to its end", sourceLocation: sourceLocation)
+        } catch {
+            let took = ContinuousClock.now - start
+            #expect(DatabaseErrorText.overload(error)?.status == 503, "\(DatabaseErrorText.describe(error))", sourceLocation: sourceLocation)
+            #expect(took < .seconds(2), "stopped after \(took)", sourceLocation: sourceLocation)
+        }
+    }
+
+    @Test("a statement past its budget is a 503, and the same connection works afterwards", arguments: TestStorage.available)
+    func statementPastItsBudget(storage: TestStorage) async throws {
+        try await Self.withDatabase(storage, budget: 0.3) { database in
+            let sql = database.sql
+            try await sql.raw("CREATE TABLE probe_budget (x BIGINT)").run()
+            // On the pool.
+            await Self.expectStopped { try await sql.raw(Self.slow(storage)).run() }
+            #expect(try await sql.raw("SELECT 1 AS one").first()?.decode(column: "one", as: Int.self) == 1)
+            // In a session (on SQLite, the writer's connection): the same connection, before and after.
+            try await sql.withSession { session in
+                await Self.expectStopped { try await session.raw(Self.slow(storage)).run() }
+                #expect(try await session.raw("SELECT 2 AS two").first()?.decode(column: "two", as: Int.self) == 2)
+                try await session.raw("INSERT INTO probe_budget (x) VALUES (1)").run()
+            }
+            // A write (on SQLite, the writer's own handle), stopped; the next write is stored.
+            let slowWrite: SQLQueryString = storage == .sqlite
+                ? "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 200000000) INSERT INTO probe_budget (x) SELECT count(*) FROM c"
+                : "INSERT INTO probe_budget (x) SELECT 1 FROM pg_sleep(10)"
+            await Self.expectStopped { try await sql.raw(slowWrite).run() }
+            try await sql.raw("INSERT INTO probe_budget (x) VALUES (2)").run()
+            struct Row: Decodable { var x: Int }
+            #expect(try await sql.raw("SELECT x FROM probe_budget ORDER BY x").all(decoding: Row.self).map(\.x) == [1, 2])
+        }
+    }
+
+    @Test("migrations are not cut by the request budget", arguments: TestStorage.available)
+    func migrationsAreExempt(storage: TestStorage) async throws {
+        try await Self.withDatabase(storage, budget: 0.2) { database in
+            let step = Migration(1, "slow step") { db in
+                try await db.raw(Self.slow(storage, seconds: 0.6)).run()
+                try await db.raw("CREATE TABLE probe_slow_migration (x BIGINT)").run()
+            }
+            let start = ContinuousClock.now
+            let applied = try await MigrationRunner(database: database.sql, logger: TestStorage.quietLogger).migrate([(owner: "probe", steps: [step])])
+            #expect(applied.count == 1)
+            #expect(ContinuousClock.now - start > .milliseconds(400), "the slow step really ran longer than the budget")
+            // And the budget holds again afterwards, on the connection the migration used too.
+            await Self.expectStopped { try await database.sql.raw(Self.slow(storage)).run() }
+        }
+    }
+
+    @Test("database.statementTimeout defaults to 5 s and is read from plugins.yaml")
+    func setting() throws {
+        #expect(DatabasePoolSettings().statementTimeout?.seconds == 5)
+        let parsed = try GatewayConfiguration.parse(Data("database: { maxConnections: 4 }\n".utf8), file: "plugins.yaml", knownPlugins: [])
+        #expect(parsed.database.statementTimeout?.seconds == 5)
+        let set = try GatewayConfiguration.parse(Data("database: { statementTimeout: 250ms }\n".utf8), file: "plugins.yaml", knownPlugins: [])
+        #expect(set.database.statementTimeout?.seconds == 0.25)
+    }
+
+    @Test("SQLite: a WITH … SELECT reads beside the writer; a WITH … INSERT waits for it")
+    func routingByWhatAStatementDoes() async throws {
+        try await TestStorage.sqlite.withDatabase { database in
+            let sql = database.sql
+            try await sql.raw("CREATE TABLE probe_routing (x BIGINT)").run()
+            let read: SQLQueryString = "WITH v(x) AS (SELECT 41) SELECT x + 1 AS y FROM v"
+            let write: SQLQueryString = "WITH v(x) AS (SELECT 7) INSERT INTO probe_routing (x) SELECT x FROM v"
+            let (readTook, writeTook) = try await withThrowingTaskGroup(of: (String, Duration).self) { group in
+                let start = ContinuousClock.now
+                group.addTask {
+                    // Holds the writer for 800 ms.
+                    try await sql.withSession { _ in try await Task.sleep(for: .milliseconds(800)) }
+                    return ("session", ContinuousClock.now - start)
+                }
+                try await Task.sleep(for: .milliseconds(100))
+                group.addTask {
+                    let answer = try await sql.raw(read).first()?.decode(column: "y", as: Int.self)
+                    #expect(answer == 42)
+                    return ("read", ContinuousClock.now - start)
+                }
+                group.addTask {
+                    try await sql.raw(write).run()
+                    return ("write", ContinuousClock.now - start)
+                }
+                var took: [String: Duration] = [:]
+                for try await (name, duration) in group { took[name] = duration }
+                return (took["read"]!, took["write"]!)
+            }
+            #expect(readTook < .milliseconds(600), "the WITH … SELECT waited for the writer: \(readTook)")
+            #expect(writeTook >= .milliseconds(750), "the WITH … INSERT did not wait for the writer: \(writeTook)")
+            struct Row: Decodable { var x: Int }
+            #expect(try await sql.raw("SELECT x FROM probe_routing").all(decoding: Row.self).map(\.x) == [7])
+        }
+    }
+
+    @Test("SQLite says which statements write")
+    func statementKinds() async throws {
+        try await TestStorage.sqlite.withFreshLocation { location, directory in
+            guard case .sqlite(let path) = location else { return }
+            let file = path.hasPrefix("/") ? path : directory.appendingPathComponent(path).path
+            let database = try await GatewayDatabase.open(location, baseDirectory: directory, logger: TestStorage.quietLogger)
+            try await database.sql.raw("CREATE TABLE probe_kinds (x BIGINT)").run()
+            let kinds = try SQLiteStatementKinds(path: file)
+            defer { kinds.close() }
+            for reads in ["SELECT 1", " (SELECT 1)", "values (1)", "EXPLAIN SELECT 1", "WITH a AS (SELECT 1) SELECT * FROM a",
+                          "with recursive c(x) as (select 1 union all select x + 1 from c where x < 3) select * from c",
+                          "WITH a AS (SELECT x FROM probe_kinds) SELECT * FROM a WHERE x REGEXP '^1'"] {
+                #expect(!kinds.writes(reads), "\(reads)")
+            }
+            for writes in ["INSERT INTO probe_kinds VALUES (1)", "WITH a AS (SELECT 1) INSERT INTO probe_kinds SELECT * FROM a",
+                           "WITH a AS (SELECT 1) DELETE FROM probe_kinds WHERE x IN (SELECT * FROM a)", "BEGIN IMMEDIATE", "COMMIT",
+                           "PRAGMA journal_mode=WAL", "CREATE TABLE other (x)", "WITH a AS (SELECT 1) SELECT * FROM no_such_table", "UPDATE x", ""] {
+                #expect(kinds.writes(writes), "\(writes)")
+            }
+            await database.shutdown()
+        }
+    }
+}
