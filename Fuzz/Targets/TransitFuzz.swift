@@ -34,7 +34,7 @@ enum TransitFuzz {
     /// A zip archive: its files listed, each extracted with its CRC checked, stopping at a cap on
     /// the uncompressed bytes (a zip bomb stops there).
     static let zip: FuzzTargets.Target = { bytes in
-        guard let url = write(bytes), let archive = try? Archive(url: url, accessMode: .read) else { return }
+        guard let url = write(bytes), let archive = try? Archive(url: url, accessMode: .read, pathEncoding: nil) else { return }
         var files: [String: Entry] = [:]
         for entry in archive where entry.type == .file {
             let name = (entry.path as NSString).lastPathComponent

@@ -18,7 +18,7 @@ func LLVMFuzzerRunDriver(
 let name = getenv("FUZZ_TARGET").map { String(cString: $0) } ?? ""
 guard let selected = FuzzTargets.all[name] else {
     let names = FuzzTargets.all.keys.sorted().joined(separator: ", ")
-    fputs("gateway-fuzz: set FUZZ_TARGET to one of: \(names)\n", stderr)
+    print("gateway-fuzz: set FUZZ_TARGET to one of: \(names)")
     exit(2)
 }
 FuzzTargets.selected = selected

@@ -52,16 +52,31 @@ enum DatapointScanner {
             return nil
         }
 
-        /// A bare JSON number: the range of its text.
+        /// A bare JSON number: the range of its text. Only JSON's grammar
+        /// (`-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?`) is a number: `.5`, `+1`, `01` or `1.`
+        /// are not, and the general reading refuses them.
         mutating func number() -> Range<Int>? {
             skipSpace()
             let start = index
-            while index < bytes.count {
-                let byte = bytes[index]
-                guard (48...57).contains(byte) || byte == 45 || byte == 43 || byte == 46 || byte == 101 || byte == 69 else { break }
-                index += 1
+            func digits() -> Int {
+                let first = index
+                while index < bytes.count, (48...57).contains(bytes[index]) { index += 1 }
+                return index - first
             }
-            return index > start ? start..<index : nil
+            if index < bytes.count, bytes[index] == UInt8(ascii: "-") { index += 1 }
+            let integerStart = index
+            let integerDigits = digits()
+            guard integerDigits > 0, integerDigits == 1 || bytes[integerStart] != UInt8(ascii: "0") else { return nil }
+            if index < bytes.count, bytes[index] == UInt8(ascii: ".") {
+                index += 1
+                guard digits() > 0 else { return nil }
+            }
+            if index < bytes.count, bytes[index] == UInt8(ascii: "e") || bytes[index] == UInt8(ascii: "E") {
+                index += 1
+                if index < bytes.count, bytes[index] == UInt8(ascii: "+") || bytes[index] == UInt8(ascii: "-") { index += 1 }
+                guard digits() > 0 else { return nil }
+            }
+            return start..<index
         }
 
         mutating func body() -> [Datapoint]? {

@@ -239,6 +239,8 @@ struct UpstreamForwarder: Sendable {
     /// checked (``checked(_:matrix:)``), empty ones dropped (the gateway's routing skips them too).
     static func segments(_ rest: String, matrix: Bool) throws -> [String] {
         try rest.split(separator: "/", omittingEmptySubsequences: true).map { raw in
+            // Most segments are plain: nothing to decode, written as they are.
+            if raw.utf8.allSatisfy({ isPlain($0, matrix: matrix) }) { return try checked(String(raw), matrix: matrix) }
             // With `;` parameters allowed, each piece between them is decoded on its own; an
             // encoded `;` would become one more separator, so it is refused.
             let pieces = matrix ? raw.split(separator: ";", omittingEmptySubsequences: false) : [raw]
@@ -276,7 +278,21 @@ struct UpstreamForwarder: Sendable {
     /// A decoded segment written for the service: everything but unreserved characters and
     /// sub-delimiters percent-encoded; `;` too, unless the route passes `;` parameters on.
     static func segment(_ text: String, matrix: Bool = false) -> String {
-        text.addingPercentEncoding(withAllowedCharacters: matrix ? segmentCharactersWithParameters : segmentCharacters) ?? text
+        if text.utf8.allSatisfy({ isPlain($0, matrix: matrix) }) { return text }
+        return text.addingPercentEncoding(withAllowedCharacters: matrix ? segmentCharactersWithParameters : segmentCharacters) ?? text
+    }
+
+    /// Whether a byte stands for itself in a segment, decoded or encoded: an unreserved character
+    /// or a sub-delimiter (`;` only with `;` parameters allowed), not `%`.
+    private static func isPlain(_ byte: UInt8, matrix: Bool) -> Bool {
+        switch byte {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"): true
+        case UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"), UInt8(ascii: "!"), UInt8(ascii: "$"), UInt8(ascii: "&"),
+             UInt8(ascii: "'"), UInt8(ascii: "("), UInt8(ascii: ")"), UInt8(ascii: "*"), UInt8(ascii: "+"), UInt8(ascii: ","), UInt8(ascii: "="),
+             UInt8(ascii: ":"), UInt8(ascii: "@"): true
+        case UInt8(ascii: ";"): matrix
+        default: false
+        }
     }
     static func encode(_ text: String) -> String { text.addingPercentEncoding(withAllowedCharacters: unreserved) ?? text }
 

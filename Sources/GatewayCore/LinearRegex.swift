@@ -79,7 +79,7 @@ public final class LinearRegex: Sendable {
         let result = body(dfa)
         idle.withLock { idle in
             // As many are kept as ever ran at once, up to a few.
-            if idle.count < 8 { idle.append(dfa) }
+            if idle.count < 4 { idle.append(dfa) }
         }
         return result
     }
@@ -90,7 +90,7 @@ public final class LinearRegex: Sendable {
 extension LinearRegex {
     private static let compiled = Mutex<[String: LinearRegex]>([:])
     /// The most patterns ``cached(_:)`` keeps.
-    static let cacheSize = 128
+    static let cacheSize = 64
 
     /// The compiled `pattern`, compiled once and kept (up to ``cacheSize`` patterns; a full cache
     /// starts again).
@@ -500,11 +500,13 @@ struct Program {
 /// A DFA over a ``Program``, built as a match needs it. A state is the set of consuming
 /// instructions the automaton may be at (and whether the value may end there); its transitions
 /// are found once and kept (for ASCII in a table, others in a small map). At most
-/// ``maximumStates`` states are kept: past that everything is forgotten and built again, so the
-/// memory is bounded and a match still costs at most one pass over the program per scalar.
+/// ``maximumStates`` states (and ``maximumPositions`` positions in all) are kept: past that
+/// everything is forgotten and built again, so the memory is bounded (at most about 400 KB) and a match
+/// still costs at most one pass over the program per scalar.
 /// Mutable, and used by one match at a time (``LinearRegex`` hands each match one of its own).
 final class LazyDFA: @unchecked Sendable {
     static let maximumStates = 256
+    static let maximumPositions = 32_768
     private static let unknown: Int32 = -1
 
     private struct State {
@@ -521,6 +523,7 @@ final class LazyDFA: @unchecked Sendable {
     private let program: Program
     private var states: [State] = []
     private var known: [[Int32]: Int32] = [:]
+    private var positionsKept = 0
     private var start: Int32 = -1
     // Scratch for closures: the generation each instruction was last visited in.
     private var visited: [UInt32]
@@ -533,14 +536,14 @@ final class LazyDFA: @unchecked Sendable {
     }
 
     func matches<Scalars: Sequence<Unicode.Scalar>>(_ scalars: Scalars) -> Bool {
-        if start < 0 || states.count > Self.maximumStates { reset() }
+        if start < 0 || states.count >= Self.maximumStates || positionsKept >= Self.maximumPositions { reset() }
         var current = start
         for scalar in scalars {
             if states[Int(current)].matched { return true }
             let value = scalar.value
             var next = value < 128 ? states[Int(current)].ascii[Int(value)] : states[Int(current)].other[value] ?? Self.unknown
             if next == Self.unknown {
-                if states.count >= Self.maximumStates {
+                if states.count >= Self.maximumStates || positionsKept >= Self.maximumPositions {
                     // Forget every state, keeping the one we are in.
                     let positions = states[Int(current)].positions
                     reset()
@@ -561,6 +564,7 @@ final class LazyDFA: @unchecked Sendable {
     private func reset() {
         states.removeAll(keepingCapacity: true)
         known.removeAll(keepingCapacity: true)
+        positionsKept = 0
         start = -1
         start = closure(from: [0], atStart: true)
     }
@@ -616,6 +620,7 @@ final class LazyDFA: @unchecked Sendable {
         let key = positions + [matched ? -1 : -2, acceptsAtEnd ? -3 : -4]
         if let index = known[key] { return index }
         let index = Int32(states.count)
+        positionsKept += positions.count
         states.append(State(positions: positions, matched: matched, acceptsAtEnd: acceptsAtEnd,
                             ascii: Array(repeating: Self.unknown, count: 128)))
         known[key] = index

@@ -109,6 +109,9 @@ public final class Gateway: Sendable {
         /// Where the replacement of a shipped demo secret goes, the one time it is shown (on a
         /// reachable listener's first start; see ``ShippedSecrets``): standard output by default.
         public var announceSecret: @Sendable (String) -> Void = { print($0) }
+        /// The throttle of password checks; nil: the default (five free attempts, then delays
+        /// doubling from 1 s). Tests give one with longer delays, which a busy machine cannot outlast.
+        public var loginThrottle: LoginThrottle?
 
         public init(baseDirectory: URL) {
             self.baseDirectory = baseDirectory
@@ -171,7 +174,7 @@ public final class Gateway: Sendable {
             try await MigrationRunner(database: db, logger: logger).migrate(migrations)
         }
         // Demo secrets that ship with the gateway work on loopback only; elsewhere they are replaced.
-        for line in ShippedSecrets.report(ShippedSecrets.uses(in: configuration), host: configuration.server.host) {
+        for line in configuration.shippedSecretWarnings {
             logger.notice("\(line)")
         }
         let secrets = try await ShippedSecrets.secrets(for: configuration, database: db, clock: options.clock) { value, replacement, uses in
@@ -243,7 +246,7 @@ public final class Gateway: Sendable {
             accountAuthenticator.broadcast { message in Task { await authChannel.publish(message) } }
             authChannel.onMessage { message in accountAuthenticator.forget(message: message) }
         }
-        let loginThrottle = LoginThrottle()
+        let loginThrottle = options.loginThrottle ?? LoginThrottle()
         var mailLogger = logger
         mailLogger[metadataKey: "component"] = "mail"
         let mailer: any Mailer = configuration.mail.map { SMTPMailer(settings: $0, logger: mailLogger) }
@@ -394,14 +397,7 @@ public final class Gateway: Sendable {
             _ = try await responder.current().limit(principal, plugin: plugin, cost: cost)
         }
         let logger = self.logger
-        let refusal = CallbackResponder { (request: Request, context: GatewayRequestContext) in
-            // An upgrade the route's access rule refused gets its 401 or 403.
-            if request.headers[.upgrade]?.lowercased().contains("websocket") == true,
-               let refused = await Gateway.socketRefusal(route + (request.uri.query.map { "?" + $0 } ?? ""), fields: request.headers,
-                                                         authority: request.head.authority, address: context.remoteAddress,
-                                                         sockets: responder.current().webSockets, authenticator: authenticator) {
-                return Response(status: refused.status, headers: refused.headers, body: .init(byteBuffer: refused.body))
-            }
+        let refusal = CallbackResponder { (_: Request, _: GatewayRequestContext) in
             let problem = JSONValue.object(["type": .string("https://gateway.dev/problems/upgrade-required"), "title": .string("Upgrade required"),
                                             "status": .number(426), "detail": .string("This listener only serves WebSocket upgrades.")])
             return Response(status: .upgradeRequired, headers: [.upgrade: "websocket", .contentType: "application/problem+json"],

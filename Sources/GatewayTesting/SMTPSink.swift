@@ -36,7 +36,7 @@ public final class SMTPSink: Sendable {
 
     /// The messages received, once there are at least `count` or `limit` has passed (the gateway
     /// sends mail off the request path, a moment after the request is answered).
-    public func waitForMessages(_ count: Int, within limit: Duration = .seconds(10)) async throws -> [(to: String, data: String)] {
+    public func waitForMessages(_ count: Int, within limit: Duration = .seconds(30)) async throws -> [(to: String, data: String)] {
         let deadline = ContinuousClock.now + limit
         while all.count < count, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
         return all

@@ -236,7 +236,7 @@ struct DatapointChunkMigrationTests {
             for (stream, at, value) in first + second {
                 try await db.raw("INSERT INTO feeds_datapoints (stream, at, value) VALUES (\(bind: stream), \(bind: at), \(bind: value))").run()
             }
-            let applied = try await runner.migrate([(owner: "feeds", steps: FeedsPlugin.migrations)])
+            let applied = try await runner.migrate([(owner: "feeds", steps: FeedsPlugin.migrations.filter { $0.version <= 5 })])
             #expect(applied.map(\.version) == [4, 5])
             let counts = try await db.raw("SELECT stream, COUNT(*) AS chunks FROM feeds_chunks GROUP BY stream ORDER BY stream").all()
             #expect(try counts.map { try $0.decode(column: "chunks", as: Int.self) } == [3, 1])

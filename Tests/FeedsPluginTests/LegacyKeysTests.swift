@@ -3,6 +3,7 @@ import GatewayCore
 import GatewayServer
 import GatewayTesting
 import HTTPTypes
+import Logging
 import NIOCore
 @testable import FeedsPlugin
 import Testing
@@ -138,5 +139,37 @@ struct LegacyKeysTests {
         #expect(LegacyKeys.address("127.0.0.1", matches: "127.0.0.1"))
         #expect(LegacyKeys.address("8.8.8.8", matches: "0.0.0.0/0"))
         #expect(!LegacyKeys.address("::1", matches: "10.0.0.0/8"))
+    }
+}
+
+@Suite("feeds v2 key secrets at rest")
+struct KeySealTests {
+    @Test("an upgrade hashes and seals the secrets stored before; a configured keySecret seals them again; nothing stays in plain text", arguments: TestStorage.available)
+    func upgrade(storage: TestStorage) async throws {
+        try await storage.withDatabase { database in
+            let db = database.sql
+            var logger = Logger(label: "test")
+            logger.logLevel = .critical
+            let runner = MigrationRunner(database: db, logger: logger)
+            _ = try await runner.migrate([(owner: "feeds", steps: FeedsPlugin.migrations.filter { $0.version < 6 })])
+            try await db.raw("""
+                INSERT INTO feeds_keys (key_id, api_key, user_id, label, private_access, expires_at, permissions, created)
+                VALUES ('k1', 'gk_plain_secret_of_old', 'u1', 'old', 1, NULL, '[]', 1)
+                """).run()
+            _ = try await runner.migrate([(owner: "feeds", steps: FeedsPlugin.migrations)])
+            let row = try #require(try await db.raw("SELECT key_hash, sealed_key FROM feeds_keys WHERE key_id = 'k1'").first())
+            let sealed = try row.decode(column: "sealed_key", as: String.self)
+            #expect(try row.decode(column: "key_hash", as: String.self) == KeySeal.hash("gk_plain_secret_of_old"))
+            #expect(sealed.hasPrefix("db:") && !sealed.contains("gk_plain"))
+            let stored = KeySeal(configured: nil, stored: try await KeySeal.storedKey(db))
+            #expect(stored.open(sealed) == "gk_plain_secret_of_old")
+
+            // With keySecret configured, the copy is sealed again under it.
+            let configured = KeySeal(configured: KeySeal.key(fromSecret: String(repeating: "s", count: 32)), stored: try await KeySeal.storedKey(db))
+            let resealed = try configured.seal("gk_plain_secret_of_old")
+            #expect(resealed.hasPrefix("cfg:"))
+            #expect(configured.open(resealed) == "gk_plain_secret_of_old")
+            #expect(stored.open(resealed) == nil, "a copy sealed under keySecret does not open with the database's key")
+        }
     }
 }

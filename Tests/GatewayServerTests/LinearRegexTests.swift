@@ -99,6 +99,17 @@ struct LinearRegexTests {
         #expect(bytes.withUnsafeBufferPointer { try! LinearRegex("^a[^\\n]b\\z").matches(utf8: $0) })
     }
 
+    @Test("a pattern whose DFA has more states than are kept (2^10) still answers as ICU does")
+    func manyStates() throws {
+        let pattern = "(a|b)*a(a|b){9}\\z"
+        let regex = try LinearRegex(pattern)
+        var generator = Generator(state: 7)
+        for _ in 0..<200 {
+            let value = String((0..<(10 + generator.next(300))).map { _ in generator.next(2) == 0 ? "a" : "b" })
+            #expect(regex.matches(value) == Self.reference(pattern, value), "\(value)")
+        }
+    }
+
     @Test("outside the syntax or too large: refused with a reason")
     func refused() {
         for pattern in ["(", ")", "[a", "[]a]", "a**", "a*+", "*a", "\\d", "\\b", "\\1", ".", "$", "a}", "(?=a)", "(?i", "a(?i)b", "[[]", "\\u12", "\\uD800",

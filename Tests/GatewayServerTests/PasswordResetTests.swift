@@ -144,7 +144,7 @@ struct PasswordResetTests {
                 let user = try await gateway.gateway.accounts.register(username: "ada", secret: .plain("first-password"), email: "ada@example.com")
                 try await gateway.gateway.accounts.markEmailVerified(userID: user.id)
                 let session = try await gateway.gateway.accounts.createSession(userID: user.id)
-                let key = try await gateway.createKey(token: session.token, grant: #"{"label": "ci", "scopes": ["notes:read"]}"#)
+                let key = try await gateway.createKey(token: session.token, grant: #"{"label": "ci", "scopes": ["accounts:read", "notes:read"]}"#)
                 let json: HTTPFields = [.contentType: "application/json"]
                 #expect(try await gateway.gateway.handle(.post, "/v1/auth/password-reset", headers: json, body: ByteBuffer(string: #"{"username": "ada"}"#)).status == 202)
                 let token = try #require(try await sink.waitForMessages(1).last.flatMap { Self.link(in: $0.data) }?.split(separator: "=").last.map(String.init))

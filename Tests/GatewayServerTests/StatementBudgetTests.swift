@@ -8,7 +8,8 @@ import Testing
 /// `database.statementTimeout`: a statement past it is stopped (a 503 for its request) and the
 /// connection works afterwards; operator work (migrations) is not bounded by it. And SQLite
 /// statements go to the writer by what they do, not by their first word.
-@Suite("statement budget and statement routing")
+/// Serialized: its slow statements would hold SQLite's small shared thread pool from the routing test.
+@Suite("statement budget and statement routing", .serialized)
 struct StatementBudgetTests {
     /// Opens a fresh database of `storage` whose statements may run `budget` seconds.
     static func withDatabase<R>(_ storage: TestStorage, budget: Double, _ body: (GatewayDatabase) async throws -> R) async throws -> R {
@@ -42,7 +43,8 @@ struct StatementBudgetTests {
         } catch {
             let took = ContinuousClock.now - start
             #expect(DatabaseErrorText.overload(error)?.status == 503, "\(DatabaseErrorText.describe(error))", sourceLocation: sourceLocation)
-            #expect(took < .seconds(2), "stopped after \(took)", sourceLocation: sourceLocation)
+            // Far below what the statement would take (10 s and more); generous for a loaded machine.
+            #expect(took < .seconds(6), "stopped after \(took)", sourceLocation: sourceLocation)
         }
     }
 
@@ -73,15 +75,15 @@ struct StatementBudgetTests {
 
     @Test("migrations are not cut by the request budget", arguments: TestStorage.available)
     func migrationsAreExempt(storage: TestStorage) async throws {
-        try await Self.withDatabase(storage, budget: 0.2) { database in
+        try await Self.withDatabase(storage, budget: 0.05) { database in
             let step = Migration(1, "slow step") { db in
-                try await db.raw(Self.slow(storage, seconds: 0.6)).run()
+                try await db.raw(Self.slow(storage, seconds: 0.15)).run()
                 try await db.raw("CREATE TABLE probe_slow_migration (x BIGINT)").run()
             }
             let start = ContinuousClock.now
             let applied = try await MigrationRunner(database: database.sql, logger: TestStorage.quietLogger).migrate([(owner: "probe", steps: [step])])
             #expect(applied.count == 1)
-            #expect(ContinuousClock.now - start > .milliseconds(400), "the slow step really ran longer than the budget")
+            #expect(ContinuousClock.now - start > .milliseconds(100), "the slow step really ran longer than the budget")
             // And the budget holds again afterwards, on the connection the migration used too.
             await Self.expectStopped { try await database.sql.raw(Self.slow(storage)).run() }
         }
@@ -106,8 +108,8 @@ struct StatementBudgetTests {
             let (readTook, writeTook) = try await withThrowingTaskGroup(of: (String, Duration).self) { group in
                 let start = ContinuousClock.now
                 group.addTask {
-                    // Holds the writer for 800 ms.
-                    try await sql.withSession { _ in try await Task.sleep(for: .milliseconds(800)) }
+                    // Holds the writer for 2 s.
+                    try await sql.withSession { _ in try await Task.sleep(for: .milliseconds(2000)) }
                     return ("session", ContinuousClock.now - start)
                 }
                 try await Task.sleep(for: .milliseconds(100))
@@ -124,8 +126,9 @@ struct StatementBudgetTests {
                 for try await (name, duration) in group { took[name] = duration }
                 return (took["read"]!, took["write"]!)
             }
-            #expect(readTook < .milliseconds(600), "the WITH … SELECT waited for the writer: \(readTook)")
-            #expect(writeTook >= .milliseconds(750), "the WITH … INSERT did not wait for the writer: \(writeTook)")
+            // (Generous: SQLite's statements share a small thread pool with every other test running.)
+            #expect(readTook < .milliseconds(1500), "the WITH … SELECT waited for the writer: \(readTook)")
+            #expect(writeTook >= .milliseconds(1950), "the WITH … INSERT did not wait for the writer: \(writeTook)")
             struct Row: Decodable { var x: Int }
             #expect(try await sql.raw("SELECT x FROM probe_routing").all(decoding: Row.self).map(\.x) == [7])
         }

@@ -139,7 +139,7 @@ struct StorageTests {
             #expect(try await sql.raw("SELECT COUNT(*) AS n FROM probe_t WHERE name LIKE 'tx %'").first(decoding: Count.self)?.n == 20)
             #expect(try await sql.raw("SELECT COUNT(*) AS n FROM probe_t WHERE name = ''").first(decoding: Count.self)?.n == 20,
                     "an empty string is stored as one, not as NULL")
-            try await sql.raw("DELETE FROM probe_t WHERE name REGEXP \(bind: "^tx 1[0-9]$")").run()
+            try await sql.raw("DELETE FROM probe_t WHERE name REGEXP \(bind: "^tx 1[0-9]\\z")").run()
             #expect(try await sql.raw("SELECT COUNT(*) AS n FROM probe_t WHERE name LIKE 'tx %'").first(decoding: Count.self)?.n == 10)
             await #expect(throws: (any Error).self) { try await sql.raw("UPDATE no_such_table SET x = 1").run() }
             await #expect(throws: (any Error).self) { try await sql.raw("DELETE FROM probe_t WHERE name REGEXP '('").run() }

@@ -173,6 +173,12 @@ struct TenantAttackTests {
                                                           instanceTypes: ShippedGateway.registrations.filter(\.multipleInstances).map(\.id)).shippedSecretWarnings
             #expect(warnings.count == 3 && warnings.allSatisfy { $0.contains("only while server.host is a loopback address") }, "\(warnings)")
         }
+        // Behind a proxy a loopback listener is as reachable as the proxy.
+        let proxied = ShippedGateway.shippedYAML.replacingOccurrences(of: "  # trustedProxies: [10.0.0.0/8]", with: "  trustedProxies: [10.0.0.0/8]")
+        #expect(proxied != ShippedGateway.shippedYAML)
+        let behindProxy = try GatewayConfiguration.parse(Data(proxied.utf8), file: "plugins.yaml", knownPlugins: ShippedGateway.registrations.map(\.id),
+                                                         instanceTypes: ShippedGateway.registrations.filter(\.multipleInstances).map(\.id))
+        #expect(behindProxy.shippedSecretWarnings.count == 3 && behindProxy.shippedSecretWarnings.allSatisfy { $0.contains("does not work") })
         #expect(ShippedSecrets.isLoopback("127.0.0.1") && ShippedSecrets.isLoopback("localhost") && ShippedSecrets.isLoopback("::1"))
         #expect(!ShippedSecrets.isLoopback("0.0.0.0") && !ShippedSecrets.isLoopback("::") && !ShippedSecrets.isLoopback("10.0.0.1"))
     }

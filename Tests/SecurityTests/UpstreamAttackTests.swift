@@ -34,7 +34,7 @@ private final class ServiceBehind: Sendable {
             case "nostore": headers[.cacheControl] = "no-store"
             case "nocache": headers[.cacheControl] = "no-cache"
             case "cookie": headers[.setCookie] = "session=for-the-first-caller-only; HttpOnly"
-            case "short": headers[.cacheControl] = "public, max-age=1"
+            case "short": headers[.cacheControl] = "public, max-age=4"
             default: break
             }
             return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(string: "\(kind) #\(count)")))
@@ -123,12 +123,12 @@ struct UpstreamAttackTests {
                 }
                 #expect(service.cacheHits.withLock { $0 } == ["private": 2, "nostore": 2, "nocache": 2, "cookie": 2])
 
-                // max-age shortens the route's 60s.
+                // max-age shortens the route's 60s (4 s: room for a busy machine between the first two requests).
                 let short = try await gateway.send(.GET, "/v1/svc/cache/short")
                 let again = try await gateway.send(.GET, "/v1/svc/cache/short")
                 #expect(short.headers["X-Cache"].first == "MISS" && again.headers["X-Cache"].first == "HIT")
-                #expect(again.headers["Cache-Control"].first == "public, max-age=1", "\(again.headers["Cache-Control"])")
-                try await Task.sleep(for: .milliseconds(1_300))
+                #expect(again.headers["Cache-Control"].first == "public, max-age=4", "\(again.headers["Cache-Control"])")
+                try await Task.sleep(for: .milliseconds(4_300))
                 let later = try await gateway.send(.GET, "/v1/svc/cache/short")
                 #expect(later.body == "short #2" && later.headers["X-Cache"].first == "MISS", "\(later.body)")
 

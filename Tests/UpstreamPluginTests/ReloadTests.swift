@@ -285,7 +285,7 @@ struct ReloadTests {
                 let report = await first.reload()
                 #expect(report.changes == ["plugins.news (added)"])
                 #expect(try await first.handle(.get, "/v1/news/x").status == 200)
-                #expect(try await eventually(within: .seconds(10)) { try await second.handle(.get, "/v1/news/x").status == 200 })
+                #expect(try await eventually(within: .seconds(30)) { try await second.handle(.get, "/v1/news/x").status == 200 })
                 #expect(second.plugins.contains { $0.id == "news" })
             }
         }

@@ -8,7 +8,7 @@ import Yams
 /// The secrets that ship with the gateway — the demo keys the repository's plugins.yaml gives
 /// legacy clients, public strings — and what becomes of them.
 ///
-/// On a loopback listener they work as written: a newcomer's `swift run gateway serve` and the
+/// On a loopback listener (with no trusted proxy in front) they work as written: a newcomer's `swift run gateway serve` and the
 /// README's examples. On any other address a shipped secret would let anyone in, so at the first
 /// start there the gateway generates a replacement for each one the configuration uses, prints
 /// it once, and stores only its SHA-256 (table `gateway_generated_secrets`); from then on only
@@ -66,11 +66,19 @@ enum ShippedSecrets {
         }
     }
 
-    /// A line for `gateway check` or the log about each use: what happens to it on `host`.
-    static func report(_ uses: [Use], host: String) -> [String] {
-        uses.map { use in
+    /// Whether clients from other machines reach the listener of `server`: it listens beyond
+    /// loopback, or a proxy forwards to it (`trustedProxies`: a loopback listener behind nginx on
+    /// the same host is as reachable as the proxy).
+    static func isReachable(_ server: ServerSettings) -> Bool {
+        !isLoopback(server.host) || !server.trustedProxies.isEmpty
+    }
+
+    /// A line for `gateway check` or the log about each use: what happens to it on `server`.
+    static func report(_ uses: [Use], server: ServerSettings) -> [String] {
+        let host = server.trustedProxies.isEmpty ? server.host : "\(server.host) behind trusted proxies"
+        return uses.map { use in
             let place = [use.location, use.path].compactMap { $0 }.joined(separator: ": ")
-            return isLoopback(host)
+            return !isReachable(server)
                 ? "\(place): '\(use.value)' is a demo secret that ships with the gateway; it works only while server.host is a loopback address"
                 : "\(place): '\(use.value)' is a demo secret that ships with the gateway; on server.host \(host) it does not work: a replacement is generated at the first start and printed once"
         }
@@ -91,7 +99,7 @@ enum ShippedSecrets {
     static func secrets(for configuration: GatewayConfiguration, database: any SQLDatabase, clock: any WallClock,
                         announce: (_ value: String, _ replacement: String, _ uses: [Use]) -> Void) async throws -> ConfiguredSecrets {
         let uses = uses(in: configuration)
-        guard !uses.isEmpty, !isLoopback(configuration.server.host) else { return .asWritten }
+        guard !uses.isEmpty, isReachable(configuration.server) else { return .asWritten }
         var replacements: [String: @Sendable (String) -> Bool] = [:]
         for value in Set(uses.map(\.value)).sorted() {
             struct Row: Decodable { var sha256: String }
@@ -127,6 +135,6 @@ extension GatewayConfiguration {
     /// Where this configuration uses a demo secret that ships with the gateway, and what becomes
     /// of it on `server.host`: one line each (`gateway check` prints them, `serve` logs them).
     public var shippedSecretWarnings: [String] {
-        ShippedSecrets.report(ShippedSecrets.uses(in: self), host: server.host)
+        ShippedSecrets.report(ShippedSecrets.uses(in: self), server: server)
     }
 }

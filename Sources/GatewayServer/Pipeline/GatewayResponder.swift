@@ -158,14 +158,6 @@ public struct GatewayResponder: HTTPResponder {
         if method == .options, let cors = settings.cors, request.headers.value(.accessControlRequestMethod) != nil {
             endpointName = "cors.preflight"
             response = Self.preflight(request, cors: cors)
-        } else if method == .get, request.headers[.upgrade]?.lowercased().contains("websocket") == true,
-                  let refusal = await Gateway.socketRefusal(request.uri.path + (request.uri.query.map { "?" + $0 } ?? ""), fields: request.headers,
-                                                            authority: request.head.authority, address: context.remoteAddress,
-                                                            sockets: webSockets, authenticator: authenticator) {
-            // A WebSocket upgrade the route's access rule refused: its 401 or 403, not the 404 of
-            // a path that serves no plain HTTP.
-            endpointName = "websocket.refused"
-            response = Response(status: refusal.status, headers: refusal.headers, body: .init(byteBuffer: refusal.body))
         } else {
             do {
                 switch try routes.resolve(method, path: Substring(request.uri.path)) {

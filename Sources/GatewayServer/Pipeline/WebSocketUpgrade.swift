@@ -4,6 +4,7 @@ import Hummingbird
 import HummingbirdWebSocket
 import Logging
 import NIOCore
+import NIOHTTP1
 
 /// A WebSocket route placed at its full path.
 struct MountedWebSocket: Sendable {
@@ -84,8 +85,7 @@ struct HummingbirdSocket: WebSocketConnection {
 extension Gateway {
     /// Decides whether a request upgrades to a WebSocket: only at a declared WebSocket route, and
     /// only for a caller the authenticator accepts and the route's access rule admits (with the
-    /// key's scopes). Anything else continues as plain HTTP, where ``socketRefusal(_:fields:authority:address:sockets:authenticator:)``
-    /// answers the 401 or 403 (or the pipeline its 404).
+    /// key's scopes). A refused caller gets the route's 401 or 403 before any upgrade.
     static func upgrade(_ head: HTTPRequest, channel: any Channel, sockets: RouteTable<MountedWebSocket>, authenticator: any Authenticator,
                         proxies: ProxyTrust, limit: @escaping @Sendable (Principal, String, Int) async throws -> Void,
                         logger: Logger) async throws -> ShouldUpgradeResult<WebSocketDataHandler<HTTP1WebSocketUpgradeChannel.Context>> {
@@ -98,7 +98,14 @@ extension Gateway {
             return .dontUpgrade
         }
         let credential = mounted.dialect.credentials(request)
-        guard let principal = try? await authenticator.principal(for: credential, address: address), (try? mounted.admit(principal)) != nil else {
+        let principal: Principal
+        do {
+            principal = try await authenticator.principal(for: credential, address: address)
+            try mounted.admit(principal)
+        } catch {
+            // Refused before upgrading: the route's 401 or 403, in its dialect's shape, and the
+            // connection closes (the WebSocket library would otherwise answer a bare 400).
+            await refuse(mounted.dialect.renderError(error as? GatewayError ?? .unauthorized()), on: channel)
             return .dontUpgrade
         }
         // Opening the socket is a request of its own, charged to the caller's rate limit.
@@ -125,6 +132,19 @@ extension Gateway {
         }
     }
 
+    /// Answers a refused upgrade with `response` and closes the connection.
+    private static func refuse(_ response: DialectResponse, on channel: any Channel) async {
+        var headers = HTTPHeaders()
+        for field in response.headers { headers.add(name: field.name.canonicalName, value: field.value) }
+        headers.replaceOrAdd(name: "Content-Length", value: String(response.body.readableBytes))
+        headers.replaceOrAdd(name: "Connection", value: "close")
+        let head = HTTPResponseHead(version: .http1_1, status: HTTPResponseStatus(statusCode: Int(response.status.code)), headers: headers)
+        channel.write(HTTPServerResponsePart.head(head), promise: nil)
+        channel.write(HTTPServerResponsePart.body(.byteBuffer(response.body)), promise: nil)
+        try? await channel.writeAndFlush(HTTPServerResponsePart.end(nil))
+        try? await channel.close()
+    }
+
     /// The WebSocket route at `target` (a path with its query) and the upgrade request as its
     /// dialect reads credentials from it; nil when no route is there or the query is malformed.
     static func socketRequest(_ target: String, fields: HTTPFields, authority: String?,
@@ -137,21 +157,5 @@ extension Gateway {
         }
         return (mounted, DialectRequest(method: .get, path: String(path), pathParameters: parameters, queryParameters: queryParameters,
                                         headers: fields, authority: authority))
-    }
-
-    /// Why a WebSocket upgrade to `target` was refused, rendered as the route's dialect renders
-    /// errors: 401 for a credential that does not resolve (or none where one is needed), 403 for a
-    /// caller the route's rule or the key's scopes refuse. Nil when `target` is no WebSocket route
-    /// or the caller would be admitted (the request then goes on as plain HTTP).
-    static func socketRefusal(_ target: String, fields: HTTPFields, authority: String?, address: String, sockets: RouteTable<MountedWebSocket>,
-                              authenticator: any Authenticator) async -> DialectResponse? {
-        guard let (mounted, request) = socketRequest(target, fields: fields, authority: authority, sockets: sockets) else { return nil }
-        do {
-            let principal = try await authenticator.principal(for: mounted.dialect.credentials(request), address: address)
-            try mounted.admit(principal)
-            return nil
-        } catch {
-            return mounted.dialect.renderError(error as? GatewayError ?? .unauthorized())
-        }
     }
 }

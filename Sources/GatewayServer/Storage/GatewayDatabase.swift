@@ -137,7 +137,8 @@ struct TunedSQLiteSource: ConnectionPoolSource {
     }
 
     func makeConnection(logger: Logger, on eventLoop: any EventLoop) -> EventLoopFuture<WatchedSQLiteConnection> {
-        SQLiteConnection.open(storage: .file(path: path), threadPool: .singleton, logger: logger, on: eventLoop).flatMap { connection in
+        SQLiteFunctions.register()
+        return SQLiteConnection.open(storage: .file(path: path), threadPool: .singleton, logger: logger, on: eventLoop).flatMap { connection in
             connection.query("PRAGMA busy_timeout = 10000").flatMap { _ in
                 connection.query("PRAGMA foreign_keys = ON")
             }.flatMap { _ in
