@@ -108,7 +108,10 @@ public final class Gateway: Sendable {
         public var egressResolver: (any EgressResolver)?
         /// Where the replacement of a shipped demo secret goes, the one time it is shown (on a
         /// reachable listener's first start; see ``ShippedSecrets``): standard output by default.
-        public var announceSecret: @Sendable (String) -> Void = { print($0) }
+        public var announceSecret: @Sendable (String) -> Void = { text in
+            // Written at once: `print` buffers when standard output is not a terminal (a container's log).
+            FileHandle.standardOutput.write(Data((text + "\n").utf8))
+        }
         /// The throttle of password checks; nil: the default (five free attempts, then delays
         /// doubling from 1 s). Tests give one with longer delays, which a busy machine cannot outlast.
         public var loginThrottle: LoginThrottle?

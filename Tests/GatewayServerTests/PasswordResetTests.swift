@@ -115,6 +115,9 @@ struct PasswordResetTests {
             let session = try await gateway.gateway.accounts.createSession(userID: user.id)
             let headers: HTTPFields = [.authorization: "Bearer \(session.token)", .contentType: "application/json"]
             #expect(try await gateway.gateway.handle(.post, "/v1/me/email/verification", headers: headers).status == 202)
+            // Without an address there is nothing to confirm: the request is fine, the account's state is not.
+            let bare = try await gateway.register("no-address")
+            #expect(try await gateway.gateway.handle(.post, "/v1/me/email/verification", headers: [.authorization: "Bearer \(bare.token)"]).status == 409)
             let link = try #require(try await sink.waitForMessages(1).last.flatMap { Self.link(in: $0.data) })
             #expect(link.contains("/v1/auth/verify-email?token="))
             let token = String(try #require(link.split(separator: "=").last))

@@ -190,14 +190,15 @@ enum EmailVerificationOperations {
     static func operations(verifications: EmailVerifications) -> [ServiceOperation] {
         [
             ServiceOperation.define("accounts.emailVerification", .post, "/me/email/verification", summary: "Mail a link that confirms the profile's email address")
-                .details("Only a confirmed address receives password reset links. 202 whether or not a link is sent (none when the address is confirmed already, or a link went out moments ago).")
+                .details("Only a confirmed address receives password reset links. 202 whether or not a link is sent (none when the address is confirmed already, or a link went out moments ago); 409 when the profile has no address.")
                 .access(.user)
                 .status(202)
                 .replies(Accepted.self) { _, context in
                     guard let userID = context.principal.userID, let user = try await verifications.store.user(id: userID) else {
                         throw GatewayError.forbidden("This credential acts for no user.")
                     }
-                    guard user.email != nil else { throw GatewayError.invalid(field: "/profile/email", "the profile has no email address to confirm") }
+                    // A valid request the account's state cannot serve: 409, not 422 (nothing in the request is wrong).
+                    guard user.email != nil else { throw GatewayError.conflict("The profile has no email address to confirm: set one first.") }
                     verifications.offer(user)
                     return Reply(Accepted(message: user.emailVerified ? "The address is confirmed already." : "A link to confirm the address is on its way."),
                                  status: .accepted)
