@@ -347,7 +347,7 @@ struct UpstreamPluginTests {
                     // sent stops growing, far short of the whole), so the gateway never holds the body.
                     let size = 1 << 30
                     let response = try await HTTPClient.shared.execute(HTTPClientRequest(url: "http://127.0.0.1:\(port)/v1/svc/big?size=\(size)"),
-                                                                       timeout: .seconds(30))
+                                                                       timeout: .seconds(90))
                     #expect(response.status.code == 200)
                     #expect(response.headers.first(name: "content-length") == String(size))
                     var iterator = response.body.makeAsyncIterator()
@@ -363,7 +363,7 @@ struct UpstreamPluginTests {
 
                     // A smaller download read whole: every byte arrives.
                     let whole = try await HTTPClient.shared.execute(HTTPClientRequest(url: "http://127.0.0.1:\(port)/v1/svc/big?size=\(16 << 20)"),
-                                                                    timeout: .seconds(30))
+                                                                    timeout: .seconds(90))
                     var total = 0
                     for try await piece in whole.body { total += piece.readableBytes }
                     #expect(total == 16 << 20)
@@ -373,7 +373,7 @@ struct UpstreamPluginTests {
                     upload.method = .POST
                     upload.headers.add(name: "content-type", value: "application/octet-stream")
                     upload.body = .bytes(ByteBuffer(repeating: 0x62, count: 32 << 20))
-                    let uploaded = try await HTTPClient.shared.execute(upload, timeout: .seconds(30))
+                    let uploaded = try await HTTPClient.shared.execute(upload, timeout: .seconds(90))
                     let echo = try await uploaded.body.collect(upTo: 1 << 20)
                     #expect(uploaded.status.code == 200)
                     let object = try JSONSerialization.jsonObject(with: Data(echo.readableBytesView)) as? [String: Any]
@@ -383,7 +383,7 @@ struct UpstreamPluginTests {
                     var tooLarge = HTTPClientRequest(url: "http://127.0.0.1:\(port)/v1/svc/upload")
                     tooLarge.method = .PUT
                     tooLarge.body = .bytes(ByteBuffer(repeating: 0x62, count: (64 << 20) + 1))
-                    let refused = try await HTTPClient.shared.execute(tooLarge, timeout: .seconds(30))
+                    let refused = try await HTTPClient.shared.execute(tooLarge, timeout: .seconds(90))
                     #expect(refused.status.code == 413)
                     _ = try? await refused.body.collect(upTo: 1 << 20)
                 }
