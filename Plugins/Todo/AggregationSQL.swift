@@ -8,7 +8,7 @@ extension QuerySQL {
         sql.appendLiteral("bucket = ")
         sql.appendInterpolation(bind: bucket)
         sql.appendLiteral(" AND deleted = 0")
-        if !actor.bypassesACL {
+        if !actor.administersAll {
             sql.appendLiteral(" AND ")
             appendVisibility(for: actor, to: &sql)
         }

@@ -22,6 +22,8 @@ final class BucketRegistry: Sendable {
         var name: String
         var settings: String
         var created_at: Double
+        /// The tenant whose master key created it (nil: an administrator).
+        var tenant: String?
     }
 
     /// Reads the created buckets and makes sure every bucket's indexes exist.
@@ -35,7 +37,8 @@ final class BucketRegistry: Sendable {
         var buckets: [String: Bucket] = [:]
         for row in rows {
             guard let settings = try? JSONDecoder().decode(BucketSettings.self, from: Data(row.settings.utf8)),
-                  let bucket = try? Bucket(name: row.name, settings: settings, configured: false) else { continue }
+                  var bucket = try? Bucket(name: row.name, settings: settings, configured: false) else { continue }
+            bucket.tenant = row.tenant
             buckets[row.name] = bucket
         }
         created.withLock { $0 = buckets }
@@ -59,11 +62,12 @@ final class BucketRegistry: Sendable {
         return (Array(configured.values) + dynamic).sorted { $0.name < $1.name }
     }
 
-    /// Creates a bucket; 409 when the name is taken.
-    func create(name: String, settings: BucketSettings) async throws -> Bucket {
-        let bucket: Bucket
+    /// Creates a bucket (through `tenant`'s dialect, or the native API); 409 when the name is taken.
+    func create(name: String, settings: BucketSettings, tenant: String? = nil) async throws -> Bucket {
+        var bucket: Bucket
         do {
             bucket = try Bucket(name: name, settings: settings, configured: false)
+            bucket.tenant = tenant
         } catch {
             throw GatewayError.invalid(field: "/name", error.message)
         }
@@ -71,7 +75,7 @@ final class BucketRegistry: Sendable {
         if configured[name] != nil || existing != nil { throw GatewayError.conflict("The bucket '\(name)' exists already.") }
         let text = String(decoding: try JSONEncoder().encode(bucket.settings), as: UTF8.self)
         do {
-            try await database.insert(into: "todo_buckets").model(Row(name: name, settings: text, created_at: clock.now().timeIntervalSince1970)).run()
+            try await database.insert(into: "todo_buckets").model(Row(name: name, settings: text, created_at: clock.now().timeIntervalSince1970, tenant: tenant)).run()
         } catch {
             throw GatewayError.conflict("The bucket '\(name)' exists already.")
         }
@@ -84,9 +88,10 @@ final class BucketRegistry: Sendable {
     func update(name: String, settings: BucketSettings) async throws -> Bucket {
         if configured[name] != nil { throw GatewayError.conflict("The bucket '\(name)' is declared in plugins.yaml; change it there.") }
         let old = try await self.bucket(name)
-        let bucket: Bucket
+        var bucket: Bucket
         do {
             bucket = try Bucket(name: name, settings: settings, configured: false)
+            bucket.tenant = old.tenant
         } catch {
             throw GatewayError.invalid(field: "/", error.message)
         }

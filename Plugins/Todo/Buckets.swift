@@ -45,6 +45,8 @@ struct Bucket: Sendable {
     /// The ACL of objects created without one (nil: the store's default).
     var defaultACL: ObjectACL?
     var acl: JSONValue?
+    /// The tenant whose master key created it through the dialect (nil: plugins.yaml or an administrator).
+    var tenant: String?
 
     static let maximumIndexes = 8
 

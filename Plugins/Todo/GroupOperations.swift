@@ -58,7 +58,7 @@ extension TodoPlugin {
             ServiceOperation.define("todo.groups.list", .get, "/groups", summary: "The groups the caller may read")
                 .returns(Page<GroupInfo>.self) { _, context in
                     let actor = service.actor(context.principal)
-                    return Page(items: groups.all().filter { $0.acl.allows(.read, actor) }.map(GroupInfo.init), nextCursor: nil)
+                    return Page(items: groups.all().filter { $0.allows(.read, actor) }.map(GroupInfo.init), nextCursor: nil)
                 },
             ServiceOperation.define("todo.groups.get", .get, "/groups/{name}", summary: "A group")
                 .path(GroupPath.self)

@@ -14,6 +14,14 @@ struct UserGroup: Sendable, Equatable {
     /// Microseconds since 1970.
     var createdAt: Int64
     var updatedAt: Int64
+    /// The tenant whose dialect created it (nil: the native API).
+    var tenant: String? = nil
+
+    /// Whether `actor` has `right` on the group: its tenant's master key and administrators
+    /// always, others as its ACL says.
+    func allows(_ right: GroupACL.Right, _ actor: Actor) -> Bool {
+        actor.administers(tenant) || acl.allows(right, actor)
+    }
 }
 
 /// Who may do what to a group: its owner everything; `r` read, `u` change its members, `d`
@@ -47,7 +55,7 @@ struct GroupACL: Sendable, Equatable, Codable, ConstrainedFields {
     }
 
     func allows(_ right: Right, _ actor: Actor) -> Bool {
-        if actor.bypassesACL || (owner != nil && owner == actor.userID) { return true }
+        if owner != nil && owner == actor.userID { return true }
         let entries: [String] = switch right {
         case .read: r + w + u + d + admin
         case .update: u + w + admin
@@ -120,13 +128,14 @@ final class GroupDirectory: Sendable {
         var etag: String
         var created_at: Int64
         var updated_at: Int64
+        var tenant: String?
 
         var group: UserGroup {
             let decoder = JSONDecoder()
             return UserGroup(name: name, id: id, users: (try? decoder.decode([String].self, from: Data(users.utf8))) ?? [],
                              groups: (try? decoder.decode([String].self, from: Data(groups.utf8))) ?? [],
                              acl: (try? decoder.decode(GroupACL.self, from: Data(acl.utf8))) ?? GroupACL(),
-                             etag: etag, createdAt: created_at, updatedAt: updated_at)
+                             etag: etag, createdAt: created_at, updatedAt: updated_at, tenant: tenant)
         }
 
         init(_ group: UserGroup) throws {
@@ -140,6 +149,7 @@ final class GroupDirectory: Sendable {
             etag = group.etag
             created_at = group.createdAt
             updated_at = group.updatedAt
+            tenant = group.tenant
         }
     }
 
@@ -194,11 +204,11 @@ final class GroupDirectory: Sendable {
         return try await write(name) { existing in
             var group: UserGroup
             if let existing {
-                guard existing.acl.allows(.update, actor) else { throw GatewayError.forbidden("You may not change group '\(name)'.") }
+                guard existing.allows(.update, actor) else { throw GatewayError.forbidden("You may not change group '\(name)'.") }
                 if let ifMatch, ifMatch != existing.etag { throw GatewayError.preconditionFailed("The group has changed: its etag is no longer \(ifMatch).") }
                 if var acl {
                     if acl.owner == nil { acl.owner = existing.acl.owner }
-                    guard acl == existing.acl || existing.acl.allows(.admin, actor) else {
+                    guard acl == existing.acl || existing.allows(.admin, actor) else {
                         throw GatewayError.forbidden("Only the group's owner or an admin entry may change its ACL.")
                     }
                 }
@@ -208,7 +218,7 @@ final class GroupDirectory: Sendable {
                 let now = Timestamps.micros(self.clock.now())
                 group = UserGroup(name: name, id: ObjectStore.newID(now: self.clock.now()), users: [], groups: [],
                                   acl: actor.userID.map { GroupACL(owner: $0) } ?? GroupACL(r: ["anonymous"], w: ["anonymous"]),
-                                  etag: "", createdAt: now, updatedAt: now)
+                                  etag: "", createdAt: now, updatedAt: now, tenant: actor.tenant)
             }
             if let users { group.users = users }
             if let groups { group.groups = groups }
@@ -225,7 +235,7 @@ final class GroupDirectory: Sendable {
     func changeMembers(_ name: String, add: Bool, users: [String], groups: [String], actor: Actor) async throws -> UserGroup {
         try await write(name) { existing in
             guard var group = existing else { throw GatewayError.notFound("No group '\(name)'.") }
-            guard group.acl.allows(.update, actor) else { throw GatewayError.forbidden("You may not change group '\(name)'.") }
+            guard group.allows(.update, actor) else { throw GatewayError.forbidden("You may not change group '\(name)'.") }
             if add {
                 group.users += users.filter { !group.users.contains($0) }
                 group.groups += groups.filter { !group.groups.contains($0) }
@@ -240,7 +250,7 @@ final class GroupDirectory: Sendable {
     /// Deletes a group and takes it out of the groups that contained it.
     func delete(_ name: String, ifMatch: String?, actor: Actor) async throws {
         guard let group = group(name) else { throw GatewayError.notFound("No group '\(name)'.") }
-        guard group.acl.allows(.delete, actor) else { throw GatewayError.forbidden("You may not delete group '\(name)'.") }
+        guard group.allows(.delete, actor) else { throw GatewayError.forbidden("You may not delete group '\(name)'.") }
         if let ifMatch, ifMatch != group.etag { throw GatewayError.preconditionFailed("The group has changed: its etag is no longer \(ifMatch).") }
         try await database.transaction { db in
             guard try await db.delete(from: "todo_groups").where("name", .equal, name).where("etag", .equal, group.etag).returning("name").first() != nil else {

@@ -26,6 +26,7 @@ extension NebulaDialect {
                 let name = request.pathParameters["name"] ?? ""
                 guard case .object(let members) = try Self.body(request) else { throw GatewayError.invalid(field: "/", "must be a JSON object") }
                 let existing = try? await registry.bucket(name)
+                if let existing { try Self.requireAdministered(existing, by: actor) }
                 if existing != nil {
                     for key in ["description", "ACL", "contentACL"] where members[key] == nil || members[key] == .null {
                         throw GatewayError.invalid(field: "/\(key)", "is required to change a bucket (description, ACL and contentACL)")
@@ -33,12 +34,14 @@ extension NebulaDialect {
                 }
                 var settings = existing?.settings ?? BucketSettings(create: .authenticated)
                 try Self.apply(members, to: &settings)
-                let bucket = existing == nil ? try await registry.create(name: name, settings: settings) : try await registry.update(name: name, settings: settings)
+                let bucket = existing == nil ? try await registry.create(name: name, settings: settings, tenant: actor.tenant) : try await registry.update(name: name, settings: settings)
                 return try Self.json(Self.render(bucket))
             },
             route(.delete, "/1/{tenant}/buckets/object/{name}", "Delete an object bucket with its objects (the master key)") { request, actor, _ in
                 try Self.requireMaster(actor)
-                _ = try await registry.delete(name: request.pathParameters["name"] ?? "")
+                let name = request.pathParameters["name"] ?? ""
+                try Self.requireAdministered(try await registry.bucket(name), by: actor)
+                _ = try await registry.delete(name: name)
                 return try Self.json(.object([:]))
             },
         ]
@@ -62,7 +65,15 @@ extension NebulaDialect {
     }
 
     static func requireMaster(_ actor: Actor) throws {
-        guard actor.bypassesACL else { throw GatewayError.forbidden("Buckets are managed with the master key.") }
+        guard actor.isManager else { throw GatewayError.forbidden("Buckets are managed with the master key.") }
+    }
+
+    /// A master key changes and deletes only the buckets its tenant created; those of plugins.yaml
+    /// (409 from the registry) and of administrators or other tenants are not its own (403).
+    static func requireAdministered(_ bucket: Bucket, by actor: Actor) throws {
+        guard bucket.configured || actor.administers(bucket.tenant) else {
+            throw GatewayError.forbidden("The bucket '\(bucket.name)' was not created by this tenant.")
+        }
     }
 
     /// Applies `description`, `contentACL` and `ACL` of a request body to a bucket's settings.

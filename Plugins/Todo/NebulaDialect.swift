@@ -139,7 +139,7 @@ struct NebulaDialect: Sendable {
         return DialectRoute(method, path, summary: summary) { request, context in
             let isMaster = try Self.presentsMasterKey(tenants, tenant: request.pathParameters["tenant"], headers: request.headers,
                                                       secrets: context.plugin.secrets)
-            let actor = service.actor(context.principal, bypassesACL: isMaster)
+            let actor = service.actor(context.principal, tenant: request.pathParameters["tenant"], presentsMasterKey: isMaster)
             let response = try await handler(request, actor, context)
             // Writes purge the native API's cached replies of the bucket.
             let reads = method == .get || path.hasSuffix("/_query") || path.hasSuffix("/_aggregate")

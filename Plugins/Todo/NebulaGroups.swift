@@ -18,7 +18,7 @@ extension NebulaDialect {
                 }
             },
             route(.get, "/1/{tenant}/groups", "The groups the caller may read") { _, actor, _ in
-                try Self.json(.object(["results": .array(groups.all().filter { $0.acl.allows(.read, actor) }.map(Self.render))]))
+                try Self.json(.object(["results": .array(groups.all().filter { $0.allows(.read, actor) }.map(Self.render))]))
             },
             route(.get, "/1/{tenant}/groups/{name}", "Read a group") { request, actor, _ in
                 try Self.json(Self.render(try Self.readable(groups, request.pathParameters["name"] ?? "", actor: actor)))
@@ -56,7 +56,7 @@ extension NebulaDialect {
 
     /// The group, when the caller may read it (404 otherwise, as for one that does not exist).
     static func readable(_ groups: GroupDirectory, _ name: String, actor: Actor) throws -> UserGroup {
-        guard let group = groups.group(name), group.acl.allows(.read, actor) else { throw GatewayError.notFound("No group '\(name)'.") }
+        guard let group = groups.group(name), group.allows(.read, actor) else { throw GatewayError.notFound("No group '\(name)'.") }
         return group
     }
 

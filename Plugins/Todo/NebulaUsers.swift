@@ -23,7 +23,7 @@ extension NebulaDialect {
     var userRoutes: [DialectRoute] {
         [
             route(.get, "/1/{tenant}/users", "Look users up by username or email, or list them all (the master key)") { request, actor, context in
-                guard actor.bypassesACL else { throw GatewayError.forbidden("Only the master key lists users.") }
+                guard actor.isManager else { throw GatewayError.forbidden("Only the master key lists users.") }
                 let username = request.query("username").flatMap { $0.isEmpty ? nil : $0 }
                 let email = request.query("email").flatMap { $0.isEmpty ? nil : $0 }
                 let skip = try Self.integer(request.query("skip").map(JSONValue.string), "skip") ?? 0
@@ -85,7 +85,7 @@ extension NebulaDialect {
     /// tenant's), 403 for another user's.
     func ownAccount(_ request: DialectRequest, actor: Actor, context: OperationContext) async throws -> AccountRecord {
         let id = request.pathParameters["id"] ?? ""
-        guard actor.bypassesACL || actor.userID == id else {
+        guard actor.isManager || actor.userID == id else {
             if actor.userID == nil { throw GatewayError.unauthorized("Send X-Session-Token of this user's session, or the master key.") }
             throw GatewayError.forbidden("Only the user themself or the master key may do this.")
         }

@@ -19,10 +19,12 @@ struct ObjectService: Sendable {
 
     static func cacheTag(_ bucket: String) -> String { "todo:bucket:\(bucket)" }
 
-    /// The caller as the store sees it: administrators bypass ACLs; a user's groups come along.
-    func actor(_ principal: Principal, bypassesACL: Bool = false) -> Actor {
-        Actor(userID: principal.userID, bypassesACL: bypassesACL || principal.isAdmin,
-              groups: principal.userID.map { groups.groups(of: $0) } ?? [])
+    /// The caller as the store sees it: administrators administer everything, a master key of
+    /// `tenant` what was made through that tenant; a user's groups come along.
+    func actor(_ principal: Principal, tenant: String? = nil, presentsMasterKey: Bool = false) -> Actor {
+        let authority: Actor.Authority = if principal.isAdmin { .all } else if presentsMasterKey, let tenant { .tenant(tenant) } else { .none }
+        return Actor(userID: principal.userID, authority: authority,
+                     groups: principal.userID.map { groups.groups(of: $0) } ?? [], tenant: tenant)
     }
 
     /// Purges the cached replies of `bucket`. The native operations declare their invalidation
@@ -37,9 +39,9 @@ struct ObjectService: Sendable {
         switch bucket.create {
         case .anyone: return
         case .authenticated:
-            guard actor.userID != nil || actor.bypassesACL else { throw GatewayError.unauthorized("Sign in to create objects in '\(bucket.name)'.") }
+            guard actor.userID != nil || actor.isManager else { throw GatewayError.unauthorized("Sign in to create objects in '\(bucket.name)'.") }
         case .admin:
-            guard actor.bypassesACL else { throw GatewayError.forbidden("Only administrators create objects in '\(bucket.name)'.") }
+            guard actor.administers(bucket.tenant) else { throw GatewayError.forbidden("Only administrators create objects in '\(bucket.name)'.") }
         }
     }
 

@@ -6,18 +6,46 @@ import Synchronization
 struct Actor: Sendable, Equatable {
     /// The user the caller acts for; nil for guests (and a key without an owner).
     var userID: String?
-    /// Administrators and a dialect's master key read and write every object.
-    var bypassesACL: Bool
+    /// Whose objects, groups and buckets the actor administers besides its own.
+    var authority: Authority
     /// The groups the user belongs to (at any depth), which ACL entries `g:{name}` admit.
     var groups: Set<String>
+    /// The tenant a dialect request names (nil on the native API): recorded on the objects,
+    /// groups and buckets it creates, so that the tenant's master key administers them.
+    var tenant: String?
 
-    static let anonymous = Actor(userID: nil, bypassesACL: false)
-
-    init(userID: String?, bypassesACL: Bool, groups: Set<String> = []) {
-        self.userID = userID
-        self.bypassesACL = bypassesACL
-        self.groups = groups
+    /// What an actor administers beyond the ACLs that admit it.
+    enum Authority: Sendable, Equatable {
+        case none
+        /// A dialect application's master key: what was made through its tenant, and nothing else.
+        case tenant(String)
+        /// Administrators: everything.
+        case all
     }
+
+    static let anonymous = Actor(userID: nil, authority: .none)
+
+    init(userID: String?, authority: Authority, groups: Set<String> = [], tenant: String? = nil) {
+        self.userID = userID
+        self.authority = authority
+        self.groups = groups
+        self.tenant = tenant
+    }
+
+    /// Whether the actor administers what was made through `tenant` (nil: through the native API).
+    func administers(_ tenant: String?) -> Bool {
+        switch authority {
+        case .none: false
+        case .tenant(let own): tenant == own
+        case .all: true
+        }
+    }
+
+    /// An administrator, or the master key of an application: who manages buckets and users.
+    var isManager: Bool { authority != .none }
+
+    /// Administrators read and write every object.
+    var administersAll: Bool { authority == .all }
 
     /// The ACL entries naming the actor's groups (`g:{name}`), at most ``GroupDirectory/maximumGroupsPerUser``.
     var groupEntries: [String] { groups.sorted().prefix(GroupDirectory.maximumGroupsPerUser).map { "g:" + $0 } }
@@ -97,6 +125,8 @@ struct StoredObject: Sendable, Equatable {
     private(set) var dataText: String
     var owner: String?
     var acl: ObjectACL
+    /// The tenant whose dialect created it (nil: the native API).
+    var tenant: String?
     var etag: String
     /// Microseconds since 1970.
     var createdAt: Int64
@@ -104,8 +134,9 @@ struct StoredObject: Sendable, Equatable {
     /// Marked deleted (the NEC BaaS soft delete): kept, but found only when asked for.
     var deleted = false
 
-    init(id: String, dataText: String, owner: String?, acl: ObjectACL, etag: String, createdAt: Int64, updatedAt: Int64, deleted: Bool = false) {
+    init(id: String, dataText: String, owner: String?, acl: ObjectACL, tenant: String? = nil, etag: String, createdAt: Int64, updatedAt: Int64, deleted: Bool = false) {
         self.deleted = deleted
+        self.tenant = tenant
         self.id = id
         self.dataText = dataText
         self.owner = owner
@@ -122,7 +153,7 @@ struct StoredObject: Sendable, Equatable {
     }
 
     func isOwned(by actor: Actor) -> Bool {
-        actor.bypassesACL || (owner != nil && owner == actor.userID)
+        actor.administers(tenant) || (owner != nil && owner == actor.userID)
     }
 
     func readable(by actor: Actor) -> Bool {
@@ -210,7 +241,7 @@ struct ObjectStore: Sendable {
             return
         }
         var values: [StatementValue] = []
-        values.reserveCapacity(rows.count * 9)
+        values.reserveCapacity(rows.count * 10)
         for row in rows { values += statementValues(row) }
         try await runner.runStatement((database.isSQLite ? insertTexts : postgresInsertTexts)[rows.count - 1], values)
     }
@@ -222,8 +253,8 @@ struct ObjectStore: Sendable {
 
     private static func insertTexts(data: String) -> [String] {
         (1...64).map { count in
-            "INSERT INTO todo_objects (bucket, id, data, owner, readers, acl, etag, created_at, updated_at) VALUES "
-                + Array(repeating: "(?, ?, \(data), ?, ?, ?, ?, ?, ?)", count: count).joined(separator: ", ")
+            "INSERT INTO todo_objects (bucket, id, data, owner, readers, acl, tenant, etag, created_at, updated_at) VALUES "
+                + Array(repeating: "(?, ?, \(data), ?, ?, ?, ?, ?, ?, ?)", count: count).joined(separator: ", ")
         }
     }
 
@@ -231,18 +262,19 @@ struct ObjectStore: Sendable {
     static func statementValues(_ row: NewRow) -> [StatementValue] {
         let object = row.object
         return [.text(row.bucket), .text(object.id), .text(object.dataText), object.owner.map { .text($0) } ?? .null, .text(row.readers),
-                .text(row.acl), .text(object.etag), .integer(object.createdAt), .integer(object.updatedAt)]
+                .text(row.acl), object.tenant.map { .text($0) } ?? .null, .text(object.etag), .integer(object.createdAt), .integer(object.updatedAt)]
     }
 
     /// The `INSERT` of new objects. A guest's object has no owner, written as `NULL` (an optional
     /// bind would go through SQLiteKit's generic `Encodable` path).
     static func insertQuery(_ rows: [NewRow], sqlite: Bool) -> SQLQueryString {
-        var query: SQLQueryString = "INSERT INTO todo_objects (bucket, id, data, owner, readers, acl, etag, created_at, updated_at) VALUES "
+        var query: SQLQueryString = "INSERT INTO todo_objects (bucket, id, data, owner, readers, acl, tenant, etag, created_at, updated_at) VALUES "
         for (index, row) in rows.enumerated() {
             let object = row.object
             let owner: SQLQueryString = object.owner.map { "\(bind: $0)" } ?? "NULL"
+            let tenant: SQLQueryString = object.tenant.map { "\(bind: $0)" } ?? "NULL"
             query += (index == 0 ? "(" : ", (") + "\(bind: row.bucket), \(bind: object.id), " + jsonValue(object.dataText, sqlite: sqlite) + ", " + owner
-                + ", \(bind: row.readers), \(bind: row.acl), \(bind: object.etag), \(bind: object.createdAt), \(bind: object.updatedAt))"
+                + ", \(bind: row.readers), \(bind: row.acl), " + tenant + ", \(bind: object.etag), \(bind: object.createdAt), \(bind: object.updatedAt))"
         }
         return query
     }
@@ -286,6 +318,15 @@ struct ObjectStore: Sendable {
     /// The same in the order of a list that names none (by id).
     static let guestIDIndex = Migration(5, "an index of the objects guests may read, by id") { db in
         try await db.raw("CREATE INDEX todo_objects_guest_id ON todo_objects (bucket, id) WHERE \(unsafeRaw: QuerySQL.guestVisibility)").run()
+    }
+
+    /// What was made through a dialect's tenant (objects, groups, buckets) records the tenant, so
+    /// that the tenant's master key administers that and nothing else; rows from before are the
+    /// native API's.
+    static let tenantColumns = Migration(6, "objects, groups and buckets record the tenant that made them") { db in
+        for table in ["todo_objects", "todo_groups", "todo_buckets"] {
+            try await db.raw("ALTER TABLE \(unsafeRaw: table) ADD COLUMN tenant TEXT").run()
+        }
     }
 
     // MARK: Ids and etags
@@ -376,7 +417,7 @@ struct ObjectStore: Sendable {
 
     // MARK: Reading
 
-    private static let columns = "id, CAST(data AS TEXT) AS data, owner, acl, etag, created_at, updated_at, deleted"
+    private static let columns = "id, CAST(data AS TEXT) AS data, owner, acl, tenant, etag, created_at, updated_at, deleted"
 
     private func decode(_ row: any SQLRow) throws -> StoredObject {
         var dataText = try row.decode(column: "data", as: String.self)
@@ -388,7 +429,7 @@ struct ObjectStore: Sendable {
         let acl = try ObjectACL(text: try row.decode(column: "acl", as: String.self))
         return StoredObject(
             id: try row.decode(column: "id", as: String.self), dataText: dataText, owner: try row.decode(column: "owner", as: String?.self),
-            acl: acl, etag: try row.decode(column: "etag", as: String.self),
+            acl: acl, tenant: try row.decode(column: "tenant", as: String?.self), etag: try row.decode(column: "etag", as: String.self),
             createdAt: try row.decode(column: "created_at", as: Int64.self), updatedAt: try row.decode(column: "updated_at", as: Int64.self),
             deleted: try row.decode(column: "deleted", as: Int.self) != 0)
     }
@@ -422,7 +463,7 @@ struct ObjectStore: Sendable {
         let micros = Timestamps.micros(now)
         let owner = actor.userID
         let effectiveACL = acl ?? (owner == nil ? .everyone : .ownerOnly)
-        let object = StoredObject(id: chosenID ?? Self.newID(now: now), dataText: try encodedData(data), owner: owner, acl: effectiveACL, etag: Self.newETag(),
+        let object = StoredObject(id: chosenID ?? Self.newID(now: now), dataText: try encodedData(data), owner: owner, acl: effectiveACL, tenant: actor.tenant, etag: Self.newETag(),
                                   createdAt: micros, updatedAt: micros)
         let row = NewRow(bucket: bucket.name, object: object, readers: effectiveACL.searchable, acl: aclText(effectiveACL))
         if chosenID != nil {
@@ -522,9 +563,14 @@ struct ObjectStore: Sendable {
             sql.append(condition, to: &query)
             query.appendLiteral(")")
         }
-        if !actor.bypassesACL {
-            // Writers only: the owner, or an ACL naming the actor among the writers.
+        if !actor.administersAll {
+            // Writers only: the tenant's master key, the owner, or an ACL naming the actor among the writers.
             query.appendLiteral(" AND (")
+            if case .tenant(let tenant) = actor.authority {
+                query.appendLiteral("tenant = ")
+                query.appendInterpolation(bind: tenant)
+                query.appendLiteral(" OR ")
+            }
             if let userID = actor.userID {
                 query.appendLiteral("owner = ")
                 query.appendInterpolation(bind: userID)
@@ -564,7 +610,7 @@ struct ObjectStore: Sendable {
             sql.append(condition, to: &statement)
             statement.appendLiteral(")")
         }
-        if !actor.bypassesACL {
+        if !actor.administersAll {
             statement.appendLiteral(" AND ")
             sql.appendVisibility(for: actor, to: &statement)
         }

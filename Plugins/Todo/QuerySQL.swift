@@ -269,9 +269,25 @@ struct QuerySQL: Sendable {
     /// What a guest may read (the condition of the guests' partial index, `todo_objects_guest`).
     static let guestVisibility = "readers LIKE '% anonymous %'"
 
-    /// The condition "the actor may read the object"; nil when the actor reads everything.
+    /// The condition "the actor may read the object": every object for an administrator; for a
+    /// master key, its tenant's objects and what its ACLs admit.
     func appendVisibility(for actor: Actor, to sql: inout SQLQueryString) {
-        if actor.bypassesACL { sql.appendLiteral("TRUE"); return }
+        switch actor.authority {
+        case .all:
+            sql.appendLiteral("TRUE")
+        case .tenant(let tenant):
+            sql.appendLiteral("(tenant = ")
+            sql.appendInterpolation(bind: tenant)
+            sql.appendLiteral(" OR ")
+            appendAdmitted(actor, to: &sql)
+            sql.appendLiteral(")")
+        case .none:
+            appendAdmitted(actor, to: &sql)
+        }
+    }
+
+    /// The condition "the object's owner is the actor, or its ACL admits the actor".
+    private func appendAdmitted(_ actor: Actor, to sql: inout SQLQueryString) {
         guard let userID = actor.userID else {
             sql.appendLiteral(Self.guestVisibility)
             return

@@ -92,6 +92,67 @@ struct TenantAttackTests {
         }
     }
 
+    @Test("the master key reaches the objects, groups and buckets made through its tenant, and none of a native user's or another tenant's",
+          arguments: securityStorages)
+    func masterKeyStaysInItsTenantsObjects(storage: TestStorage) async throws {
+        try await ShippedGateway.with(storage: storage, edit: Self.withOtherTenant) { gateway in
+            // A native user's private todo and group, in the bucket the dialect shares (`todos`).
+            let native = try await gateway.register("native-owner", password: "native password 1")
+            let bearer = [("Authorization", "Bearer \(native.token)")]
+            let created = try await gateway.send(.POST, "/v1/todo/buckets/todos/objects", headers: bearer, json: #"{"description": "native secret"}"#)
+            #expect(created.status == 201, "\(created.body)")
+            let nativeID = try #require(created.json?["id"] as? String)
+            let group = try await gateway.send(.PUT, "/v1/todo/groups/friends", headers: bearer, json: #"{"users": ["\#(native.userID)"]}"#)
+            #expect(group.status == 200 || group.status == 201, "\(group.body)")
+
+            // A member of the tenant and an object made through the tenant.
+            let signedUp = try await gateway.send(.POST, "\(Self.tenant)/users", headers: Self.app, json: #"{"username": "tenant-member", "password": "tenant password 1"}"#)
+            let memberID = try #require(signedUp.json?["_id"] as? String)
+            let login = try await gateway.send(.POST, "\(Self.tenant)/login", headers: Self.app, json: #"{"username": "tenant-member", "password": "tenant password 1"}"#)
+            let session = Self.app + [("X-Session-Token", try #require(login.json?["sessionToken"] as? String))]
+            let tenantObject = try await gateway.send(.POST, "\(Self.tenant)/objects/todos", headers: session, json: #"{"description": "the member's"}"#)
+            #expect(tenantObject.status == 201, "\(tenantObject.body)")
+            let tenantID = try #require(tenantObject.json?["_id"] as? String)
+
+            // The attack: the shipped master key on the native user's object, every way there is.
+            let path = "\(Self.tenant)/objects/todos/\(nativeID)"
+            #expect(try await gateway.send(.GET, path, headers: Self.master).status == 404)
+            #expect(try await gateway.send(.PUT, path, headers: Self.master, json: #"{"description": "changed by the attacker"}"#).status == 404)
+            #expect(try await gateway.send(.DELETE, path, headers: Self.master).status == 404)
+            let listing = try await gateway.send(.GET, "\(Self.tenant)/objects/todos", headers: Self.master)
+            let listed = (listing.json?["results"] as? [[String: Any]])?.compactMap { $0["_id"] as? String } ?? []
+            #expect(listed == [tenantID], "\(listing.body)")
+            let aggregated = try await gateway.send(.POST, "\(Self.tenant)/objects/todos/_aggregate", headers: Self.master,
+                                                    json: #"{"pipeline": [{"$group": {"_id": null, "n": {"$sum": 1}}}]}"#)
+            #expect(((aggregated.json?["results"] as? [[String: Any]])?.first?["n"] as? Int) == 1, "\(aggregated.body)")
+            // (A batch delete of it: the object is still there at the end.)
+            _ = try await gateway.send(.POST, "\(Self.tenant)/objects/todos/_batch", headers: Self.master,
+                                       json: #"{"requests": [{"op": "delete", "_id": "\#(nativeID)"}]}"#)
+            let members = try await gateway.send(.PUT, "\(Self.tenant)/groups/friends/addMembers", headers: Self.master, json: #"{"users": ["\#(memberID)"]}"#)
+            #expect(members.status == 403 || members.status == 404, "\(members.body)")
+
+            // What the tenant made stays its master key's to administer, and only its.
+            let otherMaster = [("X-Application-Id", "other-app"), ("X-Application-Key", "other-master-key-123456")]
+            #expect(try await gateway.send(.GET, "/1/other/objects/todos/\(tenantID)", headers: otherMaster).status == 404)
+            #expect(try await gateway.send(.GET, "\(Self.tenant)/objects/todos/\(tenantID)", headers: Self.master).status == 200)
+            let changed = try await gateway.send(.PUT, "\(Self.tenant)/objects/todos/\(tenantID)", headers: Self.master, json: #"{"done": true}"#)
+            #expect(changed.status == 200, "\(changed.body)")
+            let bucket = try await gateway.send(.PUT, "\(Self.tenant)/buckets/object/tenantbox", headers: Self.master,
+                                                json: #"{"description": "the tenant's", "contentACL": {"c": []}}"#)
+            #expect(bucket.status == 200, "\(bucket.body)")
+            #expect(try await gateway.send(.DELETE, "/1/other/buckets/object/tenantbox", headers: otherMaster).status == 403)
+            #expect(try await gateway.send(.DELETE, "\(Self.tenant)/buckets/object/todos", headers: Self.master).status == 409)
+
+            // A delete of "everything" through the master key takes the tenant's objects only.
+            let wiped = try await gateway.send(.DELETE, "\(Self.tenant)/objects/todos", headers: Self.master)
+            #expect((wiped.json?["deletedObjects"] as? Int) == 1, "\(wiped.body)")
+            let survivor = try await gateway.send(.GET, "/v1/todo/buckets/todos/objects/\(nativeID)", headers: bearer)
+            #expect(survivor.status == 200)
+            #expect((survivor.json?["description"] as? String) == "native secret", "\(survivor.body)")
+            #expect(try await gateway.send(.DELETE, "\(Self.tenant)/buckets/object/tenantbox", headers: Self.master).status == 200)
+        }
+    }
+
     // MARK: Shipped secrets
 
     /// The shipped plugins.yaml served on every address instead of loopback.

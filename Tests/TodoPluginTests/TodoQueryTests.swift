@@ -94,7 +94,7 @@ struct TodoQueryTests {
             query.condition = try Condition.parse(try JSONValue.parse(#"{"done": false}"#))
             query.order = try SortKey.parse("-updatedAt")
             query.limit = 20
-            let actor = Actor(userID: nil, bypassesACL: true)
+            let actor = Actor(userID: nil, authority: .all)
             let explained = query
             let plan: String
             if storage == .sqlite {
@@ -133,7 +133,7 @@ struct TodoQueryTests {
             for index in 0..<5 {
                 _ = try await gateway.call(.post, "/v1/todo/buckets/todos/objects", json: #"{"description": "public \#(index)"}"#)
             }
-            let guest = Actor(userID: nil, bypassesACL: false)
+            let guest = Actor(userID: nil, authority: .none)
             // Newest first, and the list's own order (by id) when it names none.
             for (order, index) in [("-updatedAt", "todo_objects_guest"), (nil, "todo_objects_guest_id")] {
                 var query = ObjectQuery()
