@@ -19,7 +19,8 @@ let scaffoldedPluginTests: [String] = []
 
 /// What a bundled plugin needs beside GatewayCore: libraries, and files of its folder that are not sources.
 let pluginExtras: [String: (dependencies: [Target.Dependency], exclude: [String])] = [
-    "Transit": ([.product(name: "ZIPFoundation", package: "ZIPFoundation"),
+    "Transit": ([.product(name: "CompressNIO", package: "compress-nio"),
+                 .product(name: "NIOCore", package: "swift-nio"),
                  .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                  .product(name: "Crypto", package: "swift-crypto")],
                 ["Realtime/gtfs-realtime.proto", "Realtime/generate.sh"]),
@@ -220,6 +221,7 @@ let package = Package(
                            .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                            .product(name: "ZIPFoundation", package: "ZIPFoundation"),
                            .product(name: "NIOFoundationCompat", package: "swift-nio")],
+            exclude: ["Fixtures"],
             swiftSettings: strictSettings
         ),
         .testTarget(
@@ -332,8 +334,7 @@ if Context.environment["GATEWAY_FUZZ"] == "1" {
         dependencies: ["GatewayCore", "GatewayServer", "EventsPlugin", "FeedsPlugin", "TodoPlugin", "TransitPlugin",
                        .product(name: "SQLKit", package: "sql-kit"),
                        .product(name: "NIOCore", package: "swift-nio"),
-                       .product(name: "HTTPTypes", package: "swift-http-types"),
-                       .product(name: "ZIPFoundation", package: "ZIPFoundation")],
+                       .product(name: "HTTPTypes", package: "swift-http-types")],
         path: "Fuzz/Targets",
         swiftSettings: strictSettings + [fuzzer],
         // libFuzzer itself (its archive without `main`) is named on the command line by Fuzz/run.

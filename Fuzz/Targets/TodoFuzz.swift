@@ -20,7 +20,7 @@ enum TodoFuzz {
             var sql = SQLQueryString("")
             if let condition = query.condition { writer.append(condition, to: &sql) }
             if let cursor = query.cursor { writer.appendAfter(cursor, keys: query.order, to: &sql) }
-            writer.appendVisibility(for: Actor(userID: "u1", bypassesACL: false, groups: ["g"]), to: &sql)
+            writer.appendVisibility(for: Actor(userID: "u1", authority: .tenant("t"), groups: ["g"]), to: &sql)
             _ = writer.orderBy(query.order)
         }
     }

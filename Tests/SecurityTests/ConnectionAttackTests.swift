@@ -1,7 +1,9 @@
+import AsyncHTTPClient
 import Foundation
 import GatewayCore
 import GatewayServer
 import GatewayTesting
+import Hummingbird
 import NIOCore
 import NIOHTTP1
 import NIOPosix
@@ -13,15 +15,102 @@ import Testing
 @Suite("security: slowloris, idle connections, connection floods, WebSocket upgrades", .serialized)
 struct ConnectionAttackTests {
     /// Short deadlines and small caps, so that an attack reaches them in a second or two.
-    static func bounded(head: String = "1s", idle: String = "1s", body: String = "1s", total: Int = 40, perAddress: Int = 10) -> @Sendable (String) -> String {
+    static func bounded(head: String = "1s", idle: String = "1s", body: String = "1s", send: String = "60s", total: Int = 40, perAddress: Int = 10,
+                        tls: URL? = nil, service: Int? = nil) -> @Sendable (String) -> String {
         ShippedGateway.repositoryFiles { yaml in
-            yaml.replacingOccurrences(of: "  maxBodySize: 1MB", with: """
-                  maxBodySize: 1MB
-                  timeouts: { head: \(head), idle: \(idle), body: \(body) }
+            let tlsLine = tls.map { "\n  tls: { certificate: \($0.path)/cert.pem, key: \($0.path)/key.pem }" } ?? ""
+            let serviceEntry = service.map { EndlessService.entry(port: $0) } ?? ""
+            return yaml.replacingOccurrences(of: "  maxBodySize: 1MB", with: """
+                  maxBodySize: 1MB\(tlsLine)
+                  timeouts: { head: \(head), idle: \(idle), body: \(body), send: \(send) }
                   maxConnections: \(total)
                   maxConnectionsPerAddress: \(perAddress)
-                """)
+                """) + serviceEntry
         }
+    }
+
+    @Test("a reply the client stops reading is cut off at the send deadline")
+    func slowReader() async throws {
+        try await EndlessService.serve { service in
+            try await ShippedGateway.with(edit: Self.bounded(head: "10s", idle: "10s", body: "10s", send: "1s", service: service)) { gateway in
+                let connection = try await RawConnection.open(port: gateway.port, reading: false)
+                try await connection.send("GET /v1/endless/stream HTTP/1.1\r\nHost: localhost\r\n\r\n")
+                // Nothing read for 4 s: the gateway's buffers fill and stay full past the deadline.
+                try await Task.sleep(for: .seconds(4))
+                connection.startReading()
+                let held = await connection.closed(within: .seconds(30))
+                print("slow reader: open for \(held.map { "\($0)" } ?? "more than 34 s"), \(connection.receivedCount) bytes taken")
+                #expect(held != nil, "an endless reply nobody read held the connection")
+            }
+        }
+    }
+
+    @Test("on the HTTP/2 listener a TLS handshake trickled a byte at a time is closed at the head deadline")
+    func slowHandshake() async throws {
+        let folder = try Self.certificates()
+        defer { try? FileManager.default.removeItem(at: folder.directory) }
+        try await ShippedGateway.with(edit: Self.bounded(head: "1s", idle: "10s", body: "10s", tls: folder.directory)) { gateway in
+            let connection = try await RawConnection.open(port: gateway.port)
+            let start = ContinuousClock.now
+            // A ClientHello's record header and the start of its body, a byte every 250 ms.
+            let hello: [UInt8] = [0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01, 0xFC, 0x03, 0x03] + [UInt8](repeating: 0x42, count: 40)
+            var sent = 0
+            while connection.isOpen, ContinuousClock.now - start < .seconds(8), sent < hello.count {
+                try? await connection.send(bytes: [hello[sent]])
+                sent += 1
+                try? await Task.sleep(for: .milliseconds(250))
+            }
+            let held = ContinuousClock.now - start
+            print("slow TLS handshake: closed after \(held) and \(sent) bytes")
+            #expect(!connection.isOpen, "a trickled handshake held the connection for \(held)")
+            #expect(held < .seconds(4))
+        }
+    }
+
+    @Test("on HTTP/2 a stream whose reply the client stops taking is reset at the send deadline, and the connection serves on")
+    func slowStreamReader() async throws {
+        let folder = try Self.certificates()
+        defer { try? FileManager.default.removeItem(at: folder.directory) }
+        try await EndlessService.serve { service in
+            try await ShippedGateway.with(edit: Self.bounded(head: "10s", idle: "30s", body: "10s", send: "1s", tls: folder.directory, service: service)) { gateway in
+                var configuration = HTTPClient.Configuration(tlsConfiguration: try folder.certificates.clientConfiguration())
+                configuration.httpVersion = .automatic
+                let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+                let base = "https://127.0.0.1:\(gateway.port)"
+                let outcome: Result<Int, any Error>
+                do {
+                    let response = try await client.execute(HTTPClientRequest(url: base + "/v1/endless/stream"), timeout: .seconds(60))
+                    #expect(response.version == .http2)
+                    // The body is not read for 4 s: the stream's flow-control window closes.
+                    try await Task.sleep(for: .seconds(4))
+                    var taken = 0
+                    do {
+                        for try await part in response.body {
+                            taken += part.readableBytes
+                            if taken > 512 << 20 { break }
+                        }
+                        outcome = .success(taken)
+                    } catch {
+                        outcome = .failure(error)
+                    }
+                }
+                print("slow HTTP/2 reader: \(outcome)")
+                #expect(throws: (any Error).self, "an endless stream nobody read was not reset") { try outcome.get() }
+                let health = try await client.execute(HTTPClientRequest(url: base + "/healthz"), timeout: .seconds(10))
+                #expect(health.status == .ok)
+                #expect(health.version == .http2)
+                try await client.shutdown()
+            }
+        }
+    }
+
+    /// A certificate pair for 127.0.0.1 in a new folder.
+    static func certificates() throws -> (directory: URL, certificates: TestCertificates) {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("gateway-tls-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let certificates = try TestCertificates.make("slow-clients")
+        try certificates.write(to: directory)
+        return (directory, certificates)
     }
 
     @Test("a request head trickled a line at a time is answered 408 and closed at the head deadline")
@@ -203,9 +292,12 @@ final class RawConnection: Sendable {
     }
 
     /// Connects to the gateway on `port` from `source` (any 127.0.0.0/8 address is this machine).
-    static func open(port: Int, from source: String = "127.0.0.1") async throws -> RawConnection {
+    /// With `reading` false nothing is read (and the receive buffer is small) until ``startReading()``.
+    static func open(port: Int, from source: String = "127.0.0.1", reading: Bool = true) async throws -> RawConnection {
         let collector = Collector()
         let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .channelOption(ChannelOptions.autoRead, value: reading)
+            .channelOption(ChannelOptions.socketOption(.so_rcvbuf), value: reading ? 1 << 16 : 4096)
             .bind(to: try SocketAddress(ipAddress: source, port: 0))
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(collector) }
@@ -223,6 +315,18 @@ final class RawConnection: Sendable {
     func send(_ text: String) async throws {
         try await channel.writeAndFlush(channel.allocator.buffer(string: text)).get()
     }
+
+    func send(bytes: [UInt8]) async throws {
+        try await channel.writeAndFlush(channel.allocator.buffer(bytes: bytes)).get()
+    }
+
+    /// Reads from now on (a connection opened with `reading: false`).
+    func startReading() {
+        channel.setOption(ChannelOptions.autoRead, value: true).whenSuccess { [channel] in channel.read() }
+    }
+
+    /// How many bytes the gateway has sent so far.
+    var receivedCount: Int { collector.count }
 
     var isOpen: Bool { channel.isActive }
 
@@ -260,6 +364,7 @@ final class RawConnection: Sendable {
         private let bytes = Mutex(Data())
 
         var text: String { bytes.withLock { String(decoding: $0, as: UTF8.self) } }
+        var count: Int { bytes.withLock { $0.count } }
 
         func channelRead(context: ChannelHandlerContext, data: NIOAny) {
             let buffer = unwrapInboundIn(data)
@@ -269,6 +374,34 @@ final class RawConnection: Sendable {
         func errorCaught(context: ChannelHandlerContext, error: any Error) {
             context.close(promise: nil)
         }
+    }
+}
+
+/// A service behind the gateway, on loopback, whose `/stream` never ends; mounted as `endless`.
+enum EndlessService {
+    static func serve<R: Sendable>(_ body: @Sendable (Int) async throws -> R) async throws -> R {
+        let router = Router()
+        router.get("/stream") { _, _ -> Response in
+            Response(status: .ok, headers: [.contentType: "application/octet-stream"], body: ResponseBody { writer in
+                let chunk = ByteBuffer(repeating: UInt8(ascii: "x"), count: 1 << 16)
+                while !Task.isCancelled { try await writer.write(chunk) }
+                try await writer.finish(nil)
+            })
+        }
+        return try await withLoopbackServer(router) { port in try await body(port) }
+    }
+
+    static func entry(port: Int) -> String {
+        """
+
+          endless:
+            type: upstream
+            config:
+              upstreams: ["http://127.0.0.1:\(port)"]
+              routes:
+                - { path: "/{rest...}", methods: [GET], access: public }
+
+        """
     }
 }
 

@@ -164,6 +164,53 @@ struct TransitImportTests {
         }
     }
 
+    @Test("damaged archives — a deflate stream cut short (found by fuzzing), a wrong CRC, data past the end — fail at once with a clear error; ZIP64 records are read",
+          .timeLimit(.minutes(2)))
+    func damagedArchives() async throws {
+        try await withTransit(feed: nil) { gateway in
+            func problem(_ zip: URL) async throws -> String {
+                do {
+                    _ = try await gateway.transitPlugin.feeds.importFile(zip, feed: "damaged", source: "test", strict: false, progress: SilentProgress())
+                    Issue.record("a damaged zip imported")
+                    return ""
+                } catch let error as GatewayError {
+                    #expect(error.status == 422)
+                    return error.detail
+                }
+            }
+            // ZIPFoundation spun for ever on this one.
+            let cut = try await problem(projectRoot.appendingPathComponent("Fuzz/Corpus/gtfs-zip/fuzz-truncated-deflate.zip"))
+            #expect(cut.contains("cannot be extracted") || cut.contains("not a readable zip"), "\(cut)")
+
+            // The central directory of a good feed, edited: stops.txt's CRC, then its compressed size.
+            let good = try Data(contentsOf: try FeedFiles.zip(FeedFiles.minimal))
+            let directory = try #require(good.range(of: Data("PK\u{01}\u{02}".utf8))).lowerBound
+            var record = directory
+            while !good[(record + 46)...].starts(with: Data("stops.txt".utf8)) {
+                record = try #require(good.range(of: Data("PK\u{01}\u{02}".utf8), in: (record + 4)..<good.endIndex)).lowerBound
+            }
+            func edited(_ offset: Int, _ bytes: [UInt8]) throws -> URL {
+                var copy = good
+                copy.replaceSubrange((record + offset)..<(record + offset + bytes.count), with: bytes)
+                let url = FileManager.default.temporaryDirectory.appendingPathComponent("damaged-\(UUID().uuidString).zip")
+                try copy.write(to: url)
+                return url
+            }
+            let checksum = try await problem(try edited(16, [0xDE, 0xAD, 0xBE, 0xEF]))
+            #expect(checksum.contains("stops.txt") && checksum.contains("CRC-32"), "\(checksum)")
+            let pastEnd = try await problem(try edited(20, [0xFF, 0xFF, 0xFF, 0x7F]))
+            #expect(pastEnd.contains("stops.txt") && pastEnd.contains("past the end"), "\(pastEnd)")
+            #expect(try gateway.transitPlugin.runtime.network.feeds.isEmpty)
+
+            // The sample feed zipped with ZIP64 records throughout (Python's zipfile, its limits lowered), in a folder.
+            let plain = try await gateway.transitPlugin.feeds.importFile(sampleFeed, feed: "sample", source: "test", strict: false, progress: SilentProgress())
+            let zip64 = try await gateway.transitPlugin.feeds.importFile(projectRoot.appendingPathComponent("Tests/TransitPluginTests/Fixtures/gtfs-sample-zip64.zip"),
+                                                                           feed: "sample", source: "zip64", strict: false, progress: SilentProgress())
+            #expect(zip64.summary == plain.summary)
+            #expect(zip64.summary.stopTimes > 0)
+        }
+    }
+
     @Test("a zip bomb stops at the configured uncompressed size")
     func zipBomb() async throws {
         let yaml = transitYAML.replacingOccurrences(of: "transit: {}", with: "transit:\n    config:\n      maxFeedSize: 1MB")

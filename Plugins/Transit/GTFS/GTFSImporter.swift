@@ -2,7 +2,6 @@ import Crypto
 import Foundation
 import GatewayCore
 import SQLKit
-import ZIPFoundation
 
 /// Limits an import holds a feed to.
 struct GTFSLimits: Sendable {
@@ -66,21 +65,17 @@ struct GTFSFeedImport {
         if skipUnchanged, let current = existing.first(where: { $0.id == feed }), current.digest == digest {
             return GTFSImportResult(feed: feed, summary: current.summary, rejected: [], unchanged: true)
         }
-        let archive: Archive
+        let archive: ZipArchive
         do {
-            archive = try Archive(url: zip, accessMode: .read)
+            archive = try ZipArchive(url: zip)
         } catch {
-            throw GTFSError(file: zip.lastPathComponent, line: nil, "is not a readable zip archive")
+            throw GTFSError(file: zip.lastPathComponent, line: nil, "is not a readable zip archive (\(error))")
         }
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("gtfs-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: folder) }
 
-        var files: [String: Entry] = [:]
-        for entry in archive where entry.type == .file {
-            let name = (entry.path as NSString).lastPathComponent
-            if files[name] == nil { files[name] = entry }
-        }
+        let files = archive.filesByName
         for name in Self.requiredFiles where files[name] == nil {
             throw GTFSError(file: name, line: nil, "is missing from the feed")
         }
@@ -97,7 +92,7 @@ struct GTFSFeedImport {
             let handle = try FileHandle(forWritingTo: url)
             defer { try? handle.close() }
             do {
-                _ = try archive.extract(entry, skipCRC32: false) { data in
+                try archive.extract(entry) { data in
                     extracted += Int64(data.count)
                     guard extracted <= cap else {
                         throw GTFSError(file: name, line: nil, "makes the feed larger than \(cap / (1 << 20)) MB uncompressed: refused")
@@ -106,6 +101,8 @@ struct GTFSFeedImport {
                 }
             } catch let error as GTFSError {
                 throw error
+            } catch let problem as ZipArchive.Problem {
+                throw GTFSError(file: name, line: nil, "cannot be extracted: the entry \(problem)")
             } catch {
                 throw GTFSError(file: name, line: nil, "cannot be extracted: the archive is corrupt (\(error))")
             }

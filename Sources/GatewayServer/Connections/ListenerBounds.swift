@@ -31,11 +31,14 @@ extension Gateway {
         HTTP1Channel.Configuration(additionalChannelHandlers: [HTTPExchangeObserver()])
     }
 
-    /// HTTP/2 (`server.tls.http2`), which keeps its own deadlines: a connection without an open
-    /// stream is closed after `idle`, as is an HTTP/1.1 connection that ALPN chose.
+    /// HTTP/2 (`server.tls.http2`): the connection's deadlines as for HTTP/1.1 (the handshake and
+    /// preface up to the first stream within `head`, `idle` without an open stream), and each
+    /// stream's body and send deadlines kept by its ``HTTPExchangeObserver``; an HTTP/1.1
+    /// connection that ALPN chose gets the HTTP/1.1 deadlines.
     static func http2Configuration(_ timeouts: ServerTimeouts) -> HTTP2ChannelConfiguration {
         HTTP2ChannelConfiguration(idleTimeout: timeouts.idle.duration,
-                                  streamConfiguration: HTTP1Channel.Configuration(idleTimeout: timeouts.idle.timeAmount))
+                                  streamConfiguration: HTTP1Channel.Configuration(additionalChannelHandlers: [HTTPExchangeObserver(streamTimeouts: timeouts)],
+                                                                                  idleTimeout: timeouts.idle.timeAmount))
     }
 }
 
