@@ -128,6 +128,7 @@ public struct EventsPlugin: ServicePlugin {
                                                           limit: query.limit ?? 50, cursor: cursor))
                 },
             ServiceOperation.define("events.near", .get, "/near", summary: "Published events at venues near a point, nearest first")
+                .example("/near?lat=22.62&lon=120.34&radius=2000")
                 .details("`radius` in metres (default 2000, at most 50000); days as in the list, in the plugin's `timeZone`.")
                 .query(NearQuery.self)
                 .rules(["query.category": category])

@@ -384,6 +384,7 @@ public struct FeedsPlugin: AuthorizingPlugin {
         let feedTag = "feeds:{feed}"
         return [
             ServiceOperation.define("feeds.list", .get, "", summary: "Find feeds")
+                .example("?status=all&limit=5")
                 .details("Filters: `q` (words in title, description or tags), `tag`, `user`, `status` (live, frozen, all), `units`, and `lat`/`lon`/`distance` (`distanceUnits` kms or miles). Pages with `limit` (1–1000, default 50) and `cursor` (a page's `nextCursor`); `content=summary` leaves out datastreams.")
                 .query(ListParameters.self)
                 .tags(FeedService.keyPermissions)

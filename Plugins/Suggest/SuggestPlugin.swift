@@ -389,16 +389,12 @@ public struct SuggestPlugin: ServicePlugin {
         Int(duration.components.seconds * 1_000_000 + duration.components.attoseconds / 1_000_000_000_000)
     }
 
-    /// Suggestions for `query`, as both APIs serve them.
-    func complete(_ query: String, limit: Int) -> [SuggestionIndex.Match] {
-        store.index.suggestions(for: query, limit: limit)
-    }
-
     public var operations: [ServiceOperation] {
         let store = self.store
         let upstream = self.upstream
         return [
             ServiceOperation.define("suggest.complete", .get, "", summary: "Suggestions for what the user has typed so far")
+                .example("?q=star%20wa&limit=5")
                 .cache(.shared(ttl: .seconds(300), tags: ["suggest:terms"]))
                 .query(CompleteQuery.self)
                 .returns(Suggestions.self) { input, _ in

@@ -174,6 +174,7 @@ public struct TransitPlugin: ServicePlugin {
                     return Page(items: network.agencies.map { TransitJSON.agency($0, network: network) }, nextCursor: nil)
                 },
             ServiceOperation.define("transit.stops.near", .get, "/stops/near", summary: "Stops near a point, nearest first")
+                .example("/stops/near?lat=36.915682&lon=-116.751677&radius=1500")
                 .details("`radius` in metres (default the plugin's `defaultRadius`, capped at its `maxRadius`); `limit` 1 to 1000 (default 20).")
                 .query(NearStopsQuery.self)
                 .cache(live)

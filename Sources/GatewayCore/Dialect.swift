@@ -281,6 +281,7 @@ struct RouteSettings: Sendable {
     @usableFromInline var rawMediaTypes: [String] = []
     @usableFromInline var inputRules: [String: FieldRule] = [:]
     @usableFromInline var errorMediaTypes: [Int: String] = [:]
+    @usableFromInline var example: String?
 
     @usableFromInline
     init(method: HTTPRequest.Method, path: String, summary: String) {

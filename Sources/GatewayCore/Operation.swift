@@ -75,6 +75,8 @@ public struct ServiceOperation: Sendable {
     /// Whether the handler reads the body as it arrives (``OperationRequest/bodyStream``) instead
     /// of the host collecting it against `server.maxBodySize` first.
     public var streamsBody = false
+    /// A request below the plugin's mount that shows the operation at work (``OperationBuilder/example(_:)``).
+    public var example: String?
 
     @usableFromInline
     let run: @Sendable (OperationRequest, OperationContext) async throws -> OperationReply
@@ -505,8 +507,6 @@ public struct OperationBuilder<Path: Decodable & Sendable, Query: Decodable & Se
     public func documentOutput<T: Encodable>(as type: T.Type) -> Self { var copy = self; copy.settings.outputShape = DocumentedOutputShape(type); return copy }
     /// For an operation that answers ``RawReply``: the media types of its other replies (`text/calendar`).
     public func documentRawOutput(mediaTypes: String...) -> Self { var copy = self; copy.settings.rawMediaTypes = mediaTypes; return copy }
-    /// Rules of input fields that depend on the configuration (``ServiceOperation/inputRules``):
-    /// `["query.city": .oneOf(configuredCities)]`. The handler must enforce what they state.
     /// Statuses the handler answers with its own body of `mediaType` instead of a problem document
     /// (an HTML form that shows the page again with what is wrong).
     public func documentErrors(_ statuses: [HTTPResponse.Status], mediaType: String) -> Self {
@@ -514,6 +514,12 @@ public struct OperationBuilder<Path: Decodable & Sendable, Query: Decodable & Se
         for status in statuses { copy.settings.errorMediaTypes[status.code] = mediaType }
         return copy
     }
+    /// A request that shows the operation answering something worth seeing: its path below the
+    /// plugin's mount with a query (`/stops/near?lat=36.9&lon=-116.7`). `gateway serve` prints it
+    /// as a first thing to try.
+    public func example(_ pathAndQuery: String) -> Self { var copy = self; copy.settings.example = pathAndQuery; return copy }
+    /// Rules of input fields that depend on the configuration (``ServiceOperation/inputRules``):
+    /// `["query.city": .oneOf(configuredCities)]`. The handler must enforce what they state.
     public func rules(_ rules: [String: FieldRule]) -> Self {
         var copy = self
         copy.settings.inputRules.merge(rules) { $0.and($1) }
@@ -545,6 +551,7 @@ public struct OperationBuilder<Path: Decodable & Sendable, Query: Decodable & Se
         operation.rawMediaTypes = settings.rawMediaTypes
         operation.inputRules = settings.inputRules
         operation.errorMediaTypes = settings.errorMediaTypes
+        operation.example = settings.example
         return operation
     }
 }

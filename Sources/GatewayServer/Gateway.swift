@@ -368,7 +368,7 @@ public final class Gateway: Sendable {
             // read) makes `run` throw rather than serve plain HTTP.
             let tls = certificates.configuration()
             if certificates.settings.http2 {
-                server = Self.bounded(connections, timeouts: nil, canReply: false) { responder in
+                server = Self.bounded(connections, timeouts: timeouts, canReply: false) { responder in
                     try HTTP2UpgradeChannel(tlsConfiguration: tls, configuration: Self.http2Configuration(timeouts), responder: responder)
                 }
             } else {
@@ -574,14 +574,15 @@ public enum GatewayVersion {
 }
 
 extension Gateway {
-    /// A few `curl` lines that work against this gateway: its GET operations that need no path
-    /// parameter, one per plugin first.
+    /// A few `curl` lines that answer something worth seeing on this gateway: the example of the
+    /// first public GET operation of each plugin that declares one.
     public func exampleRequests(base: String) -> [String] {
         var lines: [String] = []
         for plugin in plugins {
-            for operation in plugin.instance.operations where operation.method == .get && operation.pathParameterNames.isEmpty && operation.access == .public {
-                lines.append("curl '\(base)\(Gateway.joinPath(plugin.mount, operation.path))'   # \(operation.summary)")
-                break
+            let operations = plugin.instance.operations
+            if let operation = operations.first(where: { $0.method == .get && $0.access == .public && $0.example != nil }), let example = operation.example {
+                let path = example.hasPrefix("?") ? Gateway.joinPath(plugin.mount, "") + example : Gateway.joinPath(plugin.mount, example)
+                lines.append("curl '\(base)\(path)'   # \(operation.summary)")
             }
         }
         return lines

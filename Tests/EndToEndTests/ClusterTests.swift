@@ -120,7 +120,7 @@ struct ClusterHarness {
         for _ in 0..<3 { instances.append(try await GatewayProcess(directory: directory, logLevel: "critical")) }
         let ports = instances.map { Int($0.url.split(separator: ":").last!)! }
 
-        // nginx in front, as the README's "Running several instances" shows.
+        // nginx in front, as docs/operations.md's "Running several instances" shows.
         let front = try Self.freePort()
         let nginxDirectory = directory.appendingPathComponent("nginx")
         try FileManager.default.createDirectory(at: nginxDirectory, withIntermediateDirectories: true)

@@ -163,6 +163,19 @@ struct GatewayBinaryTests {
         #expect(String(decoding: data, as: UTF8.self) == #"{"status":"ok"}"#)
         #expect(FileManager.default.fileExists(atPath: directory.appendingPathComponent("data/gateway.sqlite").path))
 
+        // Each request the banner offers to try answers something: a list with items in it.
+        let tries = server.banner.split(separator: "\n").compactMap { line -> String? in
+            guard let start = line.firstIndex(of: "'"), let end = line.lastIndex(of: "'"), start < end, line.contains("curl '") else { return nil }
+            return String(line[line.index(after: start)..<end])
+        }
+        #expect(tries.count == 4, "\(server.banner)")
+        for target in tries {
+            let (body, reply) = try await URLSession.shared.data(from: URL(string: target)!)
+            #expect((reply as? HTTPURLResponse)?.statusCode == 200, "\(target)")
+            let items = (try JSONSerialization.jsonObject(with: body) as? [String: Any])?["items"] as? [Any]
+            #expect((items ?? []).isEmpty == false, "\(target) answers an empty list: \(String(decoding: body, as: UTF8.self).prefix(300))")
+        }
+
         // The events demo (a week in Kaohsiung from today, the US holidays calendar) and the transit demo feed.
         for (target, what) in [("/v1/events?city=15", "the Kaohsiung week"), ("/v1/events/search?q=Thanksgiving", "the holidays calendar"),
                                ("/v1/transit/stops/near?lat=36.915682&lon=-116.751677", "the GTFS example feed")] {

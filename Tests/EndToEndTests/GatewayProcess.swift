@@ -6,6 +6,8 @@ import Testing
 final class GatewayProcess: @unchecked Sendable {
     let process = Process()
     let url: String
+    /// What it printed when it started: its address, its plugins and the requests to try.
+    let banner: String
 
     /// `config`: a plugins.yaml elsewhere than `directory` (the working directory); `environment`
     /// is added to the test's own.
@@ -41,6 +43,7 @@ final class GatewayProcess: @unchecked Sendable {
             throw GatewayProcessError(description: "the server printed no URL: \(output)\n\(logged)")
         }
         url = found
+        banner = output
     }
 
     /// SIGKILL, as a crash would.

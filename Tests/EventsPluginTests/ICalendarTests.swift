@@ -254,7 +254,8 @@ struct ICalendarProblemTests {
     @Test("BEGIN and END that do not match are problems; unknown and nested components are skipped")
     func components() throws {
         let data = ICalendarSamples.calendar([
-            "BEGIN:VTIMEZONE", "TZID:Custom", "BEGIN:STANDARD", "DTSTART:19701025T030000", "END:STANDARD", "END:VTIMEZONE",
+            "BEGIN:VTIMEZONE", "TZID:Custom", "BEGIN:STANDARD", "DTSTART:19701025T030000", "TZOFFSETFROM:+0100", "TZOFFSETTO:+0100",
+            "END:STANDARD", "END:VTIMEZONE",
             "BEGIN:VTODO", "UID:todo", "DTSTART:20260101T090000Z", "END:VTODO",
             "BEGIN:X-VENDOR", "BEGIN:VEVENT", "UID:hidden", "DTSTART:20260101T090000Z", "END:VEVENT", "END:X-VENDOR",
             "BEGIN:VEVENT", "UID:a", "DTSTART:20260101T090000Z",
@@ -267,8 +268,8 @@ struct ICalendarProblemTests {
         #expect(calendar.events.map(\.uid) == ["a", "b"])
         #expect(calendar.events[0].summary == "with alarm")
         #expect(calendar.events[0].description == nil, "the alarm's DESCRIPTION is not the event's")
-        #expect(calendar.problems.map(\.line) == [34, 35])
-        #expect(calendar.problems[0].reason.contains("BEGIN:VALARM at line 33"))
+        #expect(calendar.problems.map(\.line) == [36, 37])
+        #expect(calendar.problems[0].reason.contains("BEGIN:VALARM at line 35"))
         #expect(calendar.problems[1].reason.contains("END:VJOURNAL"))
     }
 
@@ -362,6 +363,51 @@ struct ICalendarTimeZoneTests {
     func unknown() {
         #expect(ICalendarTimeZoneResolver.resolveUncached("Customized Time Zone") == nil)
         #expect(ICalendarTimeZoneResolver.resolveUncached("") == nil)
+    }
+
+    /// A VTIMEZONE keeping Central European time (the EU's rules), under `tzid`.
+    static func centralEuropean(_ tzid: String) -> [String] {
+        ["BEGIN:VTIMEZONE", "TZID:\(tzid)",
+         "BEGIN:STANDARD", "DTSTART:19701025T030000", "TZOFFSETFROM:+0200", "TZOFFSETTO:+0100", "RRULE:FREQ=YEARLY;BYMONTH=10;BYDAY=-1SU", "END:STANDARD",
+         "BEGIN:DAYLIGHT", "DTSTART:19700329T020000", "TZOFFSETFROM:+0100", "TZOFFSETTO:+0200", "RRULE:FREQ=YEARLY;BYMONTH=3;BYDAY=-1SU", "END:DAYLIGHT",
+         "END:VTIMEZONE"]
+    }
+
+    static func event(_ uid: String, _ start: String) -> [String] { ["BEGIN:VEVENT", "UID:\(uid)", start, "END:VEVENT"] }
+
+    @Test("a TZID that a VTIMEZONE of the file defines means what the definition says (RFC 5545), not the zone its name suggests")
+    func definedZone() throws {
+        let data = ICalendarSamples.calendar(Self.centralEuropean("Europe/lisbon") + Self.centralEuropean("Europe/Paris")
+            + Self.event("winter", "DTSTART;TZID=Europe/lisbon:20260115T100000") + Self.event("summer", "DTSTART;TZID=Europe/lisbon:20260715T100000")
+            + Self.event("lisbon", "DTSTART;TZID=Europe/Lisbon:20260715T100000") + Self.event("paris", "DTSTART;TZID=Europe/Paris:20260715T100000"))
+        let calendar = try ICalendarParser().parse(data)
+        #expect(calendar.problems.isEmpty, "\(calendar.problems)")
+        let utc = try #require(TimeZone(identifier: "UTC"))
+        let starts = Dictionary(uniqueKeysWithValues: calendar.events.map { ($0.uid, $0.start.instant(floatingTimeZone: utc)) })
+        #expect(starts["winter"] == ICalendarSamples.instant("2026-01-15T09:00:00Z"), "CET, not Lisbon's WET")
+        #expect(starts["summer"] == ICalendarSamples.instant("2026-07-15T08:00:00Z"), "CEST, not Lisbon's WEST")
+        #expect(starts["lisbon"] == ICalendarSamples.instant("2026-07-15T09:00:00Z"), "a TZID no VTIMEZONE defines: the IANA zone of its name")
+        #expect(starts["paris"] == ICalendarSamples.instant("2026-07-15T08:00:00Z"))
+        if case .zoned(let zone) = calendar.events.first(where: { $0.uid == "paris" })?.start.zone {
+            #expect(zone.identifier == "Europe/Paris", "a definition that agrees with its name keeps the named zone")
+        } else {
+            Issue.record("Europe/Paris is not zoned")
+        }
+    }
+
+    @Test("a VTIMEZONE whose offsets no zone keeps, or that is incomplete, is reported; its TZID then means what its name means")
+    func undefinableZone() throws {
+        let odd = ["BEGIN:VTIMEZONE", "TZID:America/New_York", "BEGIN:STANDARD", "DTSTART:19700101T000000", "TZOFFSETFROM:+0117",
+                   "TZOFFSETTO:+0117", "END:STANDARD", "END:VTIMEZONE"]
+        let incomplete = ["BEGIN:VTIMEZONE", "TZID:Broken", "BEGIN:DAYLIGHT", "DTSTART:19700329T020000", "TZOFFSETTO:+99", "END:DAYLIGHT", "END:VTIMEZONE"]
+        let data = ICalendarSamples.calendar(odd + incomplete + Self.event("odd", "DTSTART;TZID=America/New_York:20260115T100000"))
+        let calendar = try ICalendarParser().parse(data)
+        let reasons = calendar.problems.map(\.reason)
+        #expect(reasons.contains { $0.contains("VTIMEZONE America/New_York keeps offsets no known time zone keeps") }, "\(reasons)")
+        #expect(reasons.contains { $0.contains("TZOFFSETTO '+99' is not an offset") }, "\(reasons)")
+        #expect(reasons.contains { $0.contains("needs DTSTART, TZOFFSETFROM and TZOFFSETTO") }, "\(reasons)")
+        let utc = try #require(TimeZone(identifier: "UTC"))
+        #expect(calendar.events.first?.start.instant(floatingTimeZone: utc) == ICalendarSamples.instant("2026-01-15T15:00:00Z"))
     }
 }
 

@@ -35,8 +35,9 @@ struct RequestFuzzTests {
                     let method = Self.methods.randomElement(using: &rng)!
                     let uri = Self.paths.randomElement(using: &rng)! + Self.queries.randomElement(using: &rng)!
                     var headers = HTTPFields()
-                    if let type = Self.contentTypes.randomElement(using: &rng)!, let value = Optional(type), !value.contains("\u{7F}") {
-                        headers[.contentType] = value
+                    if let type = Self.contentTypes.randomElement(using: &rng)! {
+                        // Leniently, so that a DEL in the value reaches the gateway as it was written.
+                        headers.append(HTTPField(name: .contentType, lenientValue: Array(type.utf8)))
                     }
                     if Bool.random(using: &rng) { headers[.ifMatch] = ["*", "\"x\"", "garbage"].randomElement(using: &rng)! }
                     var body = Self.bodies.randomElement(using: &rng)!.map { ByteBuffer(string: $0) }

@@ -3,8 +3,8 @@ import Foundation
 /// A calendar read by `ICalendarParser`: its events, with each event's RECURRENCE-ID overrides attached
 /// to it, and the problems met on the way.
 ///
-/// Only what the events plugin uses is kept; other properties and components (VTODO, VALARM,
-/// VTIMEZONE, X- components) are read past.
+/// Only what the events plugin uses is kept; a VTIMEZONE decides what its TZID means for the times
+/// after it; other properties and components (VTODO, VALARM, X- components) are read past.
 public struct ICalendar: Sendable, Hashable {
     /// `X-WR-CALNAME`, the name calendar applications show.
     public var name: String?

@@ -70,7 +70,8 @@ struct ICalendarParseState {
     private struct OpenComponent {
         var name: String
         var line: Int
-        /// Components other than VCALENDAR and the VEVENTs directly inside it are read past.
+        /// Components other than VCALENDAR, the VEVENTs and VTIMEZONEs directly inside it and the
+        /// observances of a VTIMEZONE are read past.
         var isSkipped: Bool
     }
 
@@ -85,6 +86,10 @@ struct ICalendarParseState {
     private var events: [ICalendarEvent] = []
     private var event: ICalendarEventBuilder?
     private var resolver = ICalendarTimeZoneResolver()
+    /// The VTIMEZONE being read, and the zones of those read (by TZID): what a TZID means from then on.
+    private var timeZone: ICalendarTimeZoneBuilder?
+    private var definedZones: [String: TimeZone?] = [:]
+    static let maximumDefinedZones = 200
 
     init(limits: ICalendarLimits, strict: Bool) {
         self.limits = limits
@@ -157,6 +162,16 @@ struct ICalendarParseState {
             stack.append(OpenComponent(name: name, line: line, isSkipped: false))
             return
         }
+        if name == "VTIMEZONE", stack.count == 1, !stack[0].isSkipped, definedZones.count < Self.maximumDefinedZones {
+            timeZone = ICalendarTimeZoneBuilder(line: line)
+            stack.append(OpenComponent(name: name, line: line, isSkipped: false))
+            return
+        }
+        if name == "STANDARD" || name == "DAYLIGHT", stack.count == 2, stack[1].name == "VTIMEZONE", !stack[1].isSkipped, timeZone?.observance == nil {
+            timeZone?.observance = .init(line: line)
+            stack.append(OpenComponent(name: name, line: line, isSkipped: false))
+            return
+        }
         stack.append(OpenComponent(name: name, line: line, isSkipped: true))
     }
 
@@ -176,6 +191,13 @@ struct ICalendarParseState {
             }
         }
         let closed = stack.removeLast()
+        if closed.name == "STANDARD" || closed.name == "DAYLIGHT", !closed.isSkipped, let problem = timeZone?.endObservance() {
+            try report(line: closed.line, problem)
+        }
+        if closed.name == "VTIMEZONE", !closed.isSkipped, let finished = timeZone {
+            timeZone = nil
+            try define(finished)
+        }
         if closed.name == "VEVENT", !closed.isSkipped, let finished = event {
             event = nil
             if let built = try finished.build(floatingTimeZone: nil, state: &self) {
@@ -194,6 +216,14 @@ struct ICalendarParseState {
             try builder.apply(content, line: line, state: &self)
             return
         }
+        if open.name == "VTIMEZONE" || open.name == "STANDARD" || open.name == "DAYLIGHT" {
+            do {
+                try timeZone?.apply(content)
+            } catch {
+                try report(line: line, error.reason)
+            }
+            return
+        }
         switch content.name {
         case "X-WR-CALNAME":
             if calendarName == nil { calendarName = ICalendarText.unescape(content.value) }
@@ -208,8 +238,27 @@ struct ICalendarParseState {
         }
     }
 
+    /// The zone a TZID means: the one its VTIMEZONE in the file defines, if one was read, else the
+    /// zone its name names.
     mutating func resolveTimeZone(_ tzid: String) -> TimeZone? {
-        resolver.resolve(tzid)
+        if let defined = definedZones[tzid] { return defined ?? resolver.resolve(tzid) }
+        return resolver.resolve(tzid)
+    }
+
+    /// Takes a VTIMEZONE in: its TZID means the IANA zone that keeps its offsets from now on.
+    private mutating func define(_ builder: ICalendarTimeZoneBuilder) throws(ICalendarError) {
+        guard let tzid = builder.tzid, !tzid.isEmpty else {
+            try report(line: builder.line, "VTIMEZONE without a TZID; skipped")
+            return
+        }
+        let definition = ICalendarTimeZoneDefinition(tzid: tzid, observances: builder.observances)
+        let named = resolver.resolve(tzid)
+        let zone = definition.matchingZone(preferred: named)
+        if zone == nil {
+            let fallback = named.map { "the zone of its name, \($0.identifier)" } ?? "floating time"
+            try report(line: builder.line, "VTIMEZONE \(tzid) keeps offsets no known time zone keeps; its times are read in \(fallback)")
+        }
+        definedZones[tzid] = .some(zone)
     }
 
     /// Reports what is still open, attaches overrides to their masters and hands the calendar over.

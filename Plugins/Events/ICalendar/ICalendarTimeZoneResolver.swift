@@ -10,9 +10,9 @@ import Foundation
 ///    (`/mozilla.org/20050126_1/America/New_York`, `/softwarestudio.org/Olson_20011030_5/Europe/Paris`);
 /// 4. anything else `TimeZone(identifier:)` accepts (`GMT+0530`).
 ///
-/// Surrounding quotes and spaces are ignored. VTIMEZONE definitions in the file are not consulted: the
-/// IANA database knows the same rules and more recent ones, and the definitions themselves are often
-/// wrong. A resolver remembers its answers, since a calendar repeats the same few TZIDs thousands of times.
+/// Surrounding quotes and spaces are ignored. A TZID that a VTIMEZONE of the file defines means what
+/// the definition says instead (``ICalendarTimeZoneDefinition``); this is what the name alone means.
+/// A resolver remembers its answers, since a calendar repeats the same few TZIDs thousands of times.
 struct ICalendarTimeZoneResolver {
     private var answers: [String: TimeZone?] = [:]
 

@@ -26,7 +26,7 @@ public struct CompositeSettings: Decodable, Sendable, Equatable {
     public var path: String
     public var summary: String?
     /// Who may call it (the steps are then each authorized as the caller): `public` (default),
-    /// `user`, `admin` or `scope:NAME`.
+    /// `user`, `admin`, `scope:NAME` or `granted:NAME` (a grant an administrator gave the user).
     public var access: String
     /// How long each step may take unless it says otherwise (default 10s).
     public var timeout: ConfigDuration

@@ -122,7 +122,8 @@ public struct ServerSettings: Decodable, Sendable, Equatable {
     public var cors: CORSSettings?
     /// Whether every request is logged at info level (otherwise at debug).
     public var accessLog: Bool = false
-    /// The base URL the gateway is reached at, used in the OpenAPI document and `Location` headers.
+    /// The base URL the gateway is reached at, used in the OpenAPI document and in the links of
+    /// password-reset and verification mail.
     public var publicURL: String?
     /// Extra listeners whose every WebSocket upgrade reaches one WebSocket route, for old clients
     /// that connect to a bare host and port (`ws://host:8081/`).
