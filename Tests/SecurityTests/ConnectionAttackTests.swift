@@ -29,10 +29,10 @@ struct ConnectionAttackTests {
         }
     }
 
-    @Test("a reply the client stops reading is cut off at the send deadline")
-    func slowReader() async throws {
+    @Test("a reply the client stops reading is cut off at the send deadline", arguments: securityStorages)
+    func slowReader(storage: TestStorage) async throws {
         try await EndlessService.serve { service in
-            try await ShippedGateway.with(edit: Self.bounded(head: "10s", idle: "10s", body: "10s", send: "1s", service: service)) { gateway in
+            try await ShippedGateway.with(storage: storage, edit: Self.bounded(head: "10s", idle: "10s", body: "10s", send: "1s", service: service)) { gateway in
                 let connection = try await RawConnection.open(port: gateway.port, reading: false)
                 try await connection.send("GET /v1/endless/stream HTTP/1.1\r\nHost: localhost\r\n\r\n")
                 // Nothing read for 4 s: the gateway's buffers fill and stay full past the deadline.
@@ -45,11 +45,11 @@ struct ConnectionAttackTests {
         }
     }
 
-    @Test("on the HTTP/2 listener a TLS handshake trickled a byte at a time is closed at the head deadline")
-    func slowHandshake() async throws {
+    @Test("on the HTTP/2 listener a TLS handshake trickled a byte at a time is closed at the head deadline", arguments: securityStorages)
+    func slowHandshake(storage: TestStorage) async throws {
         let folder = try Self.certificates()
         defer { try? FileManager.default.removeItem(at: folder.directory) }
-        try await ShippedGateway.with(edit: Self.bounded(head: "1s", idle: "10s", body: "10s", tls: folder.directory)) { gateway in
+        try await ShippedGateway.with(storage: storage, edit: Self.bounded(head: "1s", idle: "10s", body: "10s", tls: folder.directory)) { gateway in
             let connection = try await RawConnection.open(port: gateway.port)
             let start = ContinuousClock.now
             // A ClientHello's record header and the start of its body, a byte every 250 ms.
@@ -67,12 +67,12 @@ struct ConnectionAttackTests {
         }
     }
 
-    @Test("on HTTP/2 a stream whose reply the client stops taking is reset at the send deadline, and the connection serves on")
-    func slowStreamReader() async throws {
+    @Test("on HTTP/2 a stream whose reply the client stops taking is reset at the send deadline, and the connection serves on", arguments: securityStorages)
+    func slowStreamReader(storage: TestStorage) async throws {
         let folder = try Self.certificates()
         defer { try? FileManager.default.removeItem(at: folder.directory) }
         try await EndlessService.serve { service in
-            try await ShippedGateway.with(edit: Self.bounded(head: "10s", idle: "30s", body: "10s", send: "1s", tls: folder.directory, service: service)) { gateway in
+            try await ShippedGateway.with(storage: storage, edit: Self.bounded(head: "10s", idle: "30s", body: "10s", send: "1s", tls: folder.directory, service: service)) { gateway in
                 var configuration = HTTPClient.Configuration(tlsConfiguration: try folder.certificates.clientConfiguration())
                 configuration.httpVersion = .automatic
                 let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
@@ -113,9 +113,9 @@ struct ConnectionAttackTests {
         return (directory, certificates)
     }
 
-    @Test("a request head trickled a line at a time is answered 408 and closed at the head deadline")
-    func slowloris() async throws {
-        try await ShippedGateway.with(edit: Self.bounded(head: "1s", idle: "10s", body: "10s")) { gateway in
+    @Test("a request head trickled a line at a time is answered 408 and closed at the head deadline", arguments: securityStorages)
+    func slowloris(storage: TestStorage) async throws {
+        try await ShippedGateway.with(storage: storage, edit: Self.bounded(head: "1s", idle: "10s", body: "10s")) { gateway in
             let connection = try await RawConnection.open(port: gateway.port)
             let start = ContinuousClock.now
             try await connection.send("GET /healthz HTTP/1.1\r\nHost: localhost\r\n")
@@ -134,9 +134,9 @@ struct ConnectionAttackTests {
         }
     }
 
-    @Test("a request body that stops arriving is cut off at the body deadline")
-    func slowBody() async throws {
-        try await ShippedGateway.with(edit: Self.bounded(head: "10s", idle: "10s", body: "1s")) { gateway in
+    @Test("a request body that stops arriving is cut off at the body deadline", arguments: securityStorages)
+    func slowBody(storage: TestStorage) async throws {
+        try await ShippedGateway.with(storage: storage, edit: Self.bounded(head: "10s", idle: "10s", body: "1s")) { gateway in
             let connection = try await RawConnection.open(port: gateway.port)
             try await connection.send("POST /v1/auth/login HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"username\":")
             let held = await connection.closed(within: .seconds(6))
@@ -145,9 +145,9 @@ struct ConnectionAttackTests {
         }
     }
 
-    @Test("an idle kept-alive connection, and one that never sends a byte, are closed after the idle timeout")
-    func idleConnections() async throws {
-        try await ShippedGateway.with(edit: Self.bounded(head: "10s", idle: "1s", body: "10s")) { gateway in
+    @Test("an idle kept-alive connection, and one that never sends a byte, are closed after the idle timeout", arguments: securityStorages)
+    func idleConnections(storage: TestStorage) async throws {
+        try await ShippedGateway.with(storage: storage, edit: Self.bounded(head: "10s", idle: "1s", body: "10s")) { gateway in
             let keptAlive = try await RawConnection.open(port: gateway.port)
             try await keptAlive.send("GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
             let silent = try await RawConnection.open(port: gateway.port)
@@ -164,9 +164,9 @@ struct ConnectionAttackTests {
         }
     }
 
-    @Test("a flood from one address holds at most maxConnectionsPerAddress descriptors, and /healthz answers throughout")
-    func floodFromOneAddress() async throws {
-        try await ShippedGateway.with(edit: Self.bounded(head: "5s", idle: "5s", body: "5s", total: 40, perAddress: 10)) { gateway in
+    @Test("a flood from one address holds at most maxConnectionsPerAddress descriptors, and /healthz answers throughout", arguments: securityStorages)
+    func floodFromOneAddress(storage: TestStorage) async throws {
+        try await ShippedGateway.with(storage: storage, edit: Self.bounded(head: "5s", idle: "5s", body: "5s", total: 40, perAddress: 10)) { gateway in
             let before = Descriptors.count()
             var attackers: [RawConnection] = []
             for _ in 0..<150 {
@@ -195,9 +195,9 @@ struct ConnectionAttackTests {
         }
     }
 
-    @Test("a flood from many addresses holds at most maxConnections descriptors, which the head deadline then frees")
-    func floodFromManyAddresses() async throws {
-        try await ShippedGateway.with(edit: Self.bounded(head: "1s", idle: "1s", body: "1s", total: 40, perAddress: 10)) { gateway in
+    @Test("a flood from many addresses holds at most maxConnections descriptors, which the head deadline then frees", arguments: securityStorages)
+    func floodFromManyAddresses(storage: TestStorage) async throws {
+        try await ShippedGateway.with(storage: storage, edit: Self.bounded(head: "1s", idle: "1s", body: "1s", total: 40, perAddress: 10)) { gateway in
             let peers = (2...9).map { "127.0.0.\($0)" }
             let before = Descriptors.count()
             var attackers: [RawConnection] = []
@@ -226,10 +226,10 @@ struct ConnectionAttackTests {
         }
     }
 
-    @Test("a WebSocket upgrade is charged to the caller's rate limit")
-    func upgradesAreCharged() async throws {
+    @Test("a WebSocket upgrade is charged to the caller's rate limit", arguments: securityStorages)
+    func upgradesAreCharged(storage: TestStorage) async throws {
         let edit = ShippedGateway.repositoryFiles { $0.replacingOccurrences(of: "  user: 600/min", with: "  user: 3/min") }
-        try await ShippedGateway.with(edit: edit) { gateway in
+        try await ShippedGateway.with(storage: storage, edit: edit) { gateway in
             let user = try await gateway.register("socket-opener")
             var statuses: [String] = []
             var sockets: [RawConnection] = []
@@ -247,9 +247,9 @@ struct ConnectionAttackTests {
         }
     }
 
-    @Test("open WebSockets count against the per-address cap")
-    func upgradesCountAgainstTheCap() async throws {
-        try await ShippedGateway.with(edit: Self.bounded(head: "1s", idle: "1s", body: "1s", total: 40, perAddress: 3)) { gateway in
+    @Test("open WebSockets count against the per-address cap", arguments: securityStorages)
+    func upgradesCountAgainstTheCap(storage: TestStorage) async throws {
+        try await ShippedGateway.with(storage: storage, edit: Self.bounded(head: "1s", idle: "1s", body: "1s", total: 40, perAddress: 3)) { gateway in
             let user = try await gateway.register("socket-hoarder")
             var sockets: [RawConnection] = []
             for _ in 0..<3 {
