@@ -17,17 +17,26 @@ let bundledPluginTargets = bundledPluginFolders.map { $0 + "Plugin" }
 /// usual dependencies. (The bundled plugins' test targets are declared below, with their own.)
 let scaffoldedPluginTests: [String] = []
 
-/// What a bundled plugin needs beside GatewayCore: libraries, and files of its folder that are not sources.
+/// The libraries a plugin (or a module of the host) imports beside GatewayCore, by module name.
+func products(_ names: String...) -> [Target.Dependency] {
+    let packages = ["Logging": "swift-log", "Metrics": "swift-metrics", "SQLKit": "sql-kit", "ServiceLifecycle": "swift-service-lifecycle",
+                    "NIOCore": "swift-nio", "NIOConcurrencyHelpers": "swift-nio", "HTTPTypes": "swift-http-types", "Crypto": "swift-crypto"]
+    return names.map { .product(name: $0, package: packages[$0]!) }
+}
+
+/// What a bundled plugin needs beside GatewayCore: every library it imports, and files of its
+/// folder that are not sources.
 let pluginExtras: [String: (dependencies: [Target.Dependency], exclude: [String])] = [
+    "Events": (products("Logging", "SQLKit", "ServiceLifecycle"), []),
+    // v2 key secrets are kept hashed for look-ups and sealed for their owners to read back.
+    "Feeds": (products("Crypto", "Metrics", "NIOConcurrencyHelpers", "NIOCore", "SQLKit", "ServiceLifecycle"), []),
+    "Suggest": (products("Logging", "Metrics", "SQLKit", "ServiceLifecycle"), []),
+    "Todo": (products("SQLKit", "ServiceLifecycle"), []),
     "Transit": ([.product(name: "CompressNIO", package: "compress-nio"),
-                 .product(name: "NIOCore", package: "swift-nio"),
-                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
-                 .product(name: "Crypto", package: "swift-crypto")],
+                 .product(name: "SwiftProtobuf", package: "swift-protobuf")] + products("Crypto", "HTTPTypes", "NIOCore", "SQLKit", "ServiceLifecycle"),
                 ["Realtime/gtfs-realtime.proto", "Realtime/generate.sh"]),
     // An upstream service's OpenAPI document may be YAML.
-    "Upstream": ([.product(name: "Yams", package: "Yams")], []),
-    // v2 key secrets are kept hashed for look-ups and sealed for their owners to read back.
-    "Feeds": ([.product(name: "Crypto", package: "swift-crypto")], []),
+    "Upstream": ([.product(name: "Yams", package: "Yams")] + products("HTTPTypes", "Logging", "NIOCore", "ServiceLifecycle"), []),
 ]
 
 func plugin(_ folder: String) -> Target {
@@ -65,6 +74,8 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
         .package(url: "https://github.com/vapor/sql-kit.git", from: "3.36.0"),
         .package(url: "https://github.com/vapor/sqlite-kit.git", from: "4.5.2"),
+        .package(url: "https://github.com/vapor/sqlite-nio.git", from: "1.13.2"),
+        .package(url: "https://github.com/vapor/async-kit.git", from: "1.22.0"),
         .package(url: "https://github.com/vapor/postgres-kit.git", from: "2.17.0"),
         .package(url: "https://github.com/mattpolzin/OpenAPIKit.git", from: "6.4.0"),
         .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
@@ -128,7 +139,9 @@ let package = Package(
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
                 // WebSockets to upstream services (an upstream route with websocket: true).
                 .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
-            ],
+                .product(name: "SQLiteNIO", package: "sqlite-nio"),
+                .product(name: "AsyncKit", package: "async-kit"),
+            ] + products("HTTPTypes", "Logging", "Metrics", "NIOCore", "SQLKit"),
             swiftSettings: strictSettings
         ),
         .target(
@@ -145,7 +158,8 @@ let package = Package(
                 .product(name: "SwiftASN1", package: "swift-asn1"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
-            ],
+                .product(name: "Hummingbird", package: "hummingbird"),
+            ] + products("HTTPTypes", "Logging", "NIOConcurrencyHelpers", "NIOCore"),
             swiftSettings: strictSettings
         ),
         .target(
@@ -158,6 +172,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOFoundationCompat", package: "swift-nio"),
             ],
             swiftSettings: strictSettings
         ),

@@ -248,7 +248,7 @@ extension FeedRules {
 
     /// `rule`, or null.
     static func orNull(_ rule: FieldRule) -> FieldRule {
-        anyOf([rule, FieldRule(keywords: ["enum": .array([.null])])])
+        anyOf([rule, FieldRule(keywords: ["type": .string("null")])])
     }
 }
 

@@ -168,6 +168,21 @@ enum NativeSchemas {
                       description: "Each operation gets its own result, with a status, in order.")
     }
 
+    /// The reply of a batch: a result per operation, in order — its status, and the object
+    /// (created, replaced, patched) or the problem (a failed operation).
+    static var batchReply: JSONValue {
+        let problem = object([
+            "title": string(), "detail": string(), "status": .object(["type": .string("integer")]),
+            "errors": array(of: object(["pointer": string(), "detail": string()], required: ["pointer", "detail"])),
+        ], required: ["title", "detail", "status"], description: "Why the operation failed (RFC 9457 problem details).")
+        let result = object([
+            "status": .object(["type": .string("integer"), "description": .string("201 created, 200 replaced or patched, 204 deleted, or the failure's status.")]),
+            "object": .object(["type": .string("object"), "description": .string("The object as the native API answers it (with id, etag, createdAt, updatedAt, owner).")]),
+            "problem": problem,
+        ], required: ["status"])
+        return object(["results": array(of: result, maxItems: TodoPlugin.maximumBatch)], required: ["results"])
+    }
+
     /// A bucket as the native API shows it.
     static var bucket: JSONValue {
         object([

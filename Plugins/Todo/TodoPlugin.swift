@@ -479,6 +479,7 @@ public struct TodoPlugin: AuthorizingPlugin {
                 },
             ServiceOperation.define("todo.objects.batch", .post, "/buckets/{bucket}/batch", summary: "Run many object operations in one request")
                 .documentBody(schema: NativeSchemas.batch)
+                .documentOutput(schema: NativeSchemas.batchReply)
                 .details("The body is {\"operations\": [{\"op\": \"create\"|\"replace\"|\"patch\"|\"delete\", \"id\", \"object\", \"ifMatch\"}]} (at most 100); each gets its own result with a status, in order.")
                 .path(BucketPath.self)
                 .resource("bucket")

@@ -403,6 +403,21 @@ struct FeedsOpenAPITests {
         }
     }
 
+    @Test("datapoint values are typed wherever a body takes one: a number or a decimal text, and null where a value may be cleared")
+    func typedValues() async throws {
+        try await withFeeds { gateway in
+            let document = try await gateway.openAPIDocument()
+            let paths = try #require(document["paths"] as? [String: [String: Any]])
+            let bodies = paths.filter { $0.key.hasPrefix("/v1/feeds") }.flatMap { _, operations in
+                operations.values.compactMap { ($0 as? [String: Any])?["requestBody"] }
+            }
+            let text = String(decoding: try JSONSerialization.data(withJSONObject: bodies, options: [.sortedKeys]), as: UTF8.self)
+            #expect(!text.contains("Any JSON value"), "a member described as any JSON value")
+            #expect(!text.contains(":{}"), "an empty schema admits anything: \(text.components(separatedBy: ":{}").first?.suffix(200) ?? "")")
+            #expect(text.contains(#"{"type":"null"}"#), "currentValue may be null")
+        }
+    }
+
     @Test("every JSON body of the native API is described, with the members the plugin reads")
     func typedBodies() async throws {
         try await withFeeds { gateway in

@@ -382,6 +382,20 @@ struct TodoNativeTests {
 
 @Suite("todo in the OpenAPI document")
 struct TodoOpenAPITests {
+    @Test("a batch's reply is described: a result per operation, with its status and the object or the problem")
+    func batchReply() async throws {
+        try await withTodo { gateway in
+            let document = try await gateway.openAPIDocument()
+            let paths = try #require(document["paths"] as? [String: [String: Any]])
+            let operation = try #require(paths["/v1/todo/buckets/{bucket}/batch"]?["post"] as? [String: Any])
+            let reply = ((((operation["responses"] as? [String: Any])?["200"] as? [String: Any])?["content"] as? [String: Any])?["application/json"] as? [String: Any])?["schema"] as? [String: Any]
+            let results = ((reply?["properties"] as? [String: Any])?["results"] as? [String: Any])?["items"] as? [String: Any]
+            let members = try #require(results?["properties"] as? [String: Any], "\(reply ?? [:])")
+            #expect(Set(members.keys) == ["status", "object", "problem"])
+            #expect(results?["required"] as? [String] == ["status"])
+        }
+    }
+
     @Test("an object is described by its bucket's JSON Schema, with the system members, in requests and replies")
     func bucketSchemas() async throws {
         try await withTodo { gateway in

@@ -227,7 +227,7 @@ public enum OpenAPIDocumentBuilder {
 
     /// The schema of a body taken as bytes: text for textual media types, binary otherwise.
     private static func rawSchema(for mediaType: String) -> JSONSchema {
-        if mediaType == "application/json" { return .fragment(description: "Any JSON value.") }
+        if mediaType == "application/json" { return .fragment(description: JSONSchema.anyJSONValue) }
         let textual = mediaType.hasPrefix("text/") || ["json", "xml", "yaml"].contains { mediaType.hasSuffix($0) }
         return textual ? .string : .string(format: .other("binary"))
     }
@@ -248,7 +248,7 @@ public enum OpenAPIDocumentBuilder {
             return OpenAPI.Response(description: description, content: .direct([.json: OpenAPI.Content(schema: documented(schema))]))
         }
         if output == JSONValue.self || output == JSONDocument.self {
-            return OpenAPI.Response(description: description, content: .direct([.json: OpenAPI.Content(schema: .fragment(description: "Any JSON value."))]))
+            return OpenAPI.Response(description: description, content: .direct([.json: OpenAPI.Content(schema: .fragment(description: JSONSchema.anyJSONValue))]))
         }
         if output == RawReply.self {
             var content: OrderedDictionary<OpenAPI.ContentType, OpenAPI.Content> = [:]
@@ -358,7 +358,7 @@ public enum OpenAPIDocumentBuilder {
     /// A JSON Schema a plugin gave as JSON; one OpenAPIKit cannot read is described as any JSON value.
     static func documented(_ schema: JSONValue) -> JSONSchema {
         (try? JSONDecoder().decode(JSONSchema.self, from: Data(schema.serialized().readableBytesView)))
-            ?? .fragment(description: "Any JSON value.")
+            ?? .fragment(description: JSONSchema.anyJSONValue)
     }
 
     private static func components(adding named: OrderedDictionary<OpenAPI.ComponentKey, JSONSchema>) -> OpenAPI.Components {

@@ -194,7 +194,7 @@ private final class ReflectionSession {
             return (schema, placeholder as? T)
         }
         if type == JSONValue.self {
-            return (.fragment(description: "Any JSON value."), JSONValue.null as? T)
+            return (.fragment(description: JSONSchema.anyJSONValue), JSONValue.null as? T)
         }
         if let enumerated = enumeration(type) {
             return enumerated
@@ -314,14 +314,21 @@ private final class ReflectionSession {
 }
 
 extension JSONSchema {
+    /// The description of a member whose type is ``JSONValue`` (any JSON value).
+    static let anyJSONValue = "Any JSON value."
+
     /// This schema with JSON Schema keywords added (a ``FieldRule``'s): the schema goes to JSON
     /// and back, so every keyword OpenAPIKit reads can be given. Nested objects such as `items`
     /// merge member by member. Keywords that would make the schema unreadable are a programming
     /// error in the rule; they are dropped and the schema stays as it was.
     func adding(_ keywords: [String: JSONValue]) -> JSONSchema {
         guard let data = try? JSONEncoder().encode(self),
-              case .object(let members)? = try? JSONValue.parse(String(decoding: data, as: UTF8.self))
+              case .object(var members)? = try? JSONValue.parse(String(decoding: data, as: UTF8.self))
         else { return self }
+        // A member of any JSON value that a rule gives types to is no longer "any JSON value".
+        if members["description"] == .string(Self.anyJSONValue), !Set(keywords.keys).isDisjoint(with: ["type", "anyOf", "oneOf", "enum", "const"]) {
+            members["description"] = nil
+        }
         var merged = JSONValue.object(FieldRule.merge(members, Self.keepingNull(keywords, of: members)))
         // An object with required alternatives is allOf [its members, anyOf [...]]: keywords go
         // to the part with the members (beside allOf they would not be read back).

@@ -8,6 +8,11 @@ import Synchronization
 import Tracing
 import W3CTraceContext
 
+/// Request ids: a random prefix for this process and a counter, so that ids of several instances
+/// do not collide.
+private let requestIDPrefix: UInt64 = UInt64.random(in: 1...0x0FFF_FFFF) << 32
+private let requestIDCounter = Atomic<UInt64>(0)
+
 /// The gateway's request pipeline, as one Hummingbird responder.
 ///
 /// Every request passes the stages of DESIGN.md in order: request id → access log + metrics →
@@ -16,9 +21,6 @@ import W3CTraceContext
 /// rather than as a chain of middleware so that the common path costs no extra allocations or
 /// indirections. Every error becomes a problem document (or the dialect's legacy shape); nothing a
 /// client sends can produce a 500 unless a handler itself fails unexpectedly.
-private let requestIDPrefix: UInt64 = UInt64.random(in: 1...0x0FFF_FFFF) << 32
-private let requestIDCounter = Atomic<UInt64>(0)
-
 public struct GatewayResponder: HTTPResponder {
     public typealias Context = GatewayRequestContext
 
