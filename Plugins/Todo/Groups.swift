@@ -94,19 +94,6 @@ final class GroupDirectory: Sendable {
         self.accounts = accounts
     }
 
-    static let migration = Migration(3, "groups of users") { db in
-        try await db.create(table: "todo_groups")
-            .column("name", type: .text, .primaryKey(autoIncrement: false))
-            .column("id", type: .text, .notNull)
-            .column("users", type: .text, .notNull)
-            .column("groups", type: .text, .notNull)
-            .column("acl", type: .text, .notNull)
-            .column("etag", type: .text, .notNull)
-            .column("created_at", type: .bigint, .notNull)
-            .column("updated_at", type: .bigint, .notNull)
-            .run()
-    }
-
     /// A group name: 1 to 100 letters, digits, `_` and `-`; `anonymous` and `authenticated` are
     /// the reserved ones every ACL knows.
     static func nameProblem(_ name: String) -> String? {

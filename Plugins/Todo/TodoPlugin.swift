@@ -9,7 +9,7 @@ import ServiceLifecycle
 public struct TodoPlugin: AuthorizingPlugin {
     public static let id = "todo"
     public static let summary = "Object buckets with queries and ACLs, with the NEC BaaS dialect"
-    public static let migrations = ObjectStore.migrations + [GroupDirectory.migration, ObjectStore.guestIndex, ObjectStore.guestIDIndex, ObjectStore.tenantColumns]
+    public static let migrations = TodoMigrations.all
 
     public struct Configuration: PluginConfiguration {
         /// The largest object, in bytes of compact JSON.
