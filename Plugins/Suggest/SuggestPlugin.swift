@@ -9,7 +9,7 @@ import ServiceLifecycle
 public struct SuggestPlugin: ServicePlugin {
     public static let id = "suggest"
     public static let summary = "Search-as-you-type suggestions, with the KKBOX dialect"
-    public static let migrations = TermStore.migrations
+    public static let migrations = SuggestMigrations.all
 
     public struct Configuration: PluginConfiguration {
         /// Dictionary files loaded as demo data (relative to plugins.yaml).

@@ -63,18 +63,6 @@ final class TermStore: Sendable {
         apply(.init(dictionary: change.dictionary, keyword: keyword), term: row.map { Term(dictionary: $0.dictionary, keyword: $0.keyword, text: $0.text, weight: $0.weight) })
     }
 
-    static let migrations: [Migration] = [
-        Migration(1, "create suggest_terms") { db in
-            try await db.create(table: "suggest_terms")
-                .column("dictionary", type: .text, .notNull)
-                .column("keyword", type: .text, .notNull)
-                .column("text", type: .text, .notNull)
-                .column("weight", type: .double, .notNull)
-                .primaryKey("dictionary", "keyword")
-                .run()
-        },
-    ]
-
     private struct Row: Codable {
         var dictionary: String
         var keyword: String
