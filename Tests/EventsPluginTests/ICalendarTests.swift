@@ -400,12 +400,16 @@ struct ICalendarTimeZoneTests {
         let odd = ["BEGIN:VTIMEZONE", "TZID:America/New_York", "BEGIN:STANDARD", "DTSTART:19700101T000000", "TZOFFSETFROM:+0117",
                    "TZOFFSETTO:+0117", "END:STANDARD", "END:VTIMEZONE"]
         let incomplete = ["BEGIN:VTIMEZONE", "TZID:Broken", "BEGIN:DAYLIGHT", "DTSTART:19700329T020000", "TZOFFSETTO:+99", "END:DAYLIGHT", "END:VTIMEZONE"]
-        let data = ICalendarSamples.calendar(odd + incomplete + Self.event("odd", "DTSTART;TZID=America/New_York:20260115T100000"))
+        // A rule that would give an onset every second for 68 years is no zone's: refused, not expanded.
+        let busy = ["BEGIN:VTIMEZONE", "TZID:Busy", "BEGIN:STANDARD", "DTSTART:19700101T000000", "TZOFFSETFROM:+0100", "TZOFFSETTO:+0100",
+                    "RRULE:FREQ=SECONDLY", "END:STANDARD", "END:VTIMEZONE"]
+        let data = ICalendarSamples.calendar(odd + incomplete + busy + Self.event("odd", "DTSTART;TZID=America/New_York:20260115T100000"))
         let calendar = try ICalendarParser().parse(data)
         let reasons = calendar.problems.map(\.reason)
         #expect(reasons.contains { $0.contains("VTIMEZONE America/New_York keeps offsets no known time zone keeps") }, "\(reasons)")
         #expect(reasons.contains { $0.contains("TZOFFSETTO '+99' is not an offset") }, "\(reasons)")
         #expect(reasons.contains { $0.contains("needs DTSTART, TZOFFSETFROM and TZOFFSETTO") }, "\(reasons)")
+        #expect(reasons.contains { $0.contains("RRULE must be FREQ=YEARLY") }, "\(reasons)")
         let utc = try #require(TimeZone(identifier: "UTC"))
         #expect(calendar.events.first?.start.instant(floatingTimeZone: utc) == ICalendarSamples.instant("2026-01-15T15:00:00Z"))
     }

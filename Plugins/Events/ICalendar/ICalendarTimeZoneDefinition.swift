@@ -21,8 +21,10 @@ struct ICalendarTimeZoneDefinition: Sendable {
     var tzid: String
     var observances: [Observance] = []
 
-    static let maximumObservances = 100
-    static let maximumDates = 1_000
+    static let maximumObservances = 20
+    static let maximumDates = 100
+    /// Onsets a yearly rule gives, at most (1970 to 2037 is 68).
+    static let maximumRuleOnsets = 200
     /// The years the offsets are compared over.
     static let comparedYears = 2000...2037
 
@@ -47,7 +49,7 @@ struct ICalendarTimeZoneDefinition: Sendable {
             var walls = [observance.start.wallClock] + observance.dates.map(\.wallClock)
             if let rule = observance.rule {
                 let until = rule.until.map { $0.zone == .utc ? $0.wallClock : $0.wallClock - observance.offsetFrom }
-                var iterator = ICalendarRecurrenceIterator(rule: rule, start: observance.start, maxIterations: 10_000)
+                var iterator = ICalendarRecurrenceIterator(rule: rule, start: observance.start, maxIterations: Self.maximumRuleOnsets)
                 var count = 0
                 while let wall = iterator.next(), wall - observance.offsetFrom < end {
                     count += 1
@@ -103,11 +105,11 @@ struct ICalendarTimeZoneDefinition: Sendable {
             return true
         }
         if let preferred, agrees(preferred) { return preferred }
-        for identifier in TimeZone.knownTimeZoneIdentifiers.sorted() {
-            if let zone = TimeZone(identifier: identifier), agrees(zone) { return zone }
-        }
-        return nil
+        return Self.knownZones.first(where: agrees)
     }
+
+    /// Every IANA zone, in the order of their names: made once, not for each definition.
+    private static let knownZones: [TimeZone] = TimeZone.knownTimeZoneIdentifiers.sorted().compactMap { TimeZone(identifier: $0) }
 }
 
 /// The VTIMEZONE being read, and the observance inside it.
@@ -143,7 +145,12 @@ struct ICalendarTimeZoneBuilder {
             }
             if content.name == "TZOFFSETFROM" { current.offsetFrom = offset } else { current.offsetTo = offset }
         case "RRULE":
-            current.rule = try ICalendarRecurrenceRule.parse(content.value).rule
+            let rule = try ICalendarRecurrenceRule.parse(content.value).rule
+            // Zones change their offsets once or twice a year: a rule of another frequency is no zone's.
+            guard rule.frequency == .yearly else {
+                throw ICalendarContentLine.Malformed(reason: "a VTIMEZONE's RRULE must be FREQ=YEARLY; ignored")
+            }
+            current.rule = rule
         case "RDATE":
             for value in content.value.split(separator: ",") where current.dates.count < ICalendarTimeZoneDefinition.maximumDates {
                 current.dates.append(try ICalendarValueReader.dateTime(value, zone: .floating))
