@@ -112,7 +112,7 @@ struct ResponseCacheTests {
     func bounds() async throws {
         let cache = MemoryResponseCache(maxEntries: 3, maxBytes: 100_000)
         func reply(_ size: Int, tags: [String] = []) -> CachedReply {
-            CachedReply(status: 200, headers: [], body: Array(repeating: 1, count: size), etag: "\"x\"", storedAt: .now, ttl: .seconds(60), tags: tags)
+            CachedReply(status: .ok, headers: [:], body: Array(repeating: 1, count: size), etag: "\"x\"", storedAt: .now, ttl: .seconds(60), tags: tags)
         }
         await cache.store("a", reply(10))
         await cache.store("b", reply(10))
@@ -142,7 +142,7 @@ struct ResponseCacheTests {
     @Test("an expired entry is never served")
     func expiry() async throws {
         let cache = MemoryResponseCache(maxEntries: 10, maxBytes: 100_000)
-        await cache.store("k", CachedReply(status: 200, headers: [], body: [1], etag: "\"e\"", storedAt: .now - .seconds(2), ttl: .seconds(1), tags: []))
+        await cache.store("k", CachedReply(status: .ok, headers: [:], body: [1], etag: "\"e\"", storedAt: .now - .seconds(2), ttl: .seconds(1), tags: []))
         #expect(await cache.lookup("k") == nil)
     }
 }

@@ -113,8 +113,8 @@ struct RouteTableTests {
     @Test("cache tags take the path's parameters: each {name} replaced, unknown names and stray braces kept")
     func tags() {
         let parameters = ["bucket": "todos", "id": "日本", "empty": ""]
-        let resolved = GatewayResponder.resolve(tags: ["todo:buckets", "todo:bucket:{bucket}", "{bucket}/{id}/x", "a{missing}b", "{empty}|",
-                                                       "open{bucket", "close}{bucket}}", "é{id}é"], parameters: parameters)
+        let resolved = ["todo:buckets", "todo:bucket:{bucket}", "{bucket}/{id}/x", "a{missing}b", "{empty}|",
+                        "open{bucket", "close}{bucket}}", "é{id}é"].map { TagTemplate($0).resolve(parameters) }
         #expect(resolved == ["todo:buckets", "todo:bucket:todos", "todos/日本/x", "a{missing}b", "|", "open{bucket", "close}todos}", "é日本é"])
     }
 
@@ -178,7 +178,7 @@ struct PipelineHelperTests {
     func requestQuery() {
         for target in ["/v1/suggest?limit=10&q=%E5%8C%97%E4%BA%AC", "/a", "/a?", "/a?x=1?y=2", "/a?x=1#frag", "/a#frag?x=1", "/?q=%20+"] {
             let request = Request(head: HTTPRequest(method: .get, scheme: "http", authority: "gateway.test", path: target), body: .init(buffer: .init()))
-            #expect(GatewayResponder.query(of: request) == Substring(request.uri.query ?? ""), "\(target)")
+            #expect(Exchange.query(of: request) == Substring(request.uri.query ?? ""), "\(target)")
         }
     }
 }

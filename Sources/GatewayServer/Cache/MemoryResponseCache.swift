@@ -94,7 +94,7 @@ public final class MemoryResponseCache: ResponseCacheStore {
     }
 
     public func store(_ key: String, _ reply: CachedReply) async {
-        let size = reply.body.count + key.utf8.count + reply.headers.reduce(0) { $0 + $1.0.utf8.count + $1.1.utf8.count } + 64
+        let size = reply.body.count + key.utf8.count + reply.headers.reduce(0) { $0 + $1.name.rawName.utf8.count + $1.value.utf8.count } + 64
         // One reply may not take more than an eighth of the cache: it would evict everything else.
         guard maxEntries > 0, size <= maxBytes / 8 else { return }
         state.withLockedValue { box in

@@ -213,24 +213,10 @@ enum Endpoint: Sendable {
         }
     }
 
-    /// The endpoint's metric series.
-    var metrics: GatewayMetrics.EndpointSeries? {
-        switch self {
-        case .route(let mounted): mounted.metrics
-        case .gateway(let endpoint): endpoint.metrics
-        }
-    }
-
     var summary: String {
         switch self {
         case .route(let mounted): mounted.summary
         case .gateway(let endpoint): endpoint.summary
         }
-    }
-
-    /// `path` as the access log and traces show it: `***` for the route's secret parameters.
-    func loggedPath(_ path: String, parameters: [String: String]) -> String {
-        guard case .route(let mounted) = self, !mounted.secretParameters.isEmpty else { return path }
-        return SecretParameters.redact(path, template: mounted.template, parameters: parameters, secret: mounted.secretParameters)
     }
 }

@@ -119,17 +119,18 @@ public struct UnlimitedRateLimiter: RateLimiter {
     public func acquireNow(principal: Principal, plugin: String, cost: Int) -> RateLimitDecision? { .unlimited }
 }
 
-/// A stored reply.
+/// A stored reply: its status and fields as the handler's reply had them (without the
+/// rate-limit fields, `Content-Length`, `Age` and `X-Request-Id`, which each request sets).
 public struct CachedReply: Sendable {
-    public var status: Int
-    public var headers: [(String, String)]
+    public var status: HTTPResponse.Status
+    public var headers: HTTPFields
     public var body: [UInt8]
     public var etag: String
     public var storedAt: ContinuousClock.Instant
     public var ttl: Duration
     public var tags: [String]
 
-    public init(status: Int, headers: [(String, String)], body: [UInt8], etag: String, storedAt: ContinuousClock.Instant, ttl: Duration, tags: [String]) {
+    public init(status: HTTPResponse.Status, headers: HTTPFields, body: [UInt8], etag: String, storedAt: ContinuousClock.Instant, ttl: Duration, tags: [String]) {
         self.status = status
         self.headers = headers
         self.body = body
@@ -140,7 +141,8 @@ public struct CachedReply: Sendable {
     }
 }
 
-/// The response-cache stage: lookup before authorization, store after the handler, invalidate by tag.
+/// The response cache the pipeline's cache stages use: lookup after authorization, store after the
+/// handler, invalidate by tag.
 public protocol ResponseCacheStore: CacheInvalidator {
     func lookup(_ key: String) async -> CachedReply?
     func store(_ key: String, _ reply: CachedReply) async

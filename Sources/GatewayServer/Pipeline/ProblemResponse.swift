@@ -2,6 +2,7 @@ import Foundation
 import GatewayCore
 import HTTPTypes
 import Hummingbird
+import Logging
 import NIOCore
 
 /// Renders ``GatewayError``s as RFC 9457 `application/problem+json` replies.
@@ -46,6 +47,26 @@ enum ProblemResponse {
         headers[.cacheControl] = "no-store"
         for field in error.headers { headers.append(field) }
         return Response(status: error.httpStatus, headers: headers, body: .init(byteBuffer: data))
+    }
+
+    /// Any error as the reply: a ``GatewayError`` as it is, another error as a 500 whose text goes
+    /// to the log only; in the dialect's legacy shape for a dialect route, else a problem document.
+    static func reply(to error: any Error, dialect: Dialect?, exchange: Exchange, endpoint: String, logger: Logger) -> Response {
+        let known = gatewayError(from: error)
+        if known == nil {
+            logger.error("unhandled error", metadata: ["request.id": .string(exchange.requestID), "endpoint": .string(endpoint),
+                                                       "error": "\(String(reflecting: error))"])
+        }
+        let problem = known ?? .internalError()
+        guard let dialect else { return make(problem, path: exchange.path, requestID: exchange.requestID) }
+        var rendered = dialect.renderError(problem)
+        // The error's own fields (`Retry-After`, `Allow`), unless the rendering set them; a
+        // challenge only on a 401 the dialect kept as one.
+        for name in Set(problem.headers.map(\.name)) where rendered.headers[name] == nil {
+            if name == .wwwAuthenticate && rendered.status != .unauthorized { continue }
+            rendered.headers[fields: name] = problem.headers[fields: name]
+        }
+        return Response(status: rendered.status, headers: rendered.headers, body: .init(byteBuffer: rendered.body))
     }
 
     /// Maps any error to a ``GatewayError``: its own kind, Hummingbird's HTTP errors by status,

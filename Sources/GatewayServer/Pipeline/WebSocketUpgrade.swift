@@ -112,7 +112,7 @@ extension Gateway {
         guard (try? await limit(principal, mounted.pluginID, 1)) != nil else {
             return .dontUpgrade
         }
-        let requestID = GatewayResponder.requestID(from: head.headerFields)
+        let requestID = RequestID.of(head.headerFields)
         var socketLogger = logger
         socketLogger[metadataKey: "request.id"] = .string(requestID)
         let pluginID = mounted.pluginID

@@ -12,6 +12,13 @@ import HTTPTypes
 /// A template may end in a parameter that takes the rest of the path, `{name...}`: it matches
 /// what no other route of the place matches, zero or more segments, and its value is the rest as
 /// it came (percent-encoded still, without the leading `/`), for a route that forwards it.
+///
+/// Why not Hummingbird's router: the table is rebuilt from plugins.yaml on every reload and swapped
+/// with the rest of the pipeline's state while requests already running keep the old one, where
+/// Hummingbird's is built once with the application; and the pipeline needs what its `Router`
+/// does not tell (the allowed methods of a path for a 405, a rest parameter kept encoded, the
+/// template of the route that matched, for the OpenAPI document and for redacting secret
+/// parameters in logs).
 struct RouteTable<Endpoint: Sendable>: Sendable {
     /// A node of the segment tree. Nodes live in one array and refer to each other by index, so
     /// that resolving a path reads them in place: walking a tree of objects would count references
