@@ -99,13 +99,4 @@ public struct LeasedService: Service {
     func release() async {
         _ = try? await database.raw("DELETE FROM gateway_leases WHERE name = \(bind: name) AND holder = \(bind: holder)").run()
     }
-
-    /// The table of leases (a gateway migration creates it).
-    public static let migration = Migration(7, "cluster leases") { db in
-        try await db.create(table: "gateway_leases")
-            .column("name", type: .text, .primaryKey(autoIncrement: false))
-            .column("holder", type: .text, .notNull)
-            .column("expires_at", type: .bigint, .notNull)
-            .run()
-    }
 }

@@ -125,9 +125,7 @@ public final class Gateway: Sendable {
     public static let reservedIDs: Set<String> = ["accounts", "auth", "me", "admin", "plugins", "batch", "composite", "gateway"]
 
     /// The host's own schema steps (owner `gateway`).
-    public static let hostMigrations: [Migration] = UserInbox.migrations + AccountStore.migrations + ClusterRateLimiter.migrations
-        + [PasswordResets.migration, LeasedService.migration, AccountStore.realmMigration, AccountStore.grantMigration,
-           EmailVerifications.migration, ShippedSecrets.migration]
+    public static var hostMigrations: [Migration] { HostMigrations.all }
 
     /// Opens the database, applies migrations, creates every enabled plugin and builds the pipeline.
     public static func start(configuration: GatewayConfiguration, registrations: [PluginRegistration], options: Options) async throws -> Gateway {
@@ -432,7 +430,7 @@ public final class Gateway: Sendable {
     public func makeAdminListener(host: String, port: Int, onStart: @escaping @Sendable (Int) async -> Void = { _ in }) -> some ApplicationProtocol {
         let reloadPath = "/v1/admin/reload"
         let responder = CallbackResponder { [weak self] (request: Request, context: GatewayRequestContext) in
-            let requestID = GatewayResponder.requestID(from: request.headers)
+            let requestID = RequestID.of(request.headers)
             guard let self else { return ProblemResponse.make(.unavailable("The gateway is stopping."), path: request.uri.path, requestID: requestID) }
             if request.uri.path == reloadPath {
                 guard request.method == .post else {

@@ -408,6 +408,23 @@ struct StorageTests {
         }
     }
 
+    @Test("the host's schema is one list, numbered once in increasing order, and a fresh database gets every step", arguments: TestStorage.available)
+    func hostMigrations(storage: TestStorage) async throws {
+        let versions = Gateway.hostMigrations.map(\.version)
+        #expect(versions == versions.sorted() && Set(versions).count == versions.count, "\(versions)")
+        try await storage.withDatabase { database in
+            let runner = MigrationRunner(database: database.sql, logger: .init(label: "test"))
+            let applied = try await runner.migrate([(owner: "gateway", steps: Gateway.hostMigrations)])
+            #expect(applied.map(\.version) == versions)
+            #expect(try await runner.migrate([(owner: "gateway", steps: Gateway.hostMigrations)]).isEmpty)
+            for table in ["gateway_users", "gateway_sessions", "gateway_api_keys", "gateway_notifications", "gateway_rate_limits", "gateway_leases",
+                          "gateway_password_resets", "gateway_realm_members", "gateway_user_grants", "gateway_email_verifications",
+                          "gateway_generated_secrets"] {
+                _ = try await database.sql.raw("SELECT COUNT(*) AS n FROM \(unsafeRaw: table)").first()
+            }
+        }
+    }
+
     @Test("two instances migrating at once on one database both succeed and apply each step once", arguments: TestStorage.available)
     func concurrentMigrations(storage: TestStorage) async throws {
         try await storage.withFreshLocation { location, directory in

@@ -27,61 +27,6 @@ public struct AccountStore: Sendable {
         self.sessionTTL = sessionTTL
     }
 
-    /// The account tables (owner `gateway`, after the inbox tables).
-    public static let migrations: [Migration] = [
-        Migration(2, "users, sessions and api keys") { db in
-            try await db.create(table: "gateway_users")
-                .column("id", type: .text, .primaryKey(autoIncrement: false))
-                .column("username", type: .text, .notNull)
-                .column("username_key", type: .text, .notNull, .unique)
-                .column("display_name", type: .text, .notNull)
-                .column("profile", type: .text, .notNull)
-                .column("password_hash", type: .text, .notNull)
-                .column("is_admin", type: .bigint, .notNull)
-                .column("disabled", type: .bigint, .notNull)
-                .column("created_at", type: .double, .notNull)
-                .column("updated_at", type: .double, .notNull)
-                .run()
-            try await db.create(table: "gateway_sessions")
-                .column("token_hash", type: .text, .primaryKey(autoIncrement: false))
-                .column("user_id", type: .text, .notNull)
-                .column("created_at", type: .double, .notNull)
-                .column("expires_at", type: .double, .notNull)
-                .column("revoked_at", type: .double)
-                .run()
-            try await db.create(index: "gateway_sessions_user").on("gateway_sessions").column("user_id").run()
-            try await db.create(table: "gateway_api_keys")
-                .column("id", type: .text, .primaryKey(autoIncrement: false))
-                .column("key_hash", type: .text, .notNull, .unique)
-                .column("prefix", type: .text, .notNull)
-                .column("user_id", type: .text)
-                .column("label", type: .text, .notNull)
-                .column("scopes", type: .text, .notNull)
-                .column("resources", type: .text, .notNull)
-                .column("allowed_addresses", type: .text, .notNull)
-                .column("rate", type: .text)
-                .column("expires_at", type: .double)
-                .column("revoked_at", type: .double)
-                .column("created_at", type: .double, .notNull)
-                .run()
-            try await db.create(index: "gateway_api_keys_user").on("gateway_api_keys").column("user_id").run()
-        },
-        Migration(4, "account email addresses") { db in
-            try await db.alter(table: "gateway_users").column("email_key", type: .text).run()
-            try await db.create(index: "gateway_users_email").unique().on("gateway_users").column("email_key").run()
-        },
-        // `options`: free JSON a user keeps on the account. `prehash_name`: the name a renamed
-        // user's password was prehashed with (``Secret``), until the password is set again.
-        Migration(5, "account options, and renaming") { db in
-            try await db.alter(table: "gateway_users").column("options", type: .text).run()
-            try await db.alter(table: "gateway_users").column("prehash_name", type: .text).run()
-        },
-        // `own_limit`: the key counts its requests in a bucket of its own, not its owner's.
-        Migration(21, "keys with a rate-limit bucket of their own") { db in
-            try await db.alter(table: "gateway_api_keys").column("own_limit", type: .bigint).run()
-        },
-    ]
-
     // MARK: Users
 
     /// A user as the API shows it.

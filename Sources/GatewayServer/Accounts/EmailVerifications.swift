@@ -89,19 +89,6 @@ final class EmailVerifications: Sendable {
         self.baseURL = baseURL
     }
 
-    static let migration = Migration(40, "email verification") { db in
-        try await db.alter(table: "gateway_users").column("verified_email", type: .text).run()
-        try await db.create(table: "gateway_email_verifications")
-            .column("token_hash", type: .text, .primaryKey(autoIncrement: false))
-            .column("user_id", type: .text, .notNull)
-            .column("email_key", type: .text, .notNull)
-            .column("created_at", type: .double, .notNull)
-            .column("expires_at", type: .double, .notNull)
-            .column("used_at", type: .double)
-            .run()
-        try await db.create(index: "gateway_email_verifications_user").on("gateway_email_verifications").column("user_id").column("created_at").run()
-    }
-
     /// The link a token opens.
     func link(for token: String) -> String {
         baseURL + "/v1/auth/verify-email?token=" + token

@@ -37,17 +37,6 @@ final class PasswordResets: Sendable {
         verifications = EmailVerifications(store: store, outbox: outbox, settings: settings, baseURL: self.baseURL)
     }
 
-    static let migration = Migration(6, "password resets") { db in
-        try await db.create(table: "gateway_password_resets")
-            .column("token_hash", type: .text, .primaryKey(autoIncrement: false))
-            .column("user_id", type: .text, .notNull)
-            .column("created_at", type: .double, .notNull)
-            .column("expires_at", type: .double, .notNull)
-            .column("used_at", type: .double)
-            .run()
-        try await db.create(index: "gateway_password_resets_user").on("gateway_password_resets").column("user_id").column("created_at").run()
-    }
-
     /// The link a token opens.
     func link(for token: String) -> String {
         if let page = settings.link { return page + (page.contains("?") ? "&" : "?") + "token=" + token }

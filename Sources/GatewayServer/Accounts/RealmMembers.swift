@@ -11,18 +11,6 @@ import SQLKit
 /// administrator added it (`gateway user realm add NAME REALM`), and an administrator is never a
 /// realm's to administer, whatever it joined.
 extension AccountStore {
-    /// The membership table (owner `gateway`). Rows go with their account (``deleteUser(id:)``
-    /// removes them).
-    static let realmMigration = Migration(20, "realm members") { db in
-        try await db.create(table: "gateway_realm_members")
-            .column("realm", type: .text, .notNull)
-            .column("user_id", type: .text, .notNull)
-            .column("created_at", type: .double, .notNull)
-            .primaryKey("realm", "user_id")
-            .run()
-        try await db.create(index: "gateway_realm_members_user").on("gateway_realm_members").column("user_id").run()
-    }
-
     /// The longest realm name (a plugin's dialect and a tenant or application id).
     static let maxRealmLength = 200
 

@@ -11,16 +11,6 @@ import SQLKit
 /// grant NAME suggest:write`, or `PUT /v1/admin/users/{username}/grants`); a key of that user still
 /// needs the scope among its own.
 extension AccountStore {
-    /// The grants table (owner `gateway`). Rows go with their account (``deleteUser(id:)``).
-    static let grantMigration = Migration(30, "user grants") { db in
-        try await db.create(table: "gateway_user_grants")
-            .column("user_id", type: .text, .notNull)
-            .column("scope", type: .text, .notNull)
-            .column("created_at", type: .double, .notNull)
-            .primaryKey("user_id", "scope")
-            .run()
-    }
-
     /// Whether `scope` can be granted: `<plugin>:write`, `<plugin>:read`, `<plugin>:*` or a named
     /// scope of an upstream route (`<plugin>:<name>`). Never `*` or `admin`: the administrator role
     /// is given with `gateway user add --admin`, not by grant.

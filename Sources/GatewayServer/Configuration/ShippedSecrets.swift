@@ -84,15 +84,6 @@ enum ShippedSecrets {
         }
     }
 
-    /// The table of generated replacements (owner `gateway`).
-    static let migration = Migration(22, "replacements of shipped secrets") { db in
-        try await db.create(table: "gateway_generated_secrets")
-            .column("shipped", type: .text, .primaryKey(autoIncrement: false))
-            .column("sha256", type: .text, .notNull)
-            .column("created_at", type: .double, .notNull)
-            .run()
-    }
-
     /// The secrets of `configuration` as this listener may accept them: as written on loopback;
     /// elsewhere each shipped secret in use is replaced, by the one generated at an earlier start
     /// or by a new one, which `announce` gets (with the uses it replaces) this once.

@@ -358,15 +358,6 @@ public struct ClusterRateLimiter: RateLimiter {
         lastPrune = .init(clock.now().timeIntervalSince1970)
     }
 
-    public static let migrations: [Migration] = [
-        Migration(3, "cluster rate limits") { db in
-            try await db.create(table: "gateway_rate_limits").ifNotExists()
-                .column("bucket", type: .text, .primaryKey(autoIncrement: false))
-                .column("tat", type: .double, .notNull)
-                .run()
-        },
-    ]
-
     public func acquire(principal: Principal, plugin: String, cost: Int) async throws -> RateLimitDecision {
         do {
             let decision = try await decide(principal: principal, plugin: plugin, cost: cost)
