@@ -16,7 +16,7 @@ enum TodoFuzz {
         guard let query = try? TodoPlugin.makeQuery(where: whereValue, order: order, limit: 10, cursor: cursor, skip: nil, count: true,
                                                     fields: nil, maxLimit: 100, location: "query.") else { return }
         for sqlite in [true, false] {
-            let writer = QuerySQL(sqlite: sqlite)
+            let writer = QuerySQL(json: sqlite ? .json1 : .jsonb)
             var sql = SQLQueryString("")
             if let condition = query.condition { writer.append(condition, to: &sql) }
             if let cursor = query.cursor { writer.appendAfter(cursor, keys: query.order, to: &sql) }
@@ -45,7 +45,7 @@ enum TodoFuzz {
         guard let body = try? JSONValue.parse(ByteBuffer(bytes: bytes)) else { return }
         guard let pipeline = try? AggregationPipeline(body: body, keyOrder: JSONKeyOrder.scan(Array(bytes))) else { return }
         for sqlite in [true, false] {
-            _ = AggregationSQL(query: QuerySQL(sqlite: sqlite)).statement(bucket: "todos", actor: .anonymous, pipeline: pipeline,
+            _ = AggregationSQL(query: QuerySQL(json: sqlite ? .json1 : .jsonb)).statement(bucket: "todos", actor: .anonymous, pipeline: pipeline,
                                                                           maximumDocuments: 1_000, maximumBytes: 1 << 20)
         }
     }

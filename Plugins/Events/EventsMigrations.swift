@@ -13,7 +13,7 @@ import SQLKit
 enum EventsMigrations {
     static let all: [Migration] = [
         Migration(1, "categories, cities, venues, events, showings and reservations") { db in
-            let serial = db.isSQLite ? "INTEGER PRIMARY KEY AUTOINCREMENT" : "BIGSERIAL PRIMARY KEY"
+            let serial = db.features.serialPrimaryKey
             try await db.raw("CREATE TABLE events_categories (id BIGINT PRIMARY KEY, title TEXT NOT NULL)").run()
             try await db.raw("CREATE TABLE events_cities (id BIGINT PRIMARY KEY, name TEXT NOT NULL, time_zone TEXT NOT NULL)").run()
             try await db.raw("""
@@ -70,7 +70,7 @@ enum EventsMigrations {
         // them to the showing and refuses (undoing the insert) what would exceed its capacity. One
         // statement, so that on SQLite reservations share the group commit of other writes.
         Migration(2, "a reservation's insert holds its seats") { db in
-            if db.isSQLite {
+            if db.dialect.triggerSyntax.create.contains(.supportsBody) {
                 try await db.raw("""
                     CREATE TRIGGER events_reservations_hold AFTER INSERT ON events_reservations
                     WHEN NEW.status IN ('requested', 'confirmed')

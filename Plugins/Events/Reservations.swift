@@ -81,7 +81,7 @@ extension EventStore {
             """
         let row: (any SQLRow)?
         do {
-            if database.isSQLite {
+            if !database.features.rowLocks {
                 row = try await database.raw(insert).first()
             } else {
                 row = try await database.transaction { db in

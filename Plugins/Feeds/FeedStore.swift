@@ -487,7 +487,7 @@ struct FeedStore: Sendable {
         var start = 0
         while start < chunks.count {
             let rows = chunks[start..<min(chunks.count, start + 50)]
-            let withFeed = feedPending && !db.isSQLite
+            let withFeed = feedPending && db.features.writingCTEs
             var values: [StatementValue] = withFeed ? feedValues : []
             values.reserveCapacity(values.count + rows.count * 10)
             for chunk in rows {

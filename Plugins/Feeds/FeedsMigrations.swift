@@ -5,7 +5,7 @@ import SQLKit
 enum FeedsMigrations {
     static let all: [Migration] = [
         Migration(1, "feeds, datastreams and datapoints") { db in
-            let serial = db.isSQLite ? "INTEGER PRIMARY KEY AUTOINCREMENT" : "BIGSERIAL PRIMARY KEY"
+            let serial = db.features.serialPrimaryKey
             try await db.raw("""
                 CREATE TABLE feeds_feeds (id \(unsafeRaw: serial), title TEXT NOT NULL, description TEXT, website TEXT,
                   tags TEXT NOT NULL, private INTEGER NOT NULL, creator_id TEXT, creator_name TEXT,
@@ -22,11 +22,11 @@ enum FeedsMigrations {
                 """).run()
             try await db.raw("""
                 CREATE TABLE feeds_datapoints (stream BIGINT NOT NULL, at BIGINT NOT NULL, value DOUBLE PRECISION NOT NULL,
-                  PRIMARY KEY (stream, at))\(unsafeRaw: db.isSQLite ? " WITHOUT ROWID" : "")
+                  PRIMARY KEY (stream, at))\(unsafeRaw: db.features.keyOrderedTable)
                 """).run()
         },
         Migration(2, "triggers and their deliveries") { db in
-            let serial = db.isSQLite ? "INTEGER PRIMARY KEY AUTOINCREMENT" : "BIGSERIAL PRIMARY KEY"
+            let serial = db.features.serialPrimaryKey
             try await db.raw("""
                 CREATE TABLE feeds_triggers (id \(unsafeRaw: serial), feed_id BIGINT NOT NULL, stream_id TEXT NOT NULL, url TEXT NOT NULL,
                   trigger_type TEXT NOT NULL, threshold_value DOUBLE PRECISION, user_id TEXT, user_name TEXT, notified_at BIGINT,
@@ -53,10 +53,10 @@ enum FeedsMigrations {
             try await db.raw("""
                 CREATE TABLE feeds_chunks (stream BIGINT NOT NULL, first_at BIGINT NOT NULL, last_at BIGINT NOT NULL, n BIGINT NOT NULL,
                   low DOUBLE PRECISION NOT NULL, high DOUBLE PRECISION NOT NULL, total DOUBLE PRECISION,
-                  first_value DOUBLE PRECISION NOT NULL, last_value DOUBLE PRECISION NOT NULL, points \(unsafeRaw: db.isSQLite ? "BLOB" : "BYTEA") NOT NULL,
-                  PRIMARY KEY (stream, first_at))\(unsafeRaw: db.isSQLite ? " WITHOUT ROWID" : "")
+                  first_value DOUBLE PRECISION NOT NULL, last_value DOUBLE PRECISION NOT NULL, points \(unsafeRaw: db.features.binaryType) NOT NULL,
+                  PRIMARY KEY (stream, first_at))\(unsafeRaw: db.features.keyOrderedTable)
                 """).run()
-            if !db.isSQLite {
+            if db.features.storageParameters {
                 // Packed doubles do not compress: spare PostgreSQL the attempt.
                 try await db.raw("ALTER TABLE feeds_chunks ALTER COLUMN points SET STORAGE EXTERNAL").run()
             }
@@ -79,7 +79,7 @@ enum FeedsMigrations {
             // A full chunk's row fits a page (`DatapointChunks.capacity`); PostgreSQL's default
             // target (2 KiB) would move its blob out of line, into several TOAST rows to write,
             // index and read back. Chunks written earlier keep their place until rewritten.
-            if !db.isSQLite {
+            if db.features.storageParameters {
                 try await db.raw("ALTER TABLE feeds_chunks SET (toast_tuple_target = 8160)").run()
             }
         },

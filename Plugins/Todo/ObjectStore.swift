@@ -1,5 +1,6 @@
 import Foundation
 import GatewayCore
+import SQLKit
 import Synchronization
 
 /// Who is acting on objects, as the store sees it.
@@ -226,8 +227,8 @@ struct ObjectStore: Sendable {
         self.database = database
         let runner = database as? any SQLStatementRunner
         // SQLite's writer commits the creates that wait together itself; elsewhere they are combined here.
-        self.runner = database.isSQLite ? runner : nil
-        sql = QuerySQL(sqlite: database.isSQLite)
+        self.runner = database.features.combinesWrites ? runner : nil
+        sql = QuerySQL(json: database.features.json)
         self.clock = clock
         self.maxObjectBytes = maxObjectBytes
         creates = WriteCombiner(maxItems: Self.insertTexts.count) { _, rows in try await Self.insert(rows, on: database, runner: runner) }
@@ -237,19 +238,19 @@ struct ObjectStore: Sendable {
     /// (on PostgreSQL a prepared statement, one for each number of rows), SQLKit's query otherwise.
     static func insert(_ rows: [NewRow], on database: any SQLDatabase, runner: (any SQLStatementRunner)?) async throws {
         guard let runner, rows.count <= insertTexts.count else {
-            try await database.raw(insertQuery(rows, sqlite: database.isSQLite)).run()
+            try await database.raw(insertQuery(rows, sqlite: database.features.json == .json1)).run()
             return
         }
         var values: [StatementValue] = []
         values.reserveCapacity(rows.count * 10)
         for row in rows { values += statementValues(row) }
-        try await runner.runStatement((database.isSQLite ? insertTexts : postgresInsertTexts)[rows.count - 1], values)
+        try await runner.runStatement((database.features.json == .jsonb ? jsonbInsertTexts : insertTexts)[rows.count - 1], values)
     }
 
     /// The insert of 1, 2, … 64 objects, with `?` placeholders.
     static let insertTexts = insertTexts(data: "?")
-    /// The same on PostgreSQL, where `data` is `jsonb`.
-    static let postgresInsertTexts = insertTexts(data: "CAST(? AS jsonb)")
+    /// The same where `data` is `jsonb`.
+    static let jsonbInsertTexts = insertTexts(data: "CAST(? AS jsonb)")
 
     private static func insertTexts(data: String) -> [String] {
         (1...64).map { count in

@@ -1,13 +1,15 @@
 import GatewayCore
+import SQLKit
 
 /// Writes object queries as SQL over the `todo_objects` table: SQLite's JSON functions or
 /// PostgreSQL's jsonb operators. Field paths are written as literals (``QueryField`` admits only
 /// safe characters) so that a condition's expression is exactly the one an index was built on;
 /// every value is bound.
 struct QuerySQL: Sendable {
+    /// JSON1 functions (SQLite) rather than jsonb operators (PostgreSQL).
     let sqlite: Bool
 
-    init(sqlite: Bool) { self.sqlite = sqlite }
+    init(json: DatabaseFeatures.JSONStorage) { sqlite = json == .json1 }
 
     // MARK: Expressions
 

@@ -9,7 +9,7 @@ enum TodoMigrations {
             try await db.create(table: "todo_objects")
                 .column("bucket", type: .text, .notNull)
                 .column("id", type: .text, .notNull)
-                .column("data", type: .custom(SQLRaw(db.isSQLite ? "TEXT" : "JSONB")), .notNull)
+                .column("data", type: .custom(SQLRaw(db.features.jsonType)), .notNull)
                 .column("owner", type: .text)
                 .column("readers", type: .text, .notNull)
                 .column("acl", type: .text, .notNull)

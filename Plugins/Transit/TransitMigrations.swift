@@ -11,7 +11,7 @@ import SQLKit
 enum TransitMigrations {
     static let all: [Migration] = [
         Migration(1, "feeds, imports and the GTFS tables") { db in
-            let serial = db.isSQLite ? "INTEGER PRIMARY KEY AUTOINCREMENT" : "BIGSERIAL PRIMARY KEY"
+            let serial = db.features.serialPrimaryKey
             try await db.raw("""
                 CREATE TABLE transit_imports (version \(unsafeRaw: serial), feed_id TEXT NOT NULL, source TEXT NOT NULL,
                   started_at BIGINT NOT NULL)
@@ -63,7 +63,7 @@ enum TransitMigrations {
         },
         Migration(2, "each feed's last good GTFS-realtime message, shared by the instances of a cluster") { db in
             try await db.raw("""
-                CREATE TABLE transit_realtime (feed_id TEXT PRIMARY KEY, message \(unsafeRaw: db.isSQLite ? "BLOB" : "BYTEA") NOT NULL,
+                CREATE TABLE transit_realtime (feed_id TEXT PRIMARY KEY, message \(unsafeRaw: db.features.binaryType) NOT NULL,
                   received_at BIGINT NOT NULL)
                 """).run()
         },

@@ -22,15 +22,12 @@ public struct Migration: Sendable {
 }
 
 extension SQLDatabase {
-    /// Whether this is an SQLite database (otherwise PostgreSQL).
-    public var isSQLite: Bool { dialect.name == "sqlite" }
-
     /// Runs `work` in one transaction on one connection: committed when it returns, rolled back
-    /// when it throws. On SQLite the transaction takes the write lock at once (`BEGIN IMMEDIATE`),
-    /// so concurrent writers queue instead of failing.
+    /// when it throws. Without row locks (SQLite) the transaction takes the write lock at once
+    /// (`BEGIN IMMEDIATE`), so concurrent writers queue instead of failing.
     public func transaction<R: Sendable>(_ work: @escaping @Sendable (any SQLDatabase) async throws -> R) async throws -> R {
         try await withSession { session in
-            try await session.raw(SQLQueryString(session.isSQLite ? "BEGIN IMMEDIATE" : "BEGIN")).run()
+            try await session.raw(SQLQueryString(session.features.rowLocks ? "BEGIN" : "BEGIN IMMEDIATE")).run()
             do {
                 let result = try await work(session)
                 try await session.raw("COMMIT").run()

@@ -248,7 +248,7 @@ struct DatapointChunkMigrationTests {
                 let read = try await store.history(record, query)
                 #expect(read == expected.prefix(1_000).map { Datapoint(at: $0.1, value: $0.2) })
             }
-            let tables = try await db.raw(SQLQueryString(db.isSQLite
+            let tables = try await db.raw(SQLQueryString((db.dialect.name == "sqlite")
                 ? "SELECT name FROM sqlite_master WHERE name = 'feeds_datapoints'"
                 : "SELECT tablename AS name FROM pg_tables WHERE tablename = 'feeds_datapoints'")).all()
             #expect(tables.isEmpty, "the old table is gone")

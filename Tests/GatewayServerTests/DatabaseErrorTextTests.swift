@@ -15,7 +15,7 @@ struct DatabaseErrorTextTests {
             do {
                 // The same key twice in one upsert: PostgreSQL refuses it (SQLite takes the last).
                 try await db.raw("INSERT INTO twice (k, v) VALUES ('a', '1'), ('a', '2') ON CONFLICT (k) DO UPDATE SET v = excluded.v").run()
-                #expect(db.isSQLite)
+                #expect((db.dialect.name == "sqlite"))
             } catch {
                 let text = DatabaseErrorText.describe(error)
                 #expect(text.hasPrefix("PostgreSQL: SQLSTATE 21000; ON CONFLICT DO UPDATE command cannot affect row a second time"), "\(text)")
@@ -27,7 +27,7 @@ struct DatabaseErrorTextTests {
             } catch {
                 let text = DatabaseErrorText.describe(error)
                 #expect(text.contains("nowhere"), "\(text)")
-                #expect(text.hasPrefix(db.isSQLite ? "SQLite:" : "PostgreSQL: SQLSTATE 42P01"), "\(text)")
+                #expect(text.hasPrefix((db.dialect.name == "sqlite") ? "SQLite:" : "PostgreSQL: SQLSTATE 42P01"), "\(text)")
             }
         }
     }

@@ -176,10 +176,10 @@ struct StorageTests {
         try await storage.withDatabase { database in
             let sql = database.sql
             let runner = try #require(sql as? any SQLStatementRunner)
-            try await sql.raw(SQLQueryString(sql.isSQLite
+            try await sql.raw(SQLQueryString((sql.dialect.name == "sqlite")
                 ? "CREATE TABLE runner_t (id INTEGER PRIMARY KEY, name TEXT, size REAL, note TEXT, doc TEXT)"
                 : "CREATE TABLE runner_t (id BIGINT PRIMARY KEY, name TEXT, size DOUBLE PRECISION, note TEXT, doc JSONB)")).run()
-            let insert = sql.isSQLite ? "INSERT INTO runner_t (id, name, size, note, doc) VALUES (?, ?, ?, ?, ?)"
+            let insert = (sql.dialect.name == "sqlite") ? "INSERT INTO runner_t (id, name, size, note, doc) VALUES (?, ?, ?, ?, ?)"
                 : "INSERT INTO runner_t (id, name, size, note, doc) VALUES (?, ?, ?, ?, CAST(? AS jsonb))"
             try await runner.runStatement(insert, [.integer(1), .text("一 'quoted' ?"), .real(2.5), .null, .text(#"{"a": [1, "?"]}"#)])
             try await runner.runStatement(insert, [.integer(Int64.max), .text(""), .real(-0.125), .text("n"), .null])
@@ -188,7 +188,7 @@ struct StorageTests {
             await #expect(throws: (any Error).self) {
                 try await runner.runStatement("INSERT INTO runner_t (id, name) VALUES (?, ?)", [.integer(1), .text("duplicate")])
             }
-            if !sql.isSQLite {
+            if !(sql.dialect.name == "sqlite") {
                 await #expect(throws: (any Error).self) { try await runner.runStatement(insert, [.integer(5), .text("x"), .null, .null, .text("not json")]) }
             }
             // SQLite's writer runs it inside the transaction; on PostgreSQL it has a connection of its own.
@@ -199,15 +199,15 @@ struct StorageTests {
                 }
             }
             struct Row: Decodable, Equatable { var id: Int64; var name: String; var size: Double?; var note: String?; var doc: String? }
-            let rows = try await sql.raw(SQLQueryString("SELECT id, name, size, note, \(unsafeRaw: sql.isSQLite ? "doc" : "doc::text AS doc") FROM runner_t ORDER BY id"))
+            let rows = try await sql.raw(SQLQueryString("SELECT id, name, size, note, \(unsafeRaw: (sql.dialect.name == "sqlite") ? "doc" : "doc::text AS doc") FROM runner_t ORDER BY id"))
                 .all(decoding: Row.self)
             var expected = [Row(id: Int64.min, name: "min", size: nil, note: "what?", doc: nil),
                             Row(id: 1, name: "一 'quoted' ?", size: 2.5, note: nil, doc: #"{"a": [1, "?"]}"#),
                             Row(id: Int64.max, name: "", size: -0.125, note: "n", doc: nil)]
-            if !sql.isSQLite { expected.insert(Row(id: 3, name: "inside", size: nil, note: nil, doc: nil), at: 2) }
+            if !(sql.dialect.name == "sqlite") { expected.insert(Row(id: 3, name: "inside", size: nil, note: nil, doc: nil), at: 2) }
             #expect(rows == expected)
 
-            guard !sql.isSQLite else { return }
+            guard !(sql.dialect.name == "sqlite") else { return }
             // Prepared once per connection and kept: every run finds its statement prepared, at the
             // same time as the earlier runs on that connection.
             try await sql.raw("CREATE TABLE runner_p (pid INTEGER, prepared TEXT)").run()
@@ -227,7 +227,7 @@ struct StorageTests {
     func statementRows(storage: TestStorage) async throws {
         try await storage.withDatabase { database in
             let sql = database.sql
-            try await sql.raw(SQLQueryString(sql.isSQLite
+            try await sql.raw(SQLQueryString((sql.dialect.name == "sqlite")
                 ? "CREATE TABLE rows_t (id INTEGER PRIMARY KEY, name TEXT NOT NULL, size REAL, bytes BLOB, note TEXT)"
                 : "CREATE TABLE rows_t (id BIGINT PRIMARY KEY, name TEXT NOT NULL, size DOUBLE PRECISION, bytes BYTEA, note TEXT)")).run()
             let insert = "INSERT INTO rows_t (id, name, size, bytes, note) VALUES (?, ?, ?, ?, ?)"
@@ -262,7 +262,7 @@ struct StorageTests {
             // Inside a transaction the statements are part of it: seen inside, gone after a rollback.
             await #expect(throws: GatewayError.self) {
                 try await sql.transaction { db in
-                    #expect(sql.isSQLite || db is any SQLStatementRunner)
+                    #expect((sql.dialect.name == "sqlite") || db is any SQLStatementRunner)
                     try await db.run(statement: insert, [.integer(8), .text("inside"), .real(1), .blob(Data([0])), .null])
                     #expect(try await read(db, from: 8).map(\.name) == ["inside", "max"])
                     throw GatewayError.conflict("abort")
@@ -273,7 +273,7 @@ struct StorageTests {
             }
             #expect(try await read(sql, from: 8).map(\.name) == ["committed", "max"])
 
-            guard !sql.isSQLite else { return }
+            guard !(sql.dialect.name == "sqlite") else { return }
             // A transaction's statements are prepared once on its connection and kept there.
             let probe = "SELECT pg_backend_pid() AS pid, prepare_time::text AS prepared FROM pg_prepared_statements WHERE statement LIKE 'SELECT pg_backend_pid() AS pid%'"
             let (pid, times) = try await sql.transaction { db in

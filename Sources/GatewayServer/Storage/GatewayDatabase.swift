@@ -115,7 +115,7 @@ public final class GatewayDatabase: Sendable {
 
     /// Runs the database's own consistency check (`PRAGMA integrity_check` on SQLite); true when it passes.
     public func integrityCheck() async throws -> Bool {
-        guard sql.isSQLite else { return true }
+        guard sql.features.integrityCheck else { return true }
         let row = try await sql.raw("PRAGMA integrity_check").first()
         return (try row?.decode(column: "integrity_check", as: String.self)) == "ok"
     }

@@ -37,7 +37,7 @@ public struct MigrationRunner: Sendable {
 
     private func migrateUnbounded(_ migrations: [(owner: String, steps: [Migration])]) async throws -> [Applied] {
         try await database.transaction { db in
-            if !db.isSQLite {
+            if db.features.transactionSettings {
                 // For this transaction only: the connection returns to the pool with its limit.
                 try await db.raw("SET LOCAL statement_timeout = 0").run()
                 // A constant key: any instance migrating holds it until its transaction ends.
