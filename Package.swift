@@ -20,18 +20,19 @@ let scaffoldedPluginTests: [String] = []
 /// The libraries a plugin (or a module of the host) imports beside GatewayCore, by module name.
 func products(_ names: String...) -> [Target.Dependency] {
     let packages = ["Logging": "swift-log", "Metrics": "swift-metrics", "SQLKit": "sql-kit", "ServiceLifecycle": "swift-service-lifecycle",
-                    "NIOCore": "swift-nio", "NIOConcurrencyHelpers": "swift-nio", "HTTPTypes": "swift-http-types", "Crypto": "swift-crypto"]
-    return names.map { .product(name: $0, package: packages[$0]!) }
+                    "NIOCore": "swift-nio", "NIOConcurrencyHelpers": "swift-nio", "NIOWebSocket": "swift-nio", "HTTPTypes": "swift-http-types",
+                    "Crypto": "swift-crypto", "Hummingbird": "hummingbird", "HummingbirdTesting": "hummingbird"]
+    return names.map { $0 == "GatewayCore" ? .target(name: $0) : .product(name: $0, package: packages[$0]!) }
 }
 
 /// What a bundled plugin needs beside GatewayCore: every library it imports, and files of its
 /// folder that are not sources.
 let pluginExtras: [String: (dependencies: [Target.Dependency], exclude: [String])] = [
-    "Events": (products("Logging", "SQLKit", "ServiceLifecycle"), []),
+    "Events": (products("Logging", "NIOCore", "SQLKit", "ServiceLifecycle"), []),
     // v2 key secrets are kept hashed for look-ups and sealed for their owners to read back.
     "Feeds": (products("Crypto", "Metrics", "NIOConcurrencyHelpers", "NIOCore", "SQLKit", "ServiceLifecycle"), []),
-    "Suggest": (products("Logging", "Metrics", "SQLKit", "ServiceLifecycle"), []),
-    "Todo": (products("SQLKit", "ServiceLifecycle"), []),
+    "Suggest": (products("Logging", "Metrics", "NIOCore", "SQLKit", "ServiceLifecycle"), []),
+    "Todo": (products("NIOCore", "SQLKit", "ServiceLifecycle"), []),
     "Transit": ([.product(name: "CompressNIO", package: "compress-nio"),
                  .product(name: "SwiftProtobuf", package: "swift-protobuf")] + products("Crypto", "HTTPTypes", "NIOCore", "SQLKit", "ServiceLifecycle"),
                 ["Realtime/gtfs-realtime.proto", "Realtime/generate.sh"]),
@@ -44,9 +45,10 @@ func plugin(_ folder: String) -> Target {
             exclude: pluginExtras[folder]?.exclude ?? [], swiftSettings: strictSettings)
 }
 
+/// The tests of a plugin that `gateway plugin new` scaffolded (bundled plugins list their own).
 func pluginTests(_ folder: String) -> Target {
-    .testTarget(name: folder + "PluginTests", dependencies: [.target(name: folder + "Plugin"), "GatewayTesting", "GatewayServer",
-                                                             .product(name: "HTTPTypes", package: "swift-http-types")],
+    .testTarget(name: folder + "PluginTests", dependencies: [.target(name: folder + "Plugin"), "GatewayTesting", "GatewayServer"]
+                    + products("GatewayCore", "HTTPTypes"),
                 swiftSettings: strictSettings)
 }
 
@@ -185,7 +187,7 @@ let package = Package(
         // A plugin that exists only to prove the contract in tests and benchmarks; never shipped.
         .target(
             name: "NotesFixturePlugin",
-            dependencies: ["GatewayCore", .product(name: "NIOFoundationCompat", package: "swift-nio")],
+            dependencies: ["GatewayCore", .product(name: "NIOFoundationCompat", package: "swift-nio")] + products("Logging", "NIOCore", "SQLKit", "ServiceLifecycle"),
             path: "Tests/NotesFixturePlugin",
             swiftSettings: strictSettings
         ),
@@ -198,7 +200,7 @@ let package = Package(
                 .product(name: "SQLKit", package: "sql-kit"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
-            ],
+            ] + products("HTTPTypes"),
             swiftSettings: strictSettings
         ),
         .testTarget(
@@ -217,14 +219,14 @@ let package = Package(
                 .product(name: "NIOWebSocket", package: "swift-nio"),
                 .product(name: "NIOFoundationCompat", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
-            ],
+            ] + products("GatewayCore", "HTTPTypes", "Hummingbird", "Logging", "NIOCore"),
             swiftSettings: strictSettings
         ),
         .testTarget(
             name: "EventsPluginTests",
             dependencies: ["EventsPlugin", "GatewayTesting", "GatewayServer",
                            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-                           .product(name: "NIOFoundationCompat", package: "swift-nio")],
+                           .product(name: "NIOFoundationCompat", package: "swift-nio")] + products("GatewayCore", "HTTPTypes", "NIOCore", "SQLKit"),
             exclude: ["Fixtures"],
             swiftSettings: strictSettings
         ),
@@ -235,7 +237,7 @@ let package = Package(
                            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                            .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                            .product(name: "ZIPFoundation", package: "ZIPFoundation"),
-                           .product(name: "NIOFoundationCompat", package: "swift-nio")],
+                           .product(name: "NIOFoundationCompat", package: "swift-nio")] + products("GatewayCore", "HTTPTypes", "NIOCore", "SQLKit"),
             exclude: ["Fixtures"],
             swiftSettings: strictSettings
         ),
@@ -249,7 +251,7 @@ let package = Package(
                            .product(name: "NIOPosix", package: "swift-nio"),
                            .product(name: "NIOHTTP1", package: "swift-nio"),
                            .product(name: "NIOWebSocket", package: "swift-nio"),
-                           .product(name: "NIOFoundationCompat", package: "swift-nio")],
+                           .product(name: "NIOFoundationCompat", package: "swift-nio")] + products("GatewayCore", "HTTPTypes", "HummingbirdTesting", "Logging", "NIOCore"),
             swiftSettings: strictSettings
         ),
         .testTarget(
@@ -259,7 +261,7 @@ let package = Package(
                            .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
                            .product(name: "NIOWebSocket", package: "swift-nio"),
                            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-                           .product(name: "NIOFoundationCompat", package: "swift-nio")],
+                           .product(name: "NIOFoundationCompat", package: "swift-nio")] + products("GatewayCore", "HTTPTypes", "Hummingbird", "Logging", "NIOCore", "SQLKit"),
             swiftSettings: strictSettings
         ),
         .testTarget(
@@ -268,7 +270,7 @@ let package = Package(
                            .product(name: "HummingbirdTesting", package: "hummingbird"),
                            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                            .product(name: "AsyncHTTPClient", package: "async-http-client"),
-                           .product(name: "NIOFoundationCompat", package: "swift-nio")],
+                           .product(name: "NIOFoundationCompat", package: "swift-nio")] + products("GatewayCore", "HTTPTypes", "Hummingbird", "NIOCore"),
             swiftSettings: strictSettings
         ),
         .testTarget(
@@ -276,7 +278,7 @@ let package = Package(
             dependencies: ["TodoPlugin", "GatewayTesting", "GatewayServer",
                            .product(name: "HummingbirdTesting", package: "hummingbird"),
                            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-                           .product(name: "NIOFoundationCompat", package: "swift-nio")],
+                           .product(name: "NIOFoundationCompat", package: "swift-nio")] + products("GatewayCore", "HTTPTypes", "NIOCore", "SQLKit"),
             swiftSettings: strictSettings
         ),
         // The security suite: attacks on a gateway started from the shipped plugins.yaml, over real
@@ -292,7 +294,7 @@ let package = Package(
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOFoundationCompat", package: "swift-nio"),
                 .product(name: "SQLKit", package: "sql-kit"),
-            ],
+            ] + products("GatewayCore", "HTTPTypes", "Logging", "NIOWebSocket", "ServiceLifecycle"),
             swiftSettings: strictSettings
         ),
         // Depends on the executable so that `swift test` builds the binary it runs.
@@ -303,13 +305,13 @@ let package = Package(
                                                           .product(name: "NIOHTTP1", package: "swift-nio"),
                                                           .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
                                                           .product(name: "Hummingbird", package: "hummingbird"),
-                                                          .product(name: "SQLKit", package: "sql-kit")],
+                                                          .product(name: "SQLKit", package: "sql-kit")] + products("GatewayCore", "HTTPTypes", "Logging", "NIOCore", "NIOWebSocket"),
                     swiftSettings: strictSettings),
 
         // Benchmark servers (see Benchmarks/README.md).
         .executableTarget(
             name: "gateway-bench-server",
-            dependencies: ["GatewayServer", "NotesFixturePlugin", "SuggestPlugin", "TodoPlugin", "UpstreamPlugin"],
+            dependencies: ["GatewayServer", "NotesFixturePlugin", "SuggestPlugin", "TodoPlugin", "UpstreamPlugin"] + products("GatewayCore", "Logging", "NIOCore"),
             path: "Benchmarks/Servers/GatewayBenchServer",
             swiftSettings: strictSettings
         ),
@@ -321,7 +323,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "transit-bench",
-            dependencies: ["GatewayServer", "TransitPlugin", .product(name: "Logging", package: "swift-log")],
+            dependencies: ["GatewayServer", "TransitPlugin", .product(name: "Logging", package: "swift-log")] + products("GatewayCore", "NIOCore"),
             path: "Benchmarks/Servers/TransitBench",
             swiftSettings: strictSettings
         ),

@@ -1,5 +1,6 @@
 import Foundation
 import GatewayCore
+import NIOCore
 
 /// Events as iCalendar (RFC 5545): `GET /v1/events/{id}.ics` and the subscribable
 /// `GET /v1/events.ics`. One VEVENT per event (UID kept from an import, else `<id>@events`), its

@@ -1,6 +1,7 @@
 import Foundation
 import GatewayCore
 import Logging
+import NIOCore
 import SQLKit
 
 /// The events plugin's tables: the same SQL on SQLite and PostgreSQL; lists read the published

@@ -1,5 +1,6 @@
 import Foundation
 import GatewayCore
+import NIOCore
 
 /// A fast reader for the common datapoints body — `{"datapoints": [{"at": "…", "value": "…"}, …]}`
 /// or a bare array of such objects — straight from the bytes, without building a JSON tree.

@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import GatewayCore
+import SQLKit
 
 /// How the plugin keeps v2 key secrets.
 ///

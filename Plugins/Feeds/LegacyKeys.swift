@@ -1,6 +1,8 @@
 import Foundation
 import GatewayCore
+import NIOCore
 import NIOConcurrencyHelpers
+import SQLKit
 
 /// One permission of a v2 key: which methods, from where, how often, on which feeds and datastreams.
 struct LegacyPermission: Sendable, Equatable {

@@ -1,6 +1,7 @@
 import Foundation
 import GatewayCore
 import Metrics
+import NIOCore
 
 /// Live updates over WebSockets: a client subscribes to a feed or a datastream and receives its
 /// new state after every change, from this instance or (with PostgreSQL) any other.
@@ -194,7 +195,7 @@ struct NativeLiveProtocol: Sendable {
     }
 
     static func error(_ id: JSONValue?, _ problem: GatewayError) -> String {
-        String(buffer: JSONValue.object(["type": .string("error"), "id": id ?? .null, "status": .number(Double(problem.status)),
+        String(buffer: JSONValue.object(["type": .string("error"), "id": id ?? .null, "status": .number(Double(problem.status.code)),
                                          "detail": .string(problem.detail)]).serialized())
     }
 }

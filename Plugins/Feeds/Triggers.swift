@@ -1,7 +1,9 @@
 import Foundation
 import GatewayCore
 import NIOConcurrencyHelpers
+import NIOCore
 import ServiceLifecycle
+import SQLKit
 
 /// What makes a trigger fire.
 enum TriggerType: String, Sendable, CaseIterable {

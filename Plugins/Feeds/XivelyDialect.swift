@@ -385,7 +385,7 @@ struct XivelyDialect: Sendable {
     static func renderError(_ error: GatewayError) -> DialectResponse {
         let status: Int
         let title: String
-        switch error.status {
+        switch Int(error.status.code) {
         case 400:
             status = 400
             title = error.detail.contains("not valid JSON") || error.detail.contains("JSON") ? "JSON Parser Error" : "Bad Request"
@@ -395,8 +395,8 @@ struct XivelyDialect: Sendable {
         case 409, 422: (status, title) = (422, "Unprocessable Entity")
         case 429: (status, title) = (403, "Forbidden")
         case 503: (status, title) = (503, "Service Unavailable")
-        case 500...: (status, title) = (error.status, "Oops, something's broken")
-        default: (status, title) = (error.status, error.title)
+        case 500...: (status, title) = (Int(error.status.code), "Oops, something's broken")
+        default: (status, title) = (Int(error.status.code), error.title)
         }
         return json(.object(["title": .string(title), "errors": .string(error.detail)]), status: HTTPResponse.Status(code: status))
     }

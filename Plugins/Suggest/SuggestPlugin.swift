@@ -470,7 +470,7 @@ public struct SuggestPlugin: ServicePlugin {
                         return .text(lines.joined(separator: "\n"))
                     },
                 ],
-                renderError: { error in .text(error.detail, status: error.httpStatus) })
+                renderError: { error in .text(error.detail, status: error.status) })
         ]
     }
 }

@@ -4,6 +4,7 @@ import Glibc
 #endif
 import GatewayCore
 import Metrics
+import NIOCore
 import Synchronization
 import SQLKit
 

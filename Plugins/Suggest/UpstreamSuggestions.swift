@@ -1,5 +1,6 @@
 import Foundation
 import GatewayCore
+import NIOCore
 import Synchronization
 
 /// Suggestions from another KKBOX-format service (`GET <url>?query=` → `keyword<TAB>text` lines),

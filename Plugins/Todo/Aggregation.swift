@@ -1,4 +1,5 @@
 import GatewayCore
+import NIOCore
 
 extension NebulaDialect {
     /// `POST /1/{tenant}/objects/{bucket}/_aggregate`: `{"pipeline": [...], "options": {...}}`,

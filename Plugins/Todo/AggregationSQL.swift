@@ -1,4 +1,5 @@
 import GatewayCore
+import SQLKit
 
 extension QuerySQL {
     /// The condition "an object of `bucket` that `actor` may read": the objects every aggregation

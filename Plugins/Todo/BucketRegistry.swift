@@ -1,5 +1,6 @@
 import Foundation
 import GatewayCore
+import SQLKit
 import Synchronization
 
 /// The buckets: those plugins.yaml declares (fixed while the gateway runs) and those

@@ -1,5 +1,7 @@
 import Foundation
 import GatewayCore
+import NIOCore
+import SQLKit
 import Synchronization
 
 /// A group of users and of other groups (nested), named in ACLs as `g:{name}`: an ACL entry

@@ -1,5 +1,6 @@
 import Foundation
 import GatewayCore
+import NIOCore
 
 /// The NEC BaaS ("Nebula") object API under `/1/{tenant}`, so that a client built on its SDK
 /// works unchanged: object buckets with `_id`, `ACL` and `etag`, queries with `where`, `order`,
@@ -477,7 +478,7 @@ struct NebulaDialect: Sendable {
         case 415: (415, "unsupported_media_type")
         case 429: (429, "too_many_requests")
         case 503: (503, "service_unavailable")
-        default: (error.status >= 500 ? 500 : error.status, error.status >= 500 ? "internal_error" : "bad_request")
+        default: (error.status.code >= 500 ? 500 : Int(error.status.code), error.status.code >= 500 ? "internal_error" : "bad_request")
         }
     }
 

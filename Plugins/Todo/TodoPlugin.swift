@@ -1,5 +1,6 @@
 import Foundation
 import GatewayCore
+import NIOCore
 import ServiceLifecycle
 
 /// Per-user object buckets with queries (seed 001): a todo app keeps its todos as JSON objects in
@@ -539,11 +540,11 @@ public struct TodoPlugin: AuthorizingPlugin {
                     throw GatewayError.invalid(field: "/operations/\(index)/op", "must be create, replace, patch or delete")
                 }
             } catch let error as GatewayError {
-                var problem: [String: JSONValue] = ["title": .string(error.title), "detail": .string(error.detail), "status": .number(Double(error.status))]
+                var problem: [String: JSONValue] = ["title": .string(error.title), "detail": .string(error.detail), "status": .number(Double(error.status.code))]
                 if !error.errors.isEmpty {
                     problem["errors"] = .array(error.errors.map { .object(["pointer": .string($0.pointer), "detail": .string($0.detail)]) })
                 }
-                results.append(.object(["status": .number(Double(error.status)), "problem": .object(problem)]))
+                results.append(.object(["status": .number(Double(error.status.code)), "problem": .object(problem)]))
             }
         }
         return .object(["results": .array(results)])

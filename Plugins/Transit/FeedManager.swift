@@ -1,5 +1,6 @@
 import Foundation
 import GatewayCore
+import NIOCore
 import ServiceLifecycle
 
 /// Imports, refreshes and deletes feeds, and swaps the network in after each change.

@@ -1,5 +1,6 @@
 import Foundation
 import GatewayCore
+import NIOCore
 
 // The native API's shapes. Times are RFC 3339 instants; service dates `yyyy-MM-dd` in the agency's zone.
 

@@ -1,5 +1,6 @@
 import Foundation
 import GatewayCore
+import NIOCore
 import Yams
 
 /// The upstream service's own OpenAPI document (JSON or YAML, from a file or a URL), made part of

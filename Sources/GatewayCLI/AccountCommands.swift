@@ -3,6 +3,7 @@ import AsyncHTTPClient
 import Foundation
 import GatewayCore
 import GatewayServer
+import NIOCore
 import NIOHTTP1
 
 /// Opens the database of the configuration (migrated) for account commands.

@@ -1,6 +1,5 @@
-// The contract's own vocabulary: a plugin that imports GatewayCore can name HTTP methods and
-// headers, SQL builders, byte buffers and loggers without importing each module itself.
+// The contract's vocabulary: a plugin that imports GatewayCore can name HTTP methods, statuses
+// and header fields, and log, without importing those modules itself. Everything else a plugin
+// uses (SQLKit for its tables, NIOCore for byte buffers) it imports where it uses it.
 @_exported import HTTPTypes
 @_exported import Logging
-@_exported import NIOCore
-@_exported import SQLKit

@@ -51,8 +51,8 @@ public struct GatewayError: Error, Sendable, Equatable, CustomStringConvertible 
 
     /// The problem type.
     public let kind: Kind
-    /// The HTTP status code of the reply.
-    public let status: Int
+    /// The reply's HTTP status.
+    public let status: HTTPResponse.Status
     /// A short summary of the problem type; the same for every occurrence of the type.
     public let title: String
     /// What went wrong this time, specific to this occurrence.
@@ -66,7 +66,7 @@ public struct GatewayError: Error, Sendable, Equatable, CustomStringConvertible 
     public let extensions: [String: ProblemValue]
 
     private init(
-        _ kind: Kind, status: Int, title: String, detail: String,
+        _ kind: Kind, status: HTTPResponse.Status, title: String, detail: String,
         errors: [FieldError] = [], headers: HTTPFields = [:], extensions: [String: ProblemValue] = [:]
     ) {
         self.kind = kind
@@ -90,7 +90,7 @@ public struct GatewayError: Error, Sendable, Equatable, CustomStringConvertible 
     /// The stable slug of the problem type (`not-found`, `invalid-input`, ...), handy for dialects.
     public var slug: String { kind.rawValue }
 
-    public var description: String { "\(status) \(title): \(detail)" }
+    public var description: String { "\(status.code) \(title): \(detail)" }
 
     // MARK: Constructors
 
@@ -205,9 +205,6 @@ public struct GatewayError: Error, Sendable, Equatable, CustomStringConvertible 
         for name in Set(more.map(\.name)) { merged[fields: name] = more[fields: name] }
         return GatewayError(kind, status: status, title: title, detail: detail, errors: errors, headers: merged, extensions: extensions)
     }
-
-    /// The status as a typed HTTP status.
-    public var httpStatus: HTTPResponse.Status { HTTPResponse.Status(code: status) }
 }
 
 /// A value of an extension member in a problem document.

@@ -6,6 +6,7 @@ import HTTPTypes
 import NIOCore
 import NIOFoundationCompat
 @testable import EventsPlugin
+import SQLKit
 import Testing
 
 /// Progress an import reports, for checking that it reports some.

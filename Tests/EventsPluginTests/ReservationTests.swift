@@ -5,6 +5,7 @@ import GatewayTesting
 import HTTPTypes
 import NIOCore
 @testable import EventsPlugin
+import SQLKit
 import Testing
 
 @Suite("events: reservations")

@@ -5,6 +5,7 @@ import GatewayTesting
 import HTTPTypes
 import NIOCore
 @testable import EventsPlugin
+import SQLKit
 import Testing
 
 /// The COIMOTION twShow dialect as the old app (seed 000) calls it.

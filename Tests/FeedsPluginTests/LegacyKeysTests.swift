@@ -6,6 +6,7 @@ import HTTPTypes
 import Logging
 import NIOCore
 @testable import FeedsPlugin
+import SQLKit
 import Testing
 
 @Suite("feeds v2 keys")

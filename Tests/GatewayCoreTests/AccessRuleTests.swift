@@ -21,7 +21,7 @@ struct AccessRuleTests {
             try rule.enforce(principal: principal, plugin: "suggest", method: method)
             return 200
         } catch let error as GatewayError {
-            return error.status
+            return Int(error.status.code)
         } catch {
             return 500
         }

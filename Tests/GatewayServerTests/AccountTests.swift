@@ -7,6 +7,7 @@ import HummingbirdTesting
 import NIOCore
 import NIOFoundationCompat
 import NotesFixturePlugin
+import SQLKit
 import Testing
 
 @Suite("accounts and sessions")

@@ -5,6 +5,7 @@ import GatewayTesting
 import Logging
 import NotesFixturePlugin
 import ServiceLifecycle
+import SQLKit
 import Synchronization
 import Testing
 

@@ -5,6 +5,7 @@ import GatewayTesting
 import HTTPTypes
 import NIOCore
 import NotesFixturePlugin
+import SQLKit
 import Testing
 
 @Suite("metrics")

@@ -62,7 +62,7 @@ enum NotesLegacyDialect {
             ],
             credentials: .firstOf(.apiKeyQuery("apikey"), .bearer),
             renderError: { error in
-                (try? DialectResponse.json(LegacyError(code: error.status * 10, msg: error.detail), status: error.status == 404 ? 404 : 200))
+                (try? DialectResponse.json(LegacyError(code: Int(error.status.code) * 10, msg: error.detail), status: error.status == 404 ? 404 : 200))
                     ?? .text("error", status: 500)
             })
     }

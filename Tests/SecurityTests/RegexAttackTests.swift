@@ -1,5 +1,6 @@
 import Foundation
 import GatewayCore
+import NIOCore
 import GatewayServer
 import GatewayTesting
 import NIOHTTP1

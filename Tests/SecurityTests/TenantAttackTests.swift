@@ -1,5 +1,6 @@
 import Foundation
 import GatewayCore
+import SQLKit
 @testable import GatewayServer
 import GatewayTesting
 import NIOHTTP1

@@ -2,6 +2,7 @@ import Foundation
 import GatewayCore
 import GatewayServer
 import GatewayTesting
+import SQLKit
 @testable import TodoPlugin
 import Testing
 

@@ -4,6 +4,7 @@ import GatewayTesting
 import HTTPTypes
 import NIOCore
 import NIOFoundationCompat
+import SQLKit
 @testable import TransitPlugin
 import Testing
 

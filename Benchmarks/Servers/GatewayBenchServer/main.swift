@@ -2,6 +2,7 @@ import Foundation
 import GatewayCore
 import GatewayServer
 import Logging
+import NIOCore
 import NotesFixturePlugin
 import SuggestPlugin
 import TodoPlugin

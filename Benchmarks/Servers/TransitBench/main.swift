@@ -2,6 +2,7 @@ import Foundation
 import GatewayCore
 import GatewayServer
 import Logging
+import NIOCore
 import TransitPlugin
 
 // In-process figures for the transit plugin on a database where `gateway import transit` has

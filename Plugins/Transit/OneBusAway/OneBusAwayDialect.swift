@@ -52,7 +52,7 @@ enum OneBusAwayDialect {
     static func now() -> Int64 { Int64((Date().timeIntervalSince1970 * 1000).rounded()) }
 
     static func renderError(_ error: GatewayError) -> DialectResponse {
-        let status = HTTPResponse.Status(code: error.status == 422 ? 400 : error.status)
+        let status: HTTPResponse.Status = error.status == 422 ? .badRequest : error.status
         let body: any Encodable & Sendable
         switch status.code {
         case 400:

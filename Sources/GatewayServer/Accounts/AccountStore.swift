@@ -2,6 +2,7 @@ import Crypto
 import Foundation
 import GatewayCore
 import HummingbirdBcrypt
+import NIOCore
 import NIOPosix
 import SQLKit
 import Synchronization

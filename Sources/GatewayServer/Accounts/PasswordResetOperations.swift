@@ -101,8 +101,8 @@ enum PasswordResetOperations {
                     }
                     do {
                         try await resets.confirm(token: token, password: password)
-                    } catch let error as GatewayError where error.status < 500 {
-                        return Reply(page(token: token, message: error.errors.first?.detail.capitalizedFirstLetter ?? error.detail), status: HTTPResponse.Status(code: error.status == 422 ? 400 : error.status))
+                    } catch let error as GatewayError where error.status.kind != .serverError {
+                        return Reply(page(token: token, message: error.errors.first?.detail.capitalizedFirstLetter ?? error.detail), status: error.status == 422 ? .badRequest : error.status)
                     }
                     return Reply(done(), status: 200)
                 },

@@ -75,7 +75,7 @@ struct CallOutcome: Sendable {
 extension CallOutcome {
     /// An outcome that never reached a handler, as its problem document.
     init(problem: GatewayError) {
-        status = problem.status
+        status = Int(problem.status.code)
         headers = [.contentType: "application/problem+json"]
         body = ProblemResponse.body(problem, path: "", requestID: "")
     }

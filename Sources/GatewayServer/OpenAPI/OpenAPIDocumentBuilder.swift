@@ -1,6 +1,7 @@
 import Foundation
 import GatewayCore
 import HTTPTypes
+import NIOCore
 import OpenAPIKit
 
 /// What the OpenAPI document needs to know about one mounted plugin.

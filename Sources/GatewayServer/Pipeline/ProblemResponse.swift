@@ -24,7 +24,7 @@ enum ProblemResponse {
             var container = encoder.container(keyedBy: Key.self)
             try container.encode(error.type, forKey: Key("type"))
             try container.encode(error.title, forKey: Key("title"))
-            try container.encode(error.status, forKey: Key("status"))
+            try container.encode(error.status.code, forKey: Key("status"))
             try container.encode(error.detail, forKey: Key("detail"))
             try container.encode(instance, forKey: Key("instance"))
             try container.encode(requestID, forKey: Key("requestId"))
@@ -46,7 +46,7 @@ enum ProblemResponse {
         headers[.contentType] = "application/problem+json"
         headers[.cacheControl] = "no-store"
         for field in error.headers { headers.append(field) }
-        return Response(status: error.httpStatus, headers: headers, body: .init(byteBuffer: data))
+        return Response(status: error.status, headers: headers, body: .init(byteBuffer: data))
     }
 
     /// Any error as the reply: a ``GatewayError`` as it is, another error as a 500 whose text goes

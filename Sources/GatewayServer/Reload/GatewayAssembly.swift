@@ -156,9 +156,9 @@ extension Gateway {
                 }
                 // Native WebSockets: under the mount, with the native credentials and problem details.
                 let native = Dialect(name: "native", routes: [], credentials: CredentialExtractor(NativeCredentials.extract(from:))) { error in
-                    let problem = JSONValue.object(["type": .string(error.type), "title": .string(error.title), "status": .number(Double(error.status)),
+                    let problem = JSONValue.object(["type": .string(error.type), "title": .string(error.title), "status": .number(Double(error.status.code)),
                                                     "detail": .string(error.detail)])
-                    return .json(problem, status: error.httpStatus, contentType: "application/problem+json")
+                    return .json(problem, status: error.status, contentType: "application/problem+json")
                 }
                 func mount(_ socket: WebSocketRoute, under prefix: String, dialect: Dialect) throws {
                     let template = Gateway.joinPath(prefix, socket.path)

@@ -1,5 +1,6 @@
 import GatewayCore
 import NIOConcurrencyHelpers
+import NIOCore
 
 /// The gateway's event bus: every subscriber whose topic matches gets each event, in publish
 /// order. A subscriber that falls more than ``bufferSize`` events behind loses the oldest.

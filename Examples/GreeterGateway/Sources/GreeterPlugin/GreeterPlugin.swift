@@ -95,7 +95,7 @@ public struct GreeterPlugin: ServicePlugin {
                         .handleDecoded { call, _ in .text("\(greeting), \(call.input.query.who)") },
                 ],
                 credentials: .apiKeyQuery("token"),
-                renderError: { error in .text("ERR \(error.status) \(error.detail)", status: .ok) }),
+                renderError: { error in .text("ERR \(error.status.code) \(error.detail)", status: .ok) }),
         ]
     }
 

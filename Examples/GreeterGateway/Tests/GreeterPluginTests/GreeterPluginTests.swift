@@ -3,6 +3,7 @@ import GatewayCore
 import GatewayServer
 import GatewayTesting
 import GreeterPlugin
+import NIOCore
 import Testing
 
 /// The example plugin, tested from its own package with the gateway's test kit: the real pipeline
