@@ -97,6 +97,8 @@ let package = Package(
         // GatewayTesting: certificates made for TLS tests.
         .package(url: "https://github.com/apple/swift-certificates.git", from: "1.21.1"),
         .package(url: "https://github.com/apple/swift-asn1.git", from: "1.7.4"),
+        // `swift package generate-documentation --target GatewayCore`: the SDK's DocC catalog.
+        .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
     ],
     targets: [
         .target(

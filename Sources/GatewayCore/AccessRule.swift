@@ -19,7 +19,7 @@ public enum AccessRule: Sendable, Equatable {
     /// needs the scope among its own.
     case granted(String)
     /// A signed-in user acting on a resource they own; the handler confirms ownership with
-    /// ``OperationContext/requireOwner(_:)`` because only it can load the resource.
+    /// ``OperationContext/requireOwner(_:resource:)`` because only it can load the resource.
     case owner
     /// A gateway administrator (a key needs the scope `admin` or `*`).
     case admin

@@ -40,7 +40,7 @@ public struct ConfigurationValueError: Error, Sendable {
 
 /// A configuration value written as text — a duration, a size, a rate. Every such value decodes
 /// from its text the same way, with one error text naming examples of its kind, and encodes back
-/// to its shortest spelling (``description``), so plugins' defaults round-trip through plugins.yaml.
+/// to its shortest spelling (its `description`), so plugins' defaults round-trip through plugins.yaml.
 public protocol ConfigurationText: Codable, CustomStringConvertible {
     /// Parses `text`; nil when it is not a value of this kind.
     init?(parsing text: String)

@@ -23,7 +23,7 @@ public struct DatabaseFeatures: Sendable, Equatable {
     /// `WITHOUT ROWID`); empty where every table is a heap with its indexes beside it.
     public var keyOrderedTable: String
     /// Whether `SELECT … FOR UPDATE` locks rows. Without row locks a writing transaction holds the
-    /// whole database from its start (``SQLDatabase/transaction(_:)`` begins `IMMEDIATE`), so
+    /// whole database from its start (`transaction { … }` begins `IMMEDIATE`), so
     /// writes are serialized anyway.
     public var rowLocks: Bool
     /// Whether a statement's `WITH` clause may itself write (a data-modifying common table

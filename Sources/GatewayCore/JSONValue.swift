@@ -4,7 +4,7 @@ import NIOCore
 /// Any JSON value: what a plugin stores when its data has no fixed shape (objects in buckets,
 /// free-form metadata).
 ///
-/// As an operation's body it is parsed by ``parse(_:maximumDepth:)``, which rejects malformed
+/// As an operation's body it is parsed by ``parse(_:maximumDepth:)-(ByteBuffer,_)``, which rejects malformed
 /// input with the line and column, nesting deeper than ``defaultMaximumDepth``, duplicate keys and
 /// numbers that do not fit a `Double`. As an operation's output it is written by
 /// ``serialized()``: compact, keys sorted (so equal values give equal bytes and equal ETags),

@@ -26,6 +26,10 @@ public struct LeasedService: Service {
     ///   - name: the lease, unique in the cluster (`feeds.retention`).
     ///   - holder: this instance, as `gateway_leases.holder` shows it (by default the host, the
     ///     process id and a random part: `web-2 pid 4121 9f3c01aa`).
+    ///   - database: where the lease is kept (`gateway_leases`), shared by the instances.
+    ///   - ttl: how long a lease lasts unless renewed (at least 300 ms); the holder renews it well before.
+    ///   - logger: where taking, losing and failing work are logged.
+    ///   - work: the service run while this instance holds the lease, cancelled when it loses it.
     public init(_ name: String, database: any SQLDatabase, ttl: Duration = .seconds(15), holder: String = LeasedService.newHolder(),
                 logger: Logger, work: any Service) {
         self.name = name

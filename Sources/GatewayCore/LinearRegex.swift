@@ -20,7 +20,7 @@ import Synchronization
 ///
 /// Counted repetitions are written out (`a{3,5}` is `aaaa?a?`), so the program's size, not the
 /// pattern's length, is what a match costs: a pattern whose program would exceed
-/// ``maximumProgramSize`` instructions is refused (``Failure/tooLarge``).
+/// ``maximumProgramSize`` instructions is refused (``Failure/tooLarge(instructions:)``).
 public final class LinearRegex: Sendable {
     /// The most instructions a program may have: a match costs at most this much work per
     /// character of the value.
@@ -92,7 +92,7 @@ extension LinearRegex {
     /// The most patterns ``cached(_:)`` keeps.
     static let cacheSize = 64
 
-    /// The compiled `pattern`, compiled once and kept (up to ``cacheSize`` patterns; a full cache
+    /// The compiled `pattern`, compiled once and kept (up to 64 patterns; a full cache
     /// starts again).
     public static func cached(_ pattern: String) throws(Failure) -> LinearRegex {
         if let known = compiled.withLock({ $0[pattern] }) { return known }

@@ -5,7 +5,7 @@ import SQLKit
 /// The host records applied steps per plugin in `gateway_migrations` and runs the missing ones in
 /// version order, each in its own transaction, at start and on `gateway migrate`. Steps must be
 /// written so they run on both SQLite and PostgreSQL (SQLKit's builders do that; for raw SQL, check
-/// ``SQLDatabase/dialect``).
+/// the database's `features` and `dialect`).
 public struct Migration: Sendable {
     /// The step's number; unique and increasing within the plugin.
     public let version: Int
