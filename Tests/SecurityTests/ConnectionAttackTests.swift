@@ -35,11 +35,13 @@ struct ConnectionAttackTests {
             try await ShippedGateway.with(storage: storage, edit: Self.bounded(head: "10s", idle: "10s", body: "10s", send: "1s", service: service)) { gateway in
                 let connection = try await RawConnection.open(port: gateway.port, reading: false)
                 try await connection.send("GET /v1/endless/stream HTTP/1.1\r\nHost: localhost\r\n\r\n")
-                // Nothing read for 4 s: the gateway's buffers fill and stay full past the deadline.
-                try await Task.sleep(for: .seconds(4))
+                // Nothing read for 10 s: the gateway's buffers (about 3 MB with the kernel's) fill and
+                // stay full past the deadline. (4 s were not always enough on a loaded machine: the
+                // buffers were still filling when reading began, and the endless reply then flowed.)
+                try await Task.sleep(for: .seconds(10))
                 connection.startReading()
                 let held = await connection.closed(within: .seconds(30))
-                print("slow reader: open for \(held.map { "\($0)" } ?? "more than 34 s"), \(connection.receivedCount) bytes taken")
+                print("slow reader: open for \(held.map { "\($0)" } ?? "more than 40 s"), \(connection.receivedCount) bytes taken")
                 #expect(held != nil, "an endless reply nobody read held the connection")
             }
         }
