@@ -34,7 +34,7 @@ extension QuerySQL {
 struct AggregationSQL: Sendable {
     let query: QuerySQL
 
-    private var sqlite: Bool { query.sqlite }
+    private var json1: Bool { query.json1 }
 
     /// The statement: one row per result document (`doc`, as text), in order, at most
     /// `maximumDocuments + 1` of them; `doc` is NULL from the document where the results pass
@@ -55,7 +55,7 @@ struct AggregationSQL: Sendable {
             append(stage, from: "s\(index)", to: &sql)
             sql.appendLiteral(")")
         }
-        let text = sqlite ? "doc" : "doc::text"
+        let text = json1 ? "doc" : "doc::text"
         sql.appendLiteral(" SELECT CASE WHEN total <= \(maximumBytes) THEN doc END AS doc FROM (SELECT \(text) AS doc, ord, ")
         sql.appendLiteral("sum(octet_length(\(text))) OVER (ORDER BY ord ROWS UNBOUNDED PRECEDING) AS total FROM s\(stages.count)) AS results ")
         sql.appendLiteral("ORDER BY ord LIMIT \(maximumDocuments + 1)")
@@ -66,7 +66,7 @@ struct AggregationSQL: Sendable {
     private func appendDocuments(bucket: String, actor: Actor, to sql: inout SQLQueryString) {
         let created = timestamp("created_at")
         let updated = timestamp("updated_at")
-        if sqlite {
+        if json1 {
             sql.appendLiteral("SELECT json_set(data, '$._id', id, '$.createdAt', \(created), '$.updatedAt', \(updated), '$.etag', etag) AS doc, ")
         } else {
             sql.appendLiteral("SELECT data || jsonb_build_object('_id', id, 'createdAt', \(created), 'updatedAt', \(updated), 'etag', etag) AS doc, ")
@@ -77,7 +77,7 @@ struct AggregationSQL: Sendable {
 
     /// A microsecond column as ``Timestamps/format(micros:)`` writes it (`2013-08-27T05:19:16.000Z`).
     private func timestamp(_ column: String) -> String {
-        if sqlite {
+        if json1 {
             return "strftime('%Y-%m-%dT%H:%M:%S', \(column) / 1000000, 'unixepoch') || '.' || substr('00' || (\(column) / 1000 % 1000), -3) || 'Z'"
         }
         return "to_char(to_timestamp(\(column) / 1000000) AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS') || '.' || lpad((\(column) / 1000 % 1000)::text, 3, '0') || 'Z'"
@@ -92,19 +92,19 @@ struct AggregationSQL: Sendable {
             sql.appendLiteral("SELECT data AS doc, ord FROM (SELECT doc AS data, ord FROM \(input)) AS todo_objects WHERE ")
             query.append(Self.onDocuments(condition), to: &sql)
         case .group(let key, let accumulators):
-            sql.appendLiteral(sqlite ? "SELECT json_object('_id', json(k)" : "SELECT jsonb_build_object('_id', k")
+            sql.appendLiteral(json1 ? "SELECT json_object('_id', json(k)" : "SELECT jsonb_build_object('_id', k")
             for accumulator in accumulators {
                 sql.appendLiteral(", '\(accumulator.name)', ")
-                sql += sqlite ? "json(" + self.accumulator(accumulator) + ")" : self.accumulator(accumulator)
+                sql += json1 ? "json(" + self.accumulator(accumulator) + ")" : self.accumulator(accumulator)
             }
             sql.appendLiteral(") AS doc, row_number() OVER (ORDER BY min(ord)) AS ord FROM (SELECT doc, ord, COALESCE(")
             sql += value(key, of: "doc")
-            sql.appendLiteral(sqlite ? ", 'null') AS k FROM \(input)) AS g GROUP BY k" : ", 'null'::jsonb) AS k FROM \(input)) AS g GROUP BY k")
+            sql.appendLiteral(json1 ? ", 'null') AS k FROM \(input)) AS g GROUP BY k" : ", 'null'::jsonb) AS k FROM \(input)) AS g GROUP BY k")
         case .sort(let keys):
             let terms = keys.map { sortTerms($0.path, descending: $0.descending) } + ["p.ord"]
             sql.appendLiteral("SELECT p.doc, row_number() OVER (ORDER BY \(terms.joined(separator: ", "))) AS ord FROM \(input) AS p")
         case .skip(let count):
-            sql.appendLiteral("SELECT doc, ord FROM \(input) ORDER BY ord \(sqlite ? "LIMIT -1 " : "")OFFSET \(count)")
+            sql.appendLiteral("SELECT doc, ord FROM \(input) ORDER BY ord \(json1 ? "LIMIT -1 " : "")OFFSET \(count)")
         case .limit(let count):
             sql.appendLiteral("SELECT doc, ord FROM \(input) ORDER BY ord LIMIT \(count)")
         case .project(.include(let members)):
@@ -112,11 +112,11 @@ struct AggregationSQL: Sendable {
             sql += object(members, at: [], of: "doc")
             sql.appendLiteral(" AS doc, ord FROM \(input)")
         case .project(.exclude(let paths)):
-            let removed = sqlite ? "json_remove(doc, \(paths.map { path($0) }.joined(separator: ", ")))"
+            let removed = json1 ? "json_remove(doc, \(paths.map { path($0) }.joined(separator: ", ")))"
                 : "doc" + paths.map { " #- \(path($0))" }.joined()
             sql.appendLiteral("SELECT \(removed) AS doc, ord FROM \(input)")
         case .count(let name):
-            sql.appendLiteral("SELECT \(sqlite ? "json_object" : "jsonb_build_object")('\(name)', count(*)) AS doc, 1 AS ord FROM \(input) HAVING count(*) > 0")
+            sql.appendLiteral("SELECT \(json1 ? "json_object" : "jsonb_build_object")('\(name)', count(*)) AS doc, 1 AS ord FROM \(input) HAVING count(*) > 0")
         case .unwind(let field, let preserve, let indexField):
             appendUnwind(field, preserve: preserve, indexField: indexField, from: input, to: &sql)
         }
@@ -152,15 +152,15 @@ struct AggregationSQL: Sendable {
 
     private func appendUnwind(_ field: DocumentPath, preserve: Bool, indexField: String?, from input: String, to sql: inout SQLQueryString) {
         let at = path(field)
-        let raw = sqlite ? "(p.doc -> \(at))" : "(p.doc #> \(at))"
-        let type = sqlite ? "json_type(p.doc, \(at))" : "jsonb_typeof(\(raw))"
+        let raw = json1 ? "(p.doc -> \(at))" : "(p.doc #> \(at))"
+        let type = json1 ? "json_type(p.doc, \(at))" : "jsonb_typeof(\(raw))"
         /// The document with the index field set (to `index`, JSON), when the stage names one.
         func indexed(_ document: String, _ index: String) -> String {
             guard let indexField else { return document }
-            return sqlite ? "json_set(\(document), '$.\"\(indexField)\"', \(index))" : "\(document) || jsonb_build_object('\(indexField)', \(index))"
+            return json1 ? "json_set(\(document), '$.\"\(indexField)\"', \(index))" : "\(document) || jsonb_build_object('\(indexField)', \(index))"
         }
-        let null = sqlite ? "json('null')" : "NULL::jsonb"
-        if sqlite {
+        let null = json1 ? "json('null')" : "NULL::jsonb"
+        if json1 {
             let element = "json(CASE e.type WHEN 'true' THEN 'true' WHEN 'false' THEN 'false' ELSE json_quote(e.value) END)"
             sql.appendLiteral("SELECT doc, row_number() OVER (ORDER BY o, i) AS ord FROM (SELECT \(indexed("json_set(p.doc, \(at), \(element))", "e.key")) AS doc, ")
             sql.appendLiteral("p.ord AS o, e.key AS i FROM \(input) AS p, json_each(CASE WHEN \(type) = 'array' THEN \(raw) ELSE '[]' END) AS e")
@@ -172,8 +172,8 @@ struct AggregationSQL: Sendable {
         // A value that is not an array counts as an array of itself.
         sql.appendLiteral(" UNION ALL SELECT \(indexed("p.doc", null)), p.ord, 0 FROM \(input) AS p WHERE \(type) NOT IN ('array', 'null')")
         if preserve {
-            let removed = sqlite ? "json_remove(p.doc, \(at))" : "p.doc #- \(at)"
-            let empty = sqlite ? "'[]'" : "'[]'::jsonb"
+            let removed = json1 ? "json_remove(p.doc, \(at))" : "p.doc #- \(at)"
+            let empty = json1 ? "'[]'" : "'[]'::jsonb"
             sql.appendLiteral(" UNION ALL SELECT \(indexed("CASE WHEN \(type) = 'array' THEN \(removed) ELSE p.doc END", null)), p.ord, 0 FROM \(input) AS p ")
             sql.appendLiteral("WHERE \(type) IS NULL OR \(type) = 'null' OR (\(type) = 'array' AND \(raw) = \(empty))")
         }
@@ -184,26 +184,26 @@ struct AggregationSQL: Sendable {
 
     /// The literal of a path: SQLite's `'$."a"."b"'`, PostgreSQL's `'{a,b}'`.
     private func path(_ path: DocumentPath) -> String {
-        sqlite ? query.sqlitePath(path.segments) : query.postgresPath(path.segments)
+        json1 ? query.sqlitePath(path.segments) : query.postgresPath(path.segments)
     }
 
     /// An expression's JSON value in the document `doc` (NULL when a field is missing).
     private func value(_ expression: AggregationExpression, of doc: String) -> SQLQueryString {
         switch expression {
         case .field(let field):
-            return SQLQueryString("(\(unsafeRaw: doc) \(unsafeRaw: sqlite ? "->" : "#>") \(unsafeRaw: path(field)))")
+            return SQLQueryString("(\(unsafeRaw: doc) \(unsafeRaw: json1 ? "->" : "#>") \(unsafeRaw: path(field)))")
         case .literal(let constant):
-            var sql = SQLQueryString(sqlite ? "json(" : "CAST(")
+            var sql = SQLQueryString(json1 ? "json(" : "CAST(")
             sql.appendInterpolation(bind: constant.jsonText)
-            sql.appendLiteral(sqlite ? ")" : " AS jsonb)")
+            sql.appendLiteral(json1 ? ")" : " AS jsonb)")
             return sql
         case .object(let members):
             return object(members.map { ($0.name, value($0.value, of: doc)) })
         case .array(let elements):
-            var sql = SQLQueryString(sqlite ? "json_array(" : "jsonb_build_array(")
+            var sql = SQLQueryString(json1 ? "json_array(" : "jsonb_build_array(")
             for (index, element) in elements.enumerated() {
                 if index > 0 { sql.appendLiteral(", ") }
-                sql += sqlite ? "json(" + value(element, of: doc) + ")" : value(element, of: doc)
+                sql += json1 ? "json(" + value(element, of: doc) + ")" : value(element, of: doc)
             }
             sql.appendLiteral(")")
             return sql
@@ -212,8 +212,8 @@ struct AggregationSQL: Sendable {
 
     /// A JSON object of the members whose value is not NULL.
     private func object(_ members: [(String, SQLQueryString)]) -> SQLQueryString {
-        guard !members.isEmpty else { return SQLQueryString(sqlite ? "json_object()" : "'{}'::jsonb") }
-        var sql = SQLQueryString(sqlite ? "(SELECT json_group_object(k, json(v)) FROM (" : "(SELECT COALESCE(jsonb_object_agg(k, v), '{}'::jsonb) FROM (")
+        guard !members.isEmpty else { return SQLQueryString(json1 ? "json_object()" : "'{}'::jsonb") }
+        var sql = SQLQueryString(json1 ? "(SELECT json_group_object(k, json(v)) FROM (" : "(SELECT COALESCE(jsonb_object_agg(k, v), '{}'::jsonb) FROM (")
         for (index, (name, value)) in members.enumerated() {
             sql.appendLiteral(index == 0 ? "SELECT '\(name)' AS k, " : " UNION ALL SELECT '\(name)', ")
             sql += value
@@ -234,7 +234,7 @@ struct AggregationSQL: Sendable {
                 let nested = object(children, at: here, of: doc)
                 if member.alwaysPresent { return (member.name, nested) }
                 // Copied fields under a field that is not an object leave it out, as MongoDB does.
-                let type = sqlite ? "json_type(\(doc), \(query.sqlitePath(here)))" : "jsonb_typeof(\(doc) #> \(query.postgresPath(here)))"
+                let type = json1 ? "json_type(\(doc), \(query.sqlitePath(here)))" : "jsonb_typeof(\(doc) #> \(query.postgresPath(here)))"
                 return (member.name, "CASE WHEN \(unsafeRaw: type) = 'object' THEN " + nested + " END")
             }
         })
@@ -246,7 +246,7 @@ struct AggregationSQL: Sendable {
     private func sortTerms(_ field: DocumentPath, descending: Bool) -> String {
         let direction = descending ? "DESC" : "ASC"
         let at = path(field)
-        if sqlite {
+        if json1 {
             return "CASE json_type(p.doc, \(at)) WHEN 'integer' THEN 1 WHEN 'real' THEN 1 WHEN 'text' THEN 2 WHEN 'object' THEN 3 WHEN 'array' THEN 4 "
                 + "WHEN 'false' THEN 5 WHEN 'true' THEN 5 ELSE 0 END \(direction), "
                 + "CASE WHEN json_type(p.doc, \(at)) NOT IN ('object', 'array') THEN json_extract(p.doc, \(at)) END \(direction)"
@@ -261,26 +261,26 @@ struct AggregationSQL: Sendable {
     private func accumulator(_ accumulator: Accumulator) -> SQLQueryString {
         let operand = value(accumulator.operand, of: "doc")
         // The operand's value when it is a number, a string, a boolean (SQL values).
-        let number: SQLQueryString = sqlite ? "CASE WHEN json_type(" + operand + ") IN ('integer', 'real') THEN json_extract(" + operand + ", '$') END"
+        let number: SQLQueryString = json1 ? "CASE WHEN json_type(" + operand + ") IN ('integer', 'real') THEN json_extract(" + operand + ", '$') END"
             : "CASE WHEN jsonb_typeof(" + operand + ") = 'number' THEN (" + operand + ")::numeric END"
-        let string: SQLQueryString = sqlite ? "CASE WHEN json_type(" + operand + ") = 'text' THEN json_extract(" + operand + ", '$') END"
+        let string: SQLQueryString = json1 ? "CASE WHEN json_type(" + operand + ") = 'text' THEN json_extract(" + operand + ", '$') END"
             : "(CASE WHEN jsonb_typeof(" + operand + ") = 'string' THEN " + operand + " #>> '{}' END) COLLATE \"C\""
-        let isTrue: SQLQueryString = sqlite ? "json_type(" + operand + ") = 'true'" : "jsonb_typeof(" + operand + ") = 'boolean' AND " + operand + " = 'true'::jsonb"
-        let isFalse: SQLQueryString = sqlite ? "json_type(" + operand + ") = 'false'" : "jsonb_typeof(" + operand + ") = 'boolean' AND " + operand + " = 'false'::jsonb"
+        let isTrue: SQLQueryString = json1 ? "json_type(" + operand + ") = 'true'" : "jsonb_typeof(" + operand + ") = 'boolean' AND " + operand + " = 'true'::jsonb"
+        let isFalse: SQLQueryString = json1 ? "json_type(" + operand + ") = 'false'" : "jsonb_typeof(" + operand + ") = 'boolean' AND " + operand + " = 'false'::jsonb"
         /// A SQL value as JSON; NULL stays NULL.
         func json(_ aggregate: SQLQueryString) -> SQLQueryString {
-            sqlite ? "CASE WHEN " + aggregate + " IS NOT NULL THEN json_quote(" + aggregate + ") END" : "to_jsonb(" + aggregate + ")"
+            json1 ? "CASE WHEN " + aggregate + " IS NOT NULL THEN json_quote(" + aggregate + ") END" : "to_jsonb(" + aggregate + ")"
         }
         func boolean(_ first: SQLQueryString, _ firstName: String, _ second: SQLQueryString, _ secondName: String) -> SQLQueryString {
-            let text = sqlite ? "'\(firstName)'" : "'\(firstName)'::jsonb"
-            let otherText = sqlite ? "'\(secondName)'" : "'\(secondName)'::jsonb"
+            let text = json1 ? "'\(firstName)'" : "'\(firstName)'::jsonb"
+            let otherText = json1 ? "'\(secondName)'" : "'\(secondName)'::jsonb"
             return "CASE WHEN max(CASE WHEN " + first + " THEN 1 END) = 1 THEN \(unsafeRaw: text) WHEN max(CASE WHEN " + second
                 + " THEN 1 END) = 1 THEN \(unsafeRaw: otherText) END"
         }
-        let null: SQLQueryString = sqlite ? "'null'" : "'null'::jsonb"
+        let null: SQLQueryString = json1 ? "'null'" : "'null'::jsonb"
         switch accumulator.kind {
         case .sum:
-            return sqlite ? "json_quote(total(" + number + "))" : "to_jsonb(COALESCE(sum(" + number + "), 0))"
+            return json1 ? "json_quote(total(" + number + "))" : "to_jsonb(COALESCE(sum(" + number + "), 0))"
         case .avg:
             return json("avg(" + number + ")")
         case .min:
@@ -288,11 +288,11 @@ struct AggregationSQL: Sendable {
         case .max:
             return "COALESCE(" + boolean(isTrue, "true", isFalse, "false") + ", " + json("max(" + string + ")") + ", " + json("max(" + number + ")") + ")"
         case .first, .last:
-            let element = accumulator.kind == .first ? (sqlite ? "'$[0]'" : "0") : (sqlite ? "'$[#-1]'" : "-1")
-            return sqlite ? "(json_group_array(json(COALESCE(" + operand + ", " + null + ")) ORDER BY ord) -> \(unsafeRaw: element))"
+            let element = accumulator.kind == .first ? (json1 ? "'$[0]'" : "0") : (json1 ? "'$[#-1]'" : "-1")
+            return json1 ? "(json_group_array(json(COALESCE(" + operand + ", " + null + ")) ORDER BY ord) -> \(unsafeRaw: element))"
                 : "(jsonb_agg(COALESCE(" + operand + ", " + null + ") ORDER BY ord) -> \(unsafeRaw: element))"
         case .push:
-            return sqlite ? "COALESCE(json_group_array(json(" + operand + ") ORDER BY ord) FILTER (WHERE " + operand + " IS NOT NULL), '[]')"
+            return json1 ? "COALESCE(json_group_array(json(" + operand + ") ORDER BY ord) FILTER (WHERE " + operand + " IS NOT NULL), '[]')"
                 : "COALESCE(jsonb_agg(" + operand + " ORDER BY ord) FILTER (WHERE " + operand + " IS NOT NULL), '[]'::jsonb)"
         }
     }

@@ -238,7 +238,7 @@ struct ObjectStore: Sendable {
     /// (on PostgreSQL a prepared statement, one for each number of rows), SQLKit's query otherwise.
     static func insert(_ rows: [NewRow], on database: any SQLDatabase, runner: (any SQLStatementRunner)?) async throws {
         guard let runner, rows.count <= insertTexts.count else {
-            try await database.raw(insertQuery(rows, sqlite: database.features.json == .json1)).run()
+            try await database.raw(insertQuery(rows, json1: database.features.json == .json1)).run()
             return
         }
         var values: [StatementValue] = []
@@ -268,13 +268,13 @@ struct ObjectStore: Sendable {
 
     /// The `INSERT` of new objects. A guest's object has no owner, written as `NULL` (an optional
     /// bind would go through SQLiteKit's generic `Encodable` path).
-    static func insertQuery(_ rows: [NewRow], sqlite: Bool) -> SQLQueryString {
+    static func insertQuery(_ rows: [NewRow], json1: Bool) -> SQLQueryString {
         var query: SQLQueryString = "INSERT INTO todo_objects (bucket, id, data, owner, readers, acl, tenant, etag, created_at, updated_at) VALUES "
         for (index, row) in rows.enumerated() {
             let object = row.object
             let owner: SQLQueryString = object.owner.map { "\(bind: $0)" } ?? "NULL"
             let tenant: SQLQueryString = object.tenant.map { "\(bind: $0)" } ?? "NULL"
-            query += (index == 0 ? "(" : ", (") + "\(bind: row.bucket), \(bind: object.id), " + jsonValue(object.dataText, sqlite: sqlite) + ", " + owner
+            query += (index == 0 ? "(" : ", (") + "\(bind: row.bucket), \(bind: object.id), " + jsonValue(object.dataText, json1: json1) + ", " + owner
                 + ", \(bind: row.readers), \(bind: row.acl), " + tenant + ", \(bind: object.etag), \(bind: object.createdAt), \(bind: object.updatedAt))"
         }
         return query
@@ -354,8 +354,8 @@ struct ObjectStore: Sendable {
     }
 
     /// A bound JSON value for the `data` column (text on SQLite, jsonb on PostgreSQL).
-    private static func jsonValue(_ text: String, sqlite: Bool) -> SQLQueryString {
-        sqlite ? "\(bind: text)" : "CAST(\(bind: text) AS jsonb)"
+    private static func jsonValue(_ text: String, json1: Bool) -> SQLQueryString {
+        json1 ? "\(bind: text)" : "CAST(\(bind: text) AS jsonb)"
     }
 
     private func encodedData(_ data: [String: JSONValue]) throws -> String {
@@ -372,7 +372,7 @@ struct ObjectStore: Sendable {
 
     private func decode(_ row: any SQLRow) throws -> StoredObject {
         var dataText = try row.decode(column: "data", as: String.self)
-        if !sql.sqlite {
+        if !sql.json1 {
             // jsonb's text form has spaces and its own key order: store-independent replies need the compact form.
             dataText = try JSONValue.parse(dataText, maximumDepth: 256).jsonText
         }
@@ -419,7 +419,7 @@ struct ObjectStore: Sendable {
         let row = NewRow(bucket: bucket.name, object: object, readers: effectiveACL.searchable, acl: aclText(effectiveACL))
         if chosenID != nil {
             // The primary key decides, so two clients choosing one id at once cannot both win.
-            let query = Self.insertQuery([row], sqlite: sql.sqlite) + " ON CONFLICT (bucket, id) DO NOTHING RETURNING id"
+            let query = Self.insertQuery([row], json1: sql.json1) + " ON CONFLICT (bucket, id) DO NOTHING RETURNING id"
             guard try await database.raw(query).first() != nil else {
                 throw GatewayError.conflict("An object with the id '\(object.id)' exists already in bucket '\(bucket.name)'.", duplicate: "id")
             }
@@ -458,7 +458,7 @@ struct ObjectStore: Sendable {
             object.etag = Self.newETag()
             object.updatedAt = max(Timestamps.micros(clock.now()), object.updatedAt + 1)
             if markDeleted { object.deleted = true }
-            let query: SQLQueryString = "UPDATE todo_objects SET data = " + Self.jsonValue(object.dataText, sqlite: sql.sqlite) + (markDeleted ? ", deleted = 1" : "")
+            let query: SQLQueryString = "UPDATE todo_objects SET data = " + Self.jsonValue(object.dataText, json1: sql.json1) + (markDeleted ? ", deleted = 1" : "")
                 + ", readers = \(bind: object.acl.searchable), acl = \(bind: aclText(object.acl)), etag = \(bind: object.etag), "
                 + "updated_at = \(bind: object.updatedAt) WHERE bucket = \(bind: bucket.name) AND id = \(bind: id) AND etag = \(bind: previousETag) RETURNING id"
             if try await database.raw(query).first() != nil { return object }

@@ -7,9 +7,9 @@ import SQLKit
 /// every value is bound.
 struct QuerySQL: Sendable {
     /// JSON1 functions (SQLite) rather than jsonb operators (PostgreSQL).
-    let sqlite: Bool
+    let json1: Bool
 
-    init(json: DatabaseFeatures.JSONStorage) { sqlite = json == .json1 }
+    init(json: DatabaseFeatures.JSONStorage) { json1 = json == .json1 }
 
     // MARK: Expressions
 
@@ -34,25 +34,25 @@ struct QuerySQL: Sendable {
         case .etag: "etag"
         case .deleted: "deleted"
         case .path(let segments):
-            sqlite ? "json_extract(data, \(sqlitePath(segments)))" : "NULLIF(data #> \(postgresPath(segments)), 'null'::jsonb)"
+            json1 ? "json_extract(data, \(sqlitePath(segments)))" : "NULLIF(data #> \(postgresPath(segments)), 'null'::jsonb)"
         }
     }
 
     /// The JSON type of a path's value, as the database names it, or NULL when missing.
     private func typeOf(_ segments: [String]) -> String {
-        sqlite ? "json_type(data, \(sqlitePath(segments)))" : "jsonb_typeof(data #> \(postgresPath(segments)))"
+        json1 ? "json_type(data, \(sqlitePath(segments)))" : "jsonb_typeof(data #> \(postgresPath(segments)))"
     }
 
     /// The text of a path's value when it is a string.
     private func textOf(_ segments: [String]) -> String {
-        sqlite ? "json_extract(data, \(sqlitePath(segments)))" : "(data #>> \(postgresPath(segments)))"
+        json1 ? "json_extract(data, \(sqlitePath(segments)))" : "(data #>> \(postgresPath(segments)))"
     }
 
     /// The index expression list for an index over `fields` (after `bucket`, before the id that
     /// breaks ties in every order).
     func indexColumns(_ fields: [QueryField]) -> String {
         (fields.map { field in
-            if case .path = field, !sqlite { return "(\(expression(field))) NULLS FIRST" }
+            if case .path = field, !json1 { return "(\(expression(field))) NULLS FIRST" }
             return expression(field)
         } + (fields.contains(.id) ? [] : ["id"])).joined(separator: ", ")
     }
@@ -61,7 +61,7 @@ struct QuerySQL: Sendable {
 
     /// Appends a bound value compared with a path's expression.
     private func appendJSON(_ value: JSONValue, to sql: inout SQLQueryString) {
-        if sqlite {
+        if json1 {
             switch value {
             case .bool(let flag): sql.appendInterpolation(bind: flag ? 1 : 0)
             case .number(let number): sql.appendInterpolation(bind: number)
@@ -116,26 +116,26 @@ struct QuerySQL: Sendable {
         case .exists(let field, let present):
             switch field {
             case .path(let segments):
-                let raw = sqlite ? "json_type(data, \(sqlitePath(segments)))" : "(data #> \(postgresPath(segments)))"
+                let raw = json1 ? "json_type(data, \(sqlitePath(segments)))" : "(data #> \(postgresPath(segments)))"
                 sql.appendLiteral("\(raw) IS \(present ? "NOT " : "")NULL")
             case .owner: sql.appendLiteral("owner IS \(present ? "NOT " : "")NULL")
             default: sql.appendLiteral(present ? "TRUE" : "FALSE")
             }
         case .matches(let field, let regex):
             if case .path(let segments) = field {
-                sql.appendLiteral("(\(typeOf(segments)) = \(sqlite ? "'text'" : "'string'") AND ")
-                sql.appendLiteral(sqlite ? "substr(\(textOf(segments)), 1, \(RegexGuard.matchedPrefix)) REGEXP " : "left(\(textOf(segments)), \(RegexGuard.matchedPrefix)) ~ ")
+                sql.appendLiteral("(\(typeOf(segments)) = \(json1 ? "'text'" : "'string'") AND ")
+                sql.appendLiteral(json1 ? "substr(\(textOf(segments)), 1, \(RegexGuard.matchedPrefix)) REGEXP " : "left(\(textOf(segments)), \(RegexGuard.matchedPrefix)) ~ ")
             } else {
                 let column = expression(field)
                 sql.appendLiteral("(\(column) IS NOT NULL AND ")
-                sql.appendLiteral(sqlite ? "substr(\(column), 1, \(RegexGuard.matchedPrefix)) REGEXP " : "left(\(column), \(RegexGuard.matchedPrefix)) ~ ")
+                sql.appendLiteral(json1 ? "substr(\(column), 1, \(RegexGuard.matchedPrefix)) REGEXP " : "left(\(column), \(RegexGuard.matchedPrefix)) ~ ")
             }
-            sql.appendInterpolation(bind: sqlite ? regex.icu : regex.postgres)
+            sql.appendInterpolation(bind: json1 ? regex.icu : regex.postgres)
             sql.appendLiteral(")")
         case .containsAll(let field, let values):
             guard case .path(let segments) = field else { sql.appendLiteral("FALSE"); return }
             sql.appendLiteral("(\(typeOf(segments)) = 'array'")
-            if sqlite {
+            if json1 {
                 for value in values {
                     sql.appendLiteral(" AND EXISTS (SELECT 1 FROM json_each(todo_objects.data, \(sqlitePath(segments))) AS element WHERE element.value = ")
                     appendJSON(value, to: &sql)
@@ -190,11 +190,11 @@ struct QuerySQL: Sendable {
         // before text, and reads booleans as 0 and 1).
         switch value {
         case .bool(let flag):
-            sql.appendLiteral(sqlite ? " AND \(typeOf(segments)) = '\(flag)'" : "")
+            sql.appendLiteral(json1 ? " AND \(typeOf(segments)) = '\(flag)'" : "")
         case .number:
-            sql.appendLiteral(" AND \(typeOf(segments)) \(sqlite ? "IN ('integer', 'real')" : "= 'number'")")
+            sql.appendLiteral(" AND \(typeOf(segments)) \(json1 ? "IN ('integer', 'real')" : "= 'number'")")
         case .string:
-            sql.appendLiteral(" AND \(typeOf(segments)) = \(sqlite ? "'text'" : "'string'")")
+            sql.appendLiteral(" AND \(typeOf(segments)) = \(json1 ? "'text'" : "'string'")")
         default: break
         }
         sql.appendLiteral(")")
@@ -207,7 +207,7 @@ struct QuerySQL: Sendable {
     func orderBy(_ keys: [SortKey]) -> String {
         var terms = keys.map { key -> String in
             let expression = expression(key.field)
-            if sqlite || key.field.isSystem { return "\(expression) \(key.descending ? "DESC" : "ASC")" }
+            if json1 || key.field.isSystem { return "\(expression) \(key.descending ? "DESC" : "ASC")" }
             return "\(expression) \(key.descending ? "DESC NULLS LAST" : "ASC NULLS FIRST")"
         }
         if !keys.contains(where: { $0.field == .id }) { terms.append(keys.last?.descending == true ? "id DESC" : "id ASC") }

@@ -219,7 +219,8 @@ struct ScopeAttackSocket {
 
 extension ShippedGateway {
     /// Sends `body` (none when empty) of content type `type` with a session token.
-    func send(_ method: HTTPMethod, _ path: String, bearer token: String, type: String, body: String) async throws -> Reply {
+    func send(_ method: HTTPMethod, _ path: String, bearer token: String, type: String, body: String,
+              timeout: TimeAmount = .seconds(30)) async throws -> Reply {
         var request = HTTPClientRequest(url: base + path)
         request.method = method
         request.headers.add(name: "Authorization", value: "Bearer \(token)")
@@ -227,7 +228,7 @@ extension ShippedGateway {
             request.headers.add(name: "Content-Type", value: type)
             request.body = .bytes(ByteBuffer(string: body))
         }
-        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(30))
+        let response = try await HTTPClient.shared.execute(request, timeout: timeout)
         let collected = try await response.body.collect(upTo: 1 << 20)
         return Reply(status: Int(response.status.code), headers: response.headers, body: String(buffer: collected))
     }

@@ -118,6 +118,8 @@ struct ICalendarTimeZoneBuilder {
     var tzid: String?
     var observances: [ICalendarTimeZoneDefinition.Observance] = []
     var observance: ObservanceBuilder?
+    /// Observances past ``ICalendarTimeZoneDefinition/maximumObservances``, skipped (reported once).
+    var skipped = 0
 
     struct ObservanceBuilder {
         let line: Int
@@ -168,7 +170,11 @@ struct ICalendarTimeZoneBuilder {
         guard let start = current.start, let from = current.offsetFrom, let to = current.offsetTo else {
             return "an observance of a VTIMEZONE needs DTSTART, TZOFFSETFROM and TZOFFSETTO; skipped"
         }
-        guard observances.count < ICalendarTimeZoneDefinition.maximumObservances else { return "a VTIMEZONE with too many observances; the rest skipped" }
+        guard observances.count < ICalendarTimeZoneDefinition.maximumObservances else {
+            // Reported at the first one skipped only: a reply must not grow with what it refuses.
+            skipped += 1
+            return skipped == 1 ? "a VTIMEZONE with more than \(ICalendarTimeZoneDefinition.maximumObservances) observances; the rest skipped" : nil
+        }
         observances.append(.init(start: start, offsetFrom: from, offsetTo: to, rule: current.rule, dates: current.dates))
         return nil
     }
