@@ -122,22 +122,23 @@ struct EventsClusterTests {
             let task = Task { try await listener.run() }
             defer { task.cancel() }
             try await Task.sleep(for: .milliseconds(100))   // subscribed
+            // The instances run on the wall clock: the lists ask for the week of the concert's showing.
 
             let writer = TestGateway(gateway: first, storage: .postgres)
             let organizer = try await writer.organizer()
             let event = try await writer.createEvent(token: organizer.token, EventsNativeTests.concert(venue: organizer.venue))
             let reader = TestGateway(gateway: second, storage: .postgres)
-            let listed = try await eventually(within: .seconds(15)) { try await EventCatalogTests.ids(reader, "/v1/events?city=15&category=1") == [event.id] }
+            let listed = try await eventually(within: .seconds(15)) { try await EventCatalogTests.ids(reader, "/v1/events?city=15&category=1&from=2026-11-20") == [event.id] }
             #expect(listed, "the other instance does not list the new event")
 
             _ = try await writer.call(.patch, "/v1/events/\(event.id)", token: organizer.token, json: #"{"title": "換了名字"}"#)
             let renamed = try await eventually(within: .seconds(15)) {
-                try await reader.call(.get, "/v1/events?city=15", headers: [.cacheControl: "no-cache"]).json.items.first?["title"]?.string == "換了名字"
+                try await reader.call(.get, "/v1/events?city=15&from=2026-11-20", headers: [.cacheControl: "no-cache"]).json.items.first?["title"]?.string == "換了名字"
             }
             #expect(renamed, "the other instance lists the old title")
 
             #expect(try await writer.call(.delete, "/v1/events/\(event.id)", token: organizer.token).status == 204)
-            let gone = try await eventually(within: .seconds(15)) { try await EventCatalogTests.ids(reader, "/v1/events?city=15").isEmpty }
+            let gone = try await eventually(within: .seconds(15)) { try await EventCatalogTests.ids(reader, "/v1/events?city=15&from=2026-11-20").isEmpty }
             #expect(gone, "the other instance still lists the deleted event")
         }
     }
