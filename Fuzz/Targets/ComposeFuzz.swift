@@ -19,7 +19,7 @@ enum ComposeFuzz {
         _ = CompositeReference.parts(of: settingsText)
         guard let settings = try? JSONDecoder().decode(CompositeSettings.self, from: Data(settingsText.utf8)) else { return }
         let composite = CompiledComposite(settings)
-        var environment = CompositeService.Environment(path: Dictionary(ServiceOperation.parameterNames(in: settings.path).map { ($0, parameter) }, uniquingKeysWith: { first, _ in first }),
+        var environment = CompositeService.Environment(path: Dictionary(Route.parameterNames(in: settings.path).map { ($0, parameter) }, uniquingKeysWith: { first, _ in first }),
                                                       query: query, body: body)
         for name in composite.order {
             environment.values[name] = body ?? .string(parameter)

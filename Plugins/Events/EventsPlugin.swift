@@ -89,7 +89,7 @@ public struct EventsPlugin: ServicePlugin {
 
     public var dialects: [Dialect] { [TwShowDialect.make(service: service)] }
 
-    public var operations: [ServiceOperation] {
+    public var routes: [Route] {
         let service = self.service
         let store = self.store
         let importer = calendarImporter
@@ -102,15 +102,15 @@ public struct EventsPlugin: ServicePlugin {
         let eventBody = ["body.city": city, "body.categories": FieldRule.each(category)]
         return [
             // Reference data
-            ServiceOperation.define("events.categories", .get, "/categories", summary: "The categories events may have")
+            Route.define("events.categories", .get, "/categories", summary: "The categories events may have")
                 .cache(.shared(ttl: .seconds(300), tags: ["events"]))
                 .returns(Page<EventCategory>.self) { _, _ in Page(items: service.settings.categories, nextCursor: nil) },
-            ServiceOperation.define("events.cities", .get, "/cities", summary: "The cities events may be in, with their time zones")
+            Route.define("events.cities", .get, "/cities", summary: "The cities events may be in, with their time zones")
                 .cache(.shared(ttl: .seconds(300), tags: ["events"]))
                 .returns(Page<EventCity>.self) { _, _ in Page(items: service.settings.cities, nextCursor: nil) },
 
             // Lists
-            ServiceOperation.define("events.list", .get, "/", summary: "Published events with a showing in a range of days, by first showing")
+            Route.define("events.list", .get, "/", summary: "Published events with a showing in a range of days, by first showing")
                 .details("Days are `yyyy-MM-dd` in the city's time zone (the plugin's `timeZone` without a city); the range defaults to today to today + 7 days and may span at most 366 days.")
                 .query(EventListQuery.self)
                 .rules(filters)
@@ -128,7 +128,7 @@ public struct EventsPlugin: ServicePlugin {
                                                           window: service.window(city: query.city, from: query.from, to: query.to),
                                                           limit: query.limit ?? 50, cursor: cursor))
                 },
-            ServiceOperation.define("events.near", .get, "/near", summary: "Published events at venues near a point, nearest first")
+            Route.define("events.near", .get, "/near", summary: "Published events at venues near a point, nearest first")
                 .example("/near?lat=22.62&lon=120.34&radius=2000")
                 .details("`radius` in metres (default 2000, at most 50000); days as in the list, in the plugin's `timeZone`.")
                 .query(NearQuery.self)
@@ -140,7 +140,7 @@ public struct EventsPlugin: ServicePlugin {
                     return EventPage(try await store.near(lat: query.lat, lon: query.lon, radius: query.radius ?? 2000, category: query.category,
                                                           window: service.window(city: nil, from: query.from, to: query.to), limit: query.limit ?? 50))
                 },
-            ServiceOperation.define("events.search", .get, "/search", summary: "Published events whose title, description, organizer or venue contains the text")
+            Route.define("events.search", .get, "/search", summary: "Published events whose title, description, organizer or venue contains the text")
                 .query(SearchQuery.self)
                 .rules(filters)
                 .cache(listed)
@@ -155,7 +155,7 @@ public struct EventsPlugin: ServicePlugin {
                     }
                     return EventPage(try await store.search(query.q, city: query.city, category: query.category, limit: query.limit ?? 50, before: before))
                 },
-            ServiceOperation.define("events.calendar", .get, ".ics", summary: "A subscribable iCalendar of published events")
+            Route.define("events.calendar", .get, ".ics", summary: "A subscribable iCalendar of published events")
                 .details("The same filters as the list; without `from` and `to` the calendar covers 30 days back to the recurrence horizon ahead.")
                 .query(CalendarQuery.self)
                 .rules(filters)
@@ -169,7 +169,7 @@ public struct EventsPlugin: ServicePlugin {
                 },
 
             // Events
-            ServiceOperation.define("events.get", .get, "/{id}", summary: "An event with every showing and venue; `{id}.ics` answers iCalendar")
+            Route.define("events.get", .get, "/{id}", summary: "An event with every showing and venue; `{id}.ics` answers iCalendar")
                 .details("Viewing an event records it in the signed-in viewer's history (`/v1/me/history`).")
                 .path(EventPath.self)
                 .documentOutput(as: EventDetail.self)
@@ -182,7 +182,7 @@ public struct EventsPlugin: ServicePlugin {
                     await context.recordView(of: String(id), title: event.title)
                     return RawReply(try JSONStreamEncoder.encodeBuffer(detail), contentType: "application/json")
                 },
-            ServiceOperation.define("events.create", .post, "/", summary: "Create an event (with showings), owned by the caller")
+            Route.define("events.create", .post, "/", summary: "Create an event (with showings), owned by the caller")
                 .access(.scope("events:write"))
                 .cache(changes)
                 .body(EventInput.self)
@@ -192,7 +192,7 @@ public struct EventsPlugin: ServicePlugin {
                     let detail = try await service.create(input.body, context: context)
                     return Reply(detail, status: .created, headers: [.location: "/v1/events/\(detail.id)"])
                 },
-            ServiceOperation.define("events.update", .patch, "/{id}", summary: "Change an event's members (its owner or an administrator)")
+            Route.define("events.update", .patch, "/{id}", summary: "Change an event's members (its owner or an administrator)")
                 .details("Members left out are kept; an empty string clears a text member. Setting `status` to `cancelled` cancels every active reservation and tells its holder.")
                 .access(.scope("events:write"))
                 .cache(changes)
@@ -204,7 +204,7 @@ public struct EventsPlugin: ServicePlugin {
                 .returns(EventDetail.self) { input, context in
                     try await service.update(input.path.id, with: input.body, context: context)
                 },
-            ServiceOperation.define("events.delete", .delete, "/{id}", summary: "Delete an event without active reservations (its owner or an administrator)")
+            Route.define("events.delete", .delete, "/{id}", summary: "Delete an event without active reservations (its owner or an administrator)")
                 .access(.scope("events:write"))
                 .cache(changes)
                 .path(NumberPath.self)
@@ -214,7 +214,7 @@ public struct EventsPlugin: ServicePlugin {
                 },
 
             // Showings
-            ServiceOperation.define("events.showings.create", .post, "/{id}/showings", summary: "Add a showing to an event")
+            Route.define("events.showings.create", .post, "/{id}/showings", summary: "Add a showing to an event")
                 .access(.scope("events:write"))
                 .cache(changes)
                 .path(NumberPath.self)
@@ -223,14 +223,14 @@ public struct EventsPlugin: ServicePlugin {
                     let showing = try await service.addShowing(input.body, to: input.path.id, context: context)
                     return Reply(showing, status: .created, headers: [.location: "/v1/events/showings/\(showing.id)"])
                 },
-            ServiceOperation.define("events.showings.get", .get, "/showings/{id}", summary: "A showing, with the seats that remain")
+            Route.define("events.showings.get", .get, "/showings/{id}", summary: "A showing, with the seats that remain")
                 .path(NumberPath.self)
                 .returns(Showing.self) { input, context in
                     guard let showing = try await store.showing(input.path.id) else { throw GatewayError.notFound("No such showing.") }
                     _ = try await service.visibleEvent(showing.event, principal: context.principal)
                     return showing
                 },
-            ServiceOperation.define("events.showings.update", .patch, "/showings/{id}", summary: "Change a showing (not below the seats reservations hold)")
+            Route.define("events.showings.update", .patch, "/showings/{id}", summary: "Change a showing (not below the seats reservations hold)")
                 .access(.scope("events:write"))
                 .cache(changes)
                 .path(NumberPath.self)
@@ -238,7 +238,7 @@ public struct EventsPlugin: ServicePlugin {
                 .returns(Showing.self) { input, context in
                     try await service.updateShowing(input.path.id, with: input.body, context: context)
                 },
-            ServiceOperation.define("events.showings.delete", .delete, "/showings/{id}", summary: "Delete a showing without active reservations")
+            Route.define("events.showings.delete", .delete, "/showings/{id}", summary: "Delete a showing without active reservations")
                 .access(.scope("events:write"))
                 .cache(changes)
                 .path(NumberPath.self)
@@ -248,7 +248,7 @@ public struct EventsPlugin: ServicePlugin {
                 },
 
             // Venues
-            ServiceOperation.define("events.venues.list", .get, "/venues", summary: "Venues, by id; `q` filters by name")
+            Route.define("events.venues.list", .get, "/venues", summary: "Venues, by id; `q` filters by name")
                 .query(VenueListQuery.self)
                 .cache(listed)
                 .returns(Page<Venue>.self) { input, _ in
@@ -259,13 +259,13 @@ public struct EventsPlugin: ServicePlugin {
                     }
                     return try await store.venues(city: input.query.city, query: input.query.q, limit: input.query.limit ?? 50, after: after)
                 },
-            ServiceOperation.define("events.venues.get", .get, "/venues/{id}", summary: "A venue")
+            Route.define("events.venues.get", .get, "/venues/{id}", summary: "A venue")
                 .path(NumberPath.self)
                 .returns(Venue.self) { input, _ in
                     guard let venue = try await store.venue(input.path.id) else { throw GatewayError.notFound("No such venue.") }
                     return venue
                 },
-            ServiceOperation.define("events.venues.create", .post, "/venues", summary: "Create a venue, owned by the caller")
+            Route.define("events.venues.create", .post, "/venues", summary: "Create a venue, owned by the caller")
                 .access(.scope("events:write"))
                 .cache(changes)
                 .body(VenueInput.self)
@@ -277,7 +277,7 @@ public struct EventsPlugin: ServicePlugin {
                     await store.changed(venues: [venue.id])
                     return Reply(venue, status: .created, headers: [.location: "/v1/events/venues/\(venue.id)"])
                 },
-            ServiceOperation.define("events.venues.update", .patch, "/venues/{id}", summary: "Change a venue (its owner or an administrator)")
+            Route.define("events.venues.update", .patch, "/venues/{id}", summary: "Change a venue (its owner or an administrator)")
                 .access(.scope("events:write"))
                 .cache(changes)
                 .path(NumberPath.self)
@@ -290,7 +290,7 @@ public struct EventsPlugin: ServicePlugin {
                     await store.changed(venues: [venue.id])
                     return updated
                 },
-            ServiceOperation.define("events.venues.delete", .delete, "/venues/{id}", summary: "Delete a venue no showing uses")
+            Route.define("events.venues.delete", .delete, "/venues/{id}", summary: "Delete a venue no showing uses")
                 .access(.scope("events:write"))
                 .cache(changes)
                 .path(NumberPath.self)
@@ -302,7 +302,7 @@ public struct EventsPlugin: ServicePlugin {
                 },
 
             // Reservations
-            ServiceOperation.define("events.reservations.create", .post, "/showings/{id}/reservations", summary: "Reserve seats of a showing")
+            Route.define("events.reservations.create", .post, "/showings/{id}/reservations", summary: "Reserve seats of a showing")
                 .details("Confirmed at once while seats remain (policy `auto`) or requested for the owner to decide (`manual`); 409 says how many seats remain.")
                 .access(.user)
                 .path(NumberPath.self)
@@ -312,7 +312,7 @@ public struct EventsPlugin: ServicePlugin {
                     let reservation = try await service.reserve(showingID: input.path.id, seats: input.body.seats, context: context)
                     return Reply(reservation, status: .created, headers: [.location: "/v1/events/reservations/\(reservation.id)"])
                 },
-            ServiceOperation.define("events.reservations.mine", .get, "/reservations", summary: "The caller's reservations, newest first")
+            Route.define("events.reservations.mine", .get, "/reservations", summary: "The caller's reservations, newest first")
                 .access(.user)
                 .query(ReservationListQuery.self)
                 .returns(Page<Reservation>.self) { input, context in
@@ -320,20 +320,20 @@ public struct EventsPlugin: ServicePlugin {
                     return try await store.reservations(user: user, status: input.query.status, limit: input.query.limit ?? 50,
                                                         before: try Self.idCursor(input.query.cursor))
                 },
-            ServiceOperation.define("events.reservations.get", .get, "/reservations/{id}", summary: "One of the caller's reservations")
+            Route.define("events.reservations.get", .get, "/reservations/{id}", summary: "One of the caller's reservations")
                 .access(.user)
                 .path(NumberPath.self)
                 .returns(Reservation.self) { input, context in
                     try await service.ownReservation(input.path.id, context: context)
                 },
-            ServiceOperation.define("events.reservations.cancel", .post, "/reservations/{id}/cancel", summary: "Cancel one of the caller's reservations, freeing its seats")
+            Route.define("events.reservations.cancel", .post, "/reservations/{id}/cancel", summary: "Cancel one of the caller's reservations, freeing its seats")
                 .access(.user)
                 .path(NumberPath.self)
                 .status(.ok)
                 .returns(Reservation.self) { input, context in
                     try await service.cancel(input.path.id, context: context)
                 },
-            ServiceOperation.define("events.reservations.forEvent", .get, "/{id}/reservations", summary: "An event's reservations (its owner or an administrator)")
+            Route.define("events.reservations.forEvent", .get, "/{id}/reservations", summary: "An event's reservations (its owner or an administrator)")
                 .access(.user)
                 .path(NumberPath.self)
                 .query(ReservationListQuery.self)
@@ -342,7 +342,7 @@ public struct EventsPlugin: ServicePlugin {
                     return try await store.reservations(event: input.path.id, status: input.query.status, limit: input.query.limit ?? 50,
                                                         before: try Self.idCursor(input.query.cursor))
                 },
-            ServiceOperation.define("events.reservations.confirm", .post, "/reservations/{id}/confirm", summary: "Confirm a requested reservation (the event's owner)")
+            Route.define("events.reservations.confirm", .post, "/reservations/{id}/confirm", summary: "Confirm a requested reservation (the event's owner)")
                 .access(.user)
                 .path(NumberPath.self)
                 .body(DecisionInput.self)
@@ -350,7 +350,7 @@ public struct EventsPlugin: ServicePlugin {
                 .returns(Reservation.self) { input, context in
                     try await service.decide(input.path.id, confirm: true, reason: input.body.reason, context: context)
                 },
-            ServiceOperation.define("events.reservations.reject", .post, "/reservations/{id}/reject", summary: "Reject a reservation, freeing its seats (the event's owner)")
+            Route.define("events.reservations.reject", .post, "/reservations/{id}/reject", summary: "Reject a reservation, freeing its seats (the event's owner)")
                 .access(.user)
                 .path(NumberPath.self)
                 .body(DecisionInput.self)
@@ -360,7 +360,7 @@ public struct EventsPlugin: ServicePlugin {
                 },
 
             // Import
-            ServiceOperation.define("events.import", .post, "/import", summary: "Import an iCalendar file (administrators, or users granted events:write)")
+            Route.define("events.import", .post, "/import", summary: "Import an iCalendar file (administrators, or users granted events:write)")
                 .details("Query `city` and `category` apply to every event of the file; `strict=true` stops at the first malformed line. Events are matched by UID: a re-import updates them.")
                 // Imported events belong to nobody and are shown to everyone: shared data.
                 .access(.granted("events:write"))

@@ -53,11 +53,11 @@ enum TwShowDialect {
 
     static func make(service: EventService) -> Dialect {
         Coimotion.dialect(routes: [
-            DialectRoute.define(.post, "/coimotion/twShow/show/catList", summary: "twShow: the categories (catID, title)")
+            Route.define(.post, "/coimotion/twShow/show/catList", summary: "twShow: the categories (catID, title)")
                 .handle(Coimotion.call { _, _ in
                     .ok(List(list: service.settings.categories.map { CategoryRow(catID: $0.id, title: $0.title) }))
                 }),
-            DialectRoute.define(.post, "/coimotion/twShow/show/byCity/{ctID}", summary: "twShow: a city's showings in a range of days (cat, fromTm, toTm)")
+            Route.define(.post, "/coimotion/twShow/show/byCity/{ctID}", summary: "twShow: a city's showings in a range of days (cat, fromTm, toTm)")
                 .handle(Coimotion.call { call, _ in
                     let city = try call.pathInt("ctID")
                     try service.checkCity(city, pointer: "ctID")
@@ -76,7 +76,7 @@ enum TwShowDialect {
                                 imgURL: row.image ?? "")
                     }))
                 }),
-            DialectRoute.define(.post, "/coimotion/twShow/show/info/{spID}", summary: "twShow: a showing's event with every showing (showInfo)")
+            Route.define(.post, "/coimotion/twShow/show/info/{spID}", summary: "twShow: a showing's event with every showing (showInfo)")
                 .handle(Coimotion.call { call, context in
                     let showingID = Int64(try call.pathInt("spID"))
                     guard let showing = try await service.store.showing(showingID) else { throw GatewayError.notFound("No such show.") }

@@ -86,7 +86,6 @@ public struct FeedsPlugin: AuthorizingPlugin {
         try await service.authorize(request)
     }
 
-    public var webSockets: [WebSocketRoute] { [NativeLiveProtocol(service: service, plugin: self).route] }
 
     /// A v2 key bound to a source address, a `Referer` or a `minimum_interval` is checked on every
     /// request, so its replies never come from the response cache (which knows none of these).
@@ -378,12 +377,12 @@ public struct FeedsPlugin: AuthorizingPlugin {
 
     // MARK: Operations
 
-    public var operations: [ServiceOperation] {
+    public var routes: [Route] {
         let service = self.service
         let plugin = self
         let feedTag = "feeds:{feed}"
         return [
-            ServiceOperation.define("feeds.list", .get, "", summary: "Find feeds")
+            Route.define("feeds.list", .get, "", summary: "Find feeds")
                 .example("?status=all&limit=5")
                 .details("Filters: `q` (words in title, description or tags), `tag`, `user`, `status` (live, frozen, all), `units`, and `lat`/`lon`/`distance` (`distanceUnits` kms or miles). Pages with `limit` (1–1000, default 50) and `cursor` (a page's `nextCursor`); `content=summary` leaves out datastreams.")
                 .query(ListParameters.self)
@@ -412,7 +411,7 @@ public struct FeedsPlugin: AuthorizingPlugin {
                         },
                         nextCursor: offset + size < total ? String(offset + size) : nil, total: total)
                 },
-            ServiceOperation.define("feeds.create", .post, "", summary: "Create a feed (and its datastreams)")
+            Route.define("feeds.create", .post, "", summary: "Create a feed (and its datastreams)")
                 .details("The body is {title, description, website, tags, private, location {name, domain, exposure, disposition, lat, lon, ele}, retention, datastreams: [{id, tags, unit, currentValue}]}.")
                 .access(.scope("feeds:write"))
                 .body(JSONValue.self)
@@ -424,7 +423,7 @@ public struct FeedsPlugin: AuthorizingPlugin {
                     let streams = try await service.store.datastreams(of: feed.id)
                     return Reply(plugin.render(feed, streams: streams), status: 201, headers: [.location: "/v1/feeds/\(feed.id)"])
                 },
-            ServiceOperation.define("feeds.get", .get, "/{feed}", summary: "Read a feed with its datastreams")
+            Route.define("feeds.get", .get, "/{feed}", summary: "Read a feed with its datastreams")
                 .details("`datastreams=a,b` keeps only those datastreams.")
                 .path(FeedPath.self)
                 .query(FeedParameters.self)
@@ -436,7 +435,7 @@ public struct FeedsPlugin: AuthorizingPlugin {
                     let names = input.query.datastreams.map { $0.split(separator: ",").map(String.init) }
                     return plugin.render(feed, streams: try await service.streams(of: feed, only: names, context.principal))
                 },
-            ServiceOperation.define("feeds.update", .put, "/{feed}", summary: "Change a feed's metadata and create or change datastreams")
+            Route.define("feeds.update", .put, "/{feed}", summary: "Change a feed's metadata and create or change datastreams")
                 .details("Members left out stay as they are; read-only members (id, status, creator, created, updated) are ignored.")
                 .access(.scope("feeds:write"))
                 .path(FeedPath.self)
@@ -451,7 +450,7 @@ public struct FeedsPlugin: AuthorizingPlugin {
                     let updated = try await service.updateFeed(feed, draft, context.principal)
                     return plugin.render(updated, streams: try await service.streams(of: updated, only: nil, context.principal))
                 },
-            ServiceOperation.define("feeds.delete", .delete, "/{feed}", summary: "Delete a feed with its datastreams and datapoints")
+            Route.define("feeds.delete", .delete, "/{feed}", summary: "Delete a feed with its datastreams and datapoints")
                 .access(.scope("feeds:write"))
                 .path(FeedPath.self)
                 .resource("feed")
@@ -461,7 +460,7 @@ public struct FeedsPlugin: AuthorizingPlugin {
                     try await service.deleteFeed(try await service.changeableFeed(input.path.feed, context.principal))
                     return NoContent()
                 },
-            ServiceOperation.define("feeds.datastreams.list", .get, "/{feed}/datastreams", summary: "A feed's datastreams")
+            Route.define("feeds.datastreams.list", .get, "/{feed}/datastreams", summary: "A feed's datastreams")
                 .path(FeedPath.self)
                 .resource("feed")
                 .cache(.perPrincipal(ttl: .seconds(5), tags: [feedTag]))
@@ -471,7 +470,7 @@ public struct FeedsPlugin: AuthorizingPlugin {
                     let streams = try await service.streams(of: feed, only: nil, context.principal)
                     return DatastreamList(items: streams.map { Self.render($0, points: nil) })
                 },
-            ServiceOperation.define("feeds.datastreams.create", .post, "/{feed}/datastreams", summary: "Create datastreams")
+            Route.define("feeds.datastreams.create", .post, "/{feed}/datastreams", summary: "Create datastreams")
                 .details("The body is one datastream {id, tags, unit, currentValue} or {\"datastreams\": [...]}; 409 when one exists.")
                 .access(.scope("feeds:write"))
                 .path(FeedPath.self)
@@ -496,7 +495,7 @@ public struct FeedsPlugin: AuthorizingPlugin {
                     return Reply(DatastreamList(items: created.map { Self.render($0, points: nil) }), status: 201,
                                  headers: drafts.count == 1 ? [.location: "/v1/feeds/\(feed.id)/datastreams/\(drafts[0].id)"] : [:])
                 },
-            ServiceOperation.define("feeds.datastreams.get", .get, "/{feed}/datastreams/{stream}", summary: "Read a datastream")
+            Route.define("feeds.datastreams.get", .get, "/{feed}/datastreams/{stream}", summary: "Read a datastream")
                 .path(StreamPath.self)
                 .resource("feed")
                 .cache(.perPrincipal(ttl: .seconds(5), tags: [feedTag]))
@@ -505,7 +504,7 @@ public struct FeedsPlugin: AuthorizingPlugin {
                     let (_, stream) = try await service.feedAndStream(input.path.feed, input.path.stream, context.principal, changing: false)
                     return Self.render(stream, points: nil)
                 },
-            ServiceOperation.define("feeds.datastreams.update", .put, "/{feed}/datastreams/{stream}", summary: "Change a datastream (a currentValue records a datapoint)")
+            Route.define("feeds.datastreams.update", .put, "/{feed}/datastreams/{stream}", summary: "Change a datastream (a currentValue records a datapoint)")
                 .access(.scope("feeds:write"))
                 .path(StreamPath.self)
                 .resource("feed")
@@ -522,7 +521,7 @@ public struct FeedsPlugin: AuthorizingPlugin {
                     try await service.updateDatastream(feed, draft)
                     return Self.render(try await service.stream(feed, stream.id, context.principal), points: nil)
                 },
-            ServiceOperation.define("feeds.datastreams.delete", .delete, "/{feed}/datastreams/{stream}", summary: "Delete a datastream and its datapoints")
+            Route.define("feeds.datastreams.delete", .delete, "/{feed}/datastreams/{stream}", summary: "Delete a datastream and its datapoints")
                 .access(.scope("feeds:write"))
                 .path(StreamPath.self)
                 .resource("feed")
@@ -533,7 +532,7 @@ public struct FeedsPlugin: AuthorizingPlugin {
                     try await service.deleteDatastream(stream)
                     return NoContent()
                 },
-            ServiceOperation.define("feeds.datapoints.ingest", .post, "/{feed}/datastreams/{stream}/datapoints", summary: "Record datapoints (JSON or CSV)")
+            Route.define("feeds.datapoints.ingest", .post, "/{feed}/datastreams/{stream}/datapoints", summary: "Record datapoints (JSON or CSV)")
                 .details("JSON {\"datapoints\": [{\"at\", \"value\"}]} (or a bare array), or text/csv lines `at,value` (or `value`, at now). All or nothing; re-sending a datapoint at the same `at` replaces its value. At most `maxDatapointsPerRequest` (default 10,000) per request: more is a 413.")
                 .access(.scope("feeds:write"))
                 .path(StreamPath.self)
@@ -550,7 +549,7 @@ public struct FeedsPlugin: AuthorizingPlugin {
                     try await service.ingest(points, into: stream)
                     return Ingested(accepted: points.count)
                 },
-            ServiceOperation.define("feeds.datapoints.history", .get, "/{feed}/datastreams/{stream}/datapoints", summary: "A datastream's history")
+            Route.define("feeds.datapoints.history", .get, "/{feed}/datastreams/{stream}/datapoints", summary: "A datastream's history")
                 .details("`start`, `end`, `duration` (6hours, 2days, 1week), `limit` (1–1000, default 100), `find_previous`; `interval` (seconds) samples the value in force at each interval point (`interval_type=discrete` reports every point at its time); `function` = avg, min, max, sum, count, first or last aggregates each interval instead.")
                 .path(StreamPath.self)
                 .query(HistoryParameters.self)
@@ -562,7 +561,7 @@ public struct FeedsPlugin: AuthorizingPlugin {
                     let query = try HistoryQuery(parameters: input.query.dictionary, now: service.store.now(), legacy: false)
                     return HistoryReply(points: query.isEmpty ? [] : try await service.store.history(stream, query))
                 },
-            ServiceOperation.define("feeds.datapoints.deleteRange", .delete, "/{feed}/datastreams/{stream}/datapoints", summary: "Delete the datapoints of a time range")
+            Route.define("feeds.datapoints.deleteRange", .delete, "/{feed}/datastreams/{stream}/datapoints", summary: "Delete the datapoints of a time range")
                 .access(.scope("feeds:write"))
                 .path(StreamPath.self)
                 .query(RangeParameters.self)
@@ -574,7 +573,7 @@ public struct FeedsPlugin: AuthorizingPlugin {
                     let (start, end) = try Self.range(input.query, now: service.store.now())
                     return Removed(deleted: start > end ? 0 : try await service.deleteDatapoints(stream, from: start, through: end))
                 },
-            ServiceOperation.define("feeds.datapoints.get", .get, "/{feed}/datastreams/{stream}/datapoints/{at}", summary: "Read one datapoint")
+            Route.define("feeds.datapoints.get", .get, "/{feed}/datastreams/{stream}/datapoints/{at}", summary: "Read one datapoint")
                 .path(PointPath.self)
                 .resource("feed")
                 .tags(FeedService.keyPermissions)
@@ -586,7 +585,7 @@ public struct FeedsPlugin: AuthorizingPlugin {
                     }
                     return Self.render(point)
                 },
-            ServiceOperation.define("feeds.datapoints.update", .put, "/{feed}/datastreams/{stream}/datapoints/{at}", summary: "Change one datapoint's value")
+            Route.define("feeds.datapoints.update", .put, "/{feed}/datastreams/{stream}/datapoints/{at}", summary: "Change one datapoint's value")
                 .access(.scope("feeds:write"))
                 .path(PointPath.self)
                 .resource("feed")
@@ -600,7 +599,7 @@ public struct FeedsPlugin: AuthorizingPlugin {
                     try await service.updateDatapoint(stream, at: at, value: value)
                     return Self.render(Datapoint(at: at, value: value))
                 },
-            ServiceOperation.define("feeds.datapoints.delete", .delete, "/{feed}/datastreams/{stream}/datapoints/{at}", summary: "Delete one datapoint")
+            Route.define("feeds.datapoints.delete", .delete, "/{feed}/datastreams/{stream}/datapoints/{at}", summary: "Delete one datapoint")
                 .access(.scope("feeds:write"))
                 .path(PointPath.self)
                 .resource("feed")
@@ -614,7 +613,7 @@ public struct FeedsPlugin: AuthorizingPlugin {
                     }
                     return NoContent()
                 },
-        ] + triggerOperations
+        ] + triggerOperations + [NativeLiveProtocol(service: service, plugin: plugin).route]
     }
 
     /// A datapoint time from a path segment.

@@ -347,7 +347,7 @@ extension XivelyDialect {
             if let presented = try await keys.presented(by: principal) { return presented.userID }
             return principal.userID
         }
-        @Sendable func owned(_ request: DialectRequest, _ principal: Principal) async throws -> LegacyKey {
+        @Sendable func owned(_ request: RouteRequest, _ principal: Principal) async throws -> LegacyKey {
             let owner = try await manager(principal)
             let apiKey = Self.strip(request.pathParameters["key"])
             guard let key = try await keys.key(apiKey: apiKey), key.userID == owner || principal.isAdmin else {
@@ -356,7 +356,7 @@ extension XivelyDialect {
             return key
         }
         /// `{"key": {label, private_access, expires_at, permissions}}` (the wrapper may be left out).
-        @Sendable func draft(_ request: DialectRequest, creating: Bool) throws -> (label: String?, privateAccess: Bool?, expiresAt: Int64?, permissions: [LegacyPermission]?) {
+        @Sendable func draft(_ request: RouteRequest, creating: Bool) throws -> (label: String?, privateAccess: Bool?, expiresAt: Int64?, permissions: [LegacyPermission]?) {
             var body = try Self.json(request)
             if let inner = body[path: ["key"]], case .object = inner { body = inner }
             guard case .object(let members) = body else { throw GatewayError.invalid(field: "/key", "must be an object") }
@@ -413,7 +413,7 @@ extension XivelyDialect {
             }
             let created = try await keys.create(label: parts.label ?? "", privateAccess: parts.privateAccess ?? false, expiresAt: expiresAt,
                                                 permissions: parts.permissions ?? [], userID: owner)
-            return DialectResponse(status: .created, headers: [.location: "\(Self.base(request))/v2/keys/\(created.secret)"])
+            return RouteReply(status: .created, headers: [.location: "\(Self.base(request))/v2/keys/\(created.secret)"])
         }
         add(.get, "/v2/keys/{key}", "Read a key") { request, context, _ in
             // The caller sent the secret in the path: it is shown back without opening the sealed copy.
@@ -426,11 +426,11 @@ extension XivelyDialect {
             if let privateAccess = parts.privateAccess { key.privateAccess = privateAccess }
             if let permissions = parts.permissions { key.permissions = permissions }
             try await keys.update(key)
-            return DialectResponse(status: .ok)
+            return RouteReply(status: .ok)
         }
         add(.delete, "/v2/keys/{key}", "Delete (revoke) a key") { request, context, _ in
             try await keys.delete(try await owned(request, context.principal))
-            return DialectResponse(status: .ok)
+            return RouteReply(status: .ok)
         }
     }
 }

@@ -121,10 +121,10 @@ struct NativeLiveProtocol: Sendable {
 
     /// Opening the socket is a read (a key needs feeds:read); each subscription is authorized as a
     /// GET of its feed or datastream (the key's resources, a v2 key's permissions).
-    var route: WebSocketRoute {
-        WebSocketRoute("/live", summary: "Live updates of feeds and datastreams (subscribe with {\"action\": \"subscribe\", \"feed\": 504})") { connection, context in
-            try await serve(connection, context)
-        }.resource("feed").tags([FeedService.keyPermissions])
+    var route: Route {
+        Route.define(.get, "/live", summary: "Live updates of feeds and datastreams (subscribe with {\"action\": \"subscribe\", \"feed\": 504})")
+            .resource("feed").tags(FeedService.keyPermissions)
+            .socket { _, connection, context in try await serve(connection, context) }
     }
 
     func serve(_ connection: any WebSocketConnection, _ context: OperationContext) async throws {
@@ -209,7 +209,7 @@ struct NativeLiveProtocol: Sendable {
 struct XivelySocketProtocol: Sendable {
     let service: FeedService
     let dialect: XivelyDialect
-    let routes: [DialectRoute]
+    let routes: [Route]
 
     func serve(_ connection: any WebSocketConnection, _ context: OperationContext) async throws {
         let session = LiveSession(service: service, connection: connection, context: context)
@@ -261,7 +261,7 @@ struct XivelySocketProtocol: Sendable {
                     try await send(connection, token: token, status: 200, resource: resource)
                 case "get", "put", "post", "delete":
                     let response = try await dispatch(method: method, resource: resource, request: request, principal: principal, credential: credential, context: context)
-                    let body = response.body.readableBytes > 0 ? (try? JSONValue.parse(response.body)) : nil
+                    let body = response.bytes.readableBytes > 0 ? (try? JSONValue.parse(response.bytes)) : nil
                     try await send(connection, token: token, status: response.status.code, resource: resource, body: body)
                 default:
                     throw GatewayError.badRequest("Unknown method '\(method.prefix(20))': use subscribe, unsubscribe, get, put, post or delete.")
@@ -269,7 +269,7 @@ struct XivelySocketProtocol: Sendable {
             } catch {
                 let problem = error as? GatewayError ?? GatewayError.internalError()
                 let rendered = XivelyDialect.renderError(problem)
-                try await send(connection, token: token, status: rendered.status.code, resource: resource, body: try? JSONValue.parse(rendered.body))
+                try await send(connection, token: token, status: rendered.status.code, resource: resource, body: try? JSONValue.parse(rendered.bytes))
             }
         }
     }
@@ -282,7 +282,7 @@ struct XivelySocketProtocol: Sendable {
 
     /// Runs the dialect route that serves `method` on `/v2<resource>`.
     func dispatch(method: String, resource: String, request: JSONValue, principal: Principal, credential: Credential?,
-                  context: OperationContext) async throws -> DialectResponse {
+                  context: OperationContext) async throws -> RouteReply {
         let httpMethod: HTTPRequest.Method = switch method {
         case "get": .get
         case "put": .put
@@ -320,7 +320,7 @@ struct XivelySocketProtocol: Sendable {
             guard matches else { continue }
             var body = ByteBuffer()
             if let value = request[path: ["body"]], value != .null { body = value.serialized() }
-            let dialectRequest = DialectRequest(method: httpMethod, path: path, pathParameters: parameters, queryParameters: query,
+            let dialectRequest = RouteRequest(method: httpMethod, path: path, pathParameters: parameters, queryParameters: query,
                                                 headers: context.headers, body: body)
             // The same authorization the host gives the route over HTTP: its access rule, then the
             // plugin's authorize hook.
@@ -330,7 +330,7 @@ struct XivelySocketProtocol: Sendable {
                 method: httpMethod, tags: route.tags, pathParameters: parameters, headers: context.headers))
             let scoped = OperationContext(principal: principal, requestID: context.requestID, logger: context.logger, headers: context.headers,
                                           plugin: context.plugin, credential: credential)
-            return try await route.handler(dialectRequest, scoped)
+            return try await route(dialectRequest, context: scoped)
         }
         throw GatewayError.notFound("No resource \(resource.prefix(100)).")
     }

@@ -175,17 +175,17 @@ extension FeedsPlugin {
                      nextAttempt: delivery.status == "pending" ? UTCTimestamp.format(micros: delivery.nextAttempt) : nil)
     }
 
-    var triggerOperations: [ServiceOperation] {
+    var triggerOperations: [Route] {
         let service = self.service
         return [
-            ServiceOperation.define("feeds.triggers.list", .get, "/triggers", summary: "Your triggers (feed= filters)")
+            Route.define("feeds.triggers.list", .get, "/triggers", summary: "Your triggers (feed= filters)")
                 .access(.user)
                 .query(TriggerListParameters.self)
                 .returns(Page<TriggerView>.self) { input, context in
                     // One page: a user's triggers are few.
                     Page(items: try await service.listTriggers(context.principal, feed: input.query.feed).map(Self.render), nextCursor: nil)
                 },
-            ServiceOperation.define("feeds.triggers.create", .post, "/triggers", summary: "Create a trigger")
+            Route.define("feeds.triggers.create", .post, "/triggers", summary: "Create a trigger")
                 .details("{feed, datastream, url, type: gt|gte|lt|lte|eq|change|frozen|live, threshold}. When it fires, the gateway POSTs the notification JSON to `url` (timeout `triggerTimeout`, retried with backoff up to `triggerAttempts` times, each attempt in the delivery log) and posts to your inbox.")
                 .access(.scope("feeds:write"))
                 .body(JSONValue.self)
@@ -196,13 +196,13 @@ extension FeedsPlugin {
                                                                   referer: context.headers[.referer])
                     return Reply(Self.render(trigger), status: 201, headers: [.location: "/v1/feeds/triggers/\(trigger.id)"])
                 },
-            ServiceOperation.define("feeds.triggers.get", .get, "/triggers/{trigger}", summary: "Read a trigger")
+            Route.define("feeds.triggers.get", .get, "/triggers/{trigger}", summary: "Read a trigger")
                 .access(.user)
                 .path(TriggerPath.self)
                 .returns(TriggerView.self) { input, context in
                     Self.render(try await service.ownedTrigger(input.path.trigger, context.principal, referer: context.headers[.referer]))
                 },
-            ServiceOperation.define("feeds.triggers.update", .put, "/triggers/{trigger}", summary: "Change a trigger")
+            Route.define("feeds.triggers.update", .put, "/triggers/{trigger}", summary: "Change a trigger")
                 .access(.scope("feeds:write"))
                 .path(TriggerPath.self)
                 .body(JSONValue.self)
@@ -212,7 +212,7 @@ extension FeedsPlugin {
                     let trigger = try await service.ownedTrigger(input.path.trigger, context.principal, method: "put", referer: context.headers[.referer])
                     return Self.render(try await service.updateTrigger(trigger, try service.triggerDraft(input.body, naming: .native), context.principal))
                 },
-            ServiceOperation.define("feeds.triggers.delete", .delete, "/triggers/{trigger}", summary: "Delete a trigger and its delivery log")
+            Route.define("feeds.triggers.delete", .delete, "/triggers/{trigger}", summary: "Delete a trigger and its delivery log")
                 .access(.scope("feeds:write"))
                 .path(TriggerPath.self)
                 .returns(NoContent.self) { input, context in
@@ -220,7 +220,7 @@ extension FeedsPlugin {
                                                                                      referer: context.headers[.referer]).id)
                     return NoContent()
                 },
-            ServiceOperation.define("feeds.triggers.deliveries", .get, "/triggers/{trigger}/deliveries", summary: "A trigger's delivery log, newest first")
+            Route.define("feeds.triggers.deliveries", .get, "/triggers/{trigger}/deliveries", summary: "A trigger's delivery log, newest first")
                 .access(.user)
                 .path(TriggerPath.self)
                 .returns(Page<DeliveryView>.self) { input, context in
@@ -254,7 +254,7 @@ extension XivelyDialect {
         list.add(.post, "/v2/triggers", "Create a trigger (201 + Location)", access: Self.writer, tags: []) { request, context, _ in
             let trigger = try await service.createTrigger(try service.triggerDraft(try Self.json(request), naming: .legacy), context.principal, naming: .legacy,
                                                           referer: request.headers[.referer])
-            return DialectResponse(status: .created, headers: [.location: "\(Self.base(request))/v2/triggers/\(trigger.id)"])
+            return RouteReply(status: .created, headers: [.location: "\(Self.base(request))/v2/triggers/\(trigger.id)"])
         }
         list.add(.get, "/v2/triggers/{trigger}", "Read a trigger", access: .user, tags: []) { request, context, _ in
             Self.json(Self.render(try await service.ownedTrigger(Self.strip(request.pathParameters["trigger"]), context.principal,
@@ -264,12 +264,12 @@ extension XivelyDialect {
             let trigger = try await service.ownedTrigger(Self.strip(request.pathParameters["trigger"]), context.principal, method: "put",
                                                          referer: request.headers[.referer])
             _ = try await service.updateTrigger(trigger, try service.triggerDraft(try Self.json(request), naming: .legacy), context.principal)
-            return DialectResponse(status: .ok)
+            return RouteReply(status: .ok)
         }
         list.add(.delete, "/v2/triggers/{trigger}", "Delete a trigger", access: Self.writer, tags: []) { request, context, _ in
             try await service.triggers.delete(try await service.ownedTrigger(Self.strip(request.pathParameters["trigger"]), context.principal, method: "delete",
                                                                              referer: request.headers[.referer]).id)
-            return DialectResponse(status: .ok)
+            return RouteReply(status: .ok)
         }
     }
 }

@@ -12,19 +12,19 @@ struct XivelyDialect: Sendable {
 
     enum Format: Sendable { case json, csv }
 
-    typealias Handler = @Sendable (DialectRequest, OperationContext, Format) async throws -> DialectResponse
+    typealias Handler = @Sendable (RouteRequest, OperationContext, Format) async throws -> RouteReply
 
     /// The routes as they are declared: each also answers with the format suffixes when its last
     /// segment is literal (`/v2/feeds.json`).
     final class Routes {
-        private(set) var routes: [DialectRoute] = []
+        private(set) var routes: [Route] = []
 
         /// Adds a route. Its v2 key permissions are checked by the plugin's authorize hook unless
         /// `tags` leaves out ``FeedService/keyPermissions`` (triggers and keys name their feed elsewhere).
         func add(_ method: HTTPRequest.Method, _ path: String, _ summary: String, access: AccessRule = .public,
                  tags: [String] = [FeedService.keyPermissions], _ handler: @escaping Handler) {
-            func route(_ path: String) -> DialectRoute {
-                DialectRoute(method, path, summary: summary, access: access, tags: tags) { request, context in
+            func route(_ path: String) -> Route {
+                Route.define(method, path, summary: summary).access(access).tags(tags).handle { request, context in
                     try await handler(request, context, try XivelyDialect.format(request))
                 }
             }
@@ -49,7 +49,7 @@ struct XivelyDialect: Sendable {
         add(.post, "/v2/feeds", "Create a feed (201 + Location)", access: Self.writer) { request, context, format in
             let draft = try service.feedDraft(try Self.json(request), creating: true, naming: .legacy)
             let feed = try await service.createFeed(draft, context.principal)
-            return DialectResponse(status: .created, headers: [.location: "\(Self.base(request))/v2/feeds/\(feed.id)"])
+            return RouteReply(status: .created, headers: [.location: "\(Self.base(request))/v2/feeds/\(feed.id)"])
         }
         add(.get, "/v2/feeds/{feed}", "Read a feed (datastreams=a,b and the history parameters)") { request, context, format in
             let feed = try await service.visibleFeed(Self.strip(request.pathParameters["feed"]), context.principal)
@@ -78,11 +78,11 @@ struct XivelyDialect: Sendable {
             case .csv: draft = FeedDraft(datastreams: try csvStreams(request))
             }
             _ = try await service.updateFeed(feed, draft, context.principal)
-            return DialectResponse(status: .ok)
+            return RouteReply(status: .ok)
         }
         add(.delete, "/v2/feeds/{feed}", "Delete a feed", access: Self.writer) { request, context, _ in
             try await service.deleteFeed(try await service.changeableFeed(Self.strip(request.pathParameters["feed"]), context.principal))
-            return DialectResponse(status: .ok)
+            return RouteReply(status: .ok)
         }
         add(.post, "/v2/feeds/{feed}/datastreams", "Create datastreams ({\"version\", \"datastreams\": [...]})", access: Self.writer) { request, context, format in
             let feed = try await service.changeableFeed(Self.strip(request.pathParameters["feed"]), context.principal)
@@ -100,7 +100,7 @@ struct XivelyDialect: Sendable {
             try await service.createDatastreams(feed, drafts, context.principal)
             var headers: HTTPFields = [:]
             if drafts.count == 1 { headers[.location] = "\(Self.base(request))/v2/feeds/\(feed.id)/datastreams/\(drafts[0].id)" }
-            return DialectResponse(status: .created, headers: headers)
+            return RouteReply(status: .created, headers: headers)
         }
         add(.get, "/v2/feeds/{feed}/datastreams/{stream}", "Read a datastream (with the history parameters: its datapoints)") { request, context, format in
             let (_, stream) = try await locate(request, context)
@@ -136,25 +136,25 @@ struct XivelyDialect: Sendable {
                 draft.at = latest.at
             }
             try await service.updateDatastream(feed, draft)
-            return DialectResponse(status: .ok)
+            return RouteReply(status: .ok)
         }
         add(.delete, "/v2/feeds/{feed}/datastreams/{stream}", "Delete a datastream", access: Self.writer) { request, context, _ in
             let (_, stream) = try await locate(request, context, writing: true)
             try await service.deleteDatastream(stream)
-            return DialectResponse(status: .ok)
+            return RouteReply(status: .ok)
         }
         add(.post, "/v2/feeds/{feed}/datastreams/{stream}/datapoints", "Record datapoints ({\"datapoints\": [{at, value}]} or CSV at,value)", access: Self.writer) { request, context, format in
             let (_, stream) = try await locate(request, context, writing: true)
             let points = try service.datapoints(request.body, contentType: format == .csv ? "text/csv" : "application/json")
             try await service.ingest(points, into: stream)
-            return DialectResponse(status: .ok)
+            return RouteReply(status: .ok)
         }
         add(.delete, "/v2/feeds/{feed}/datastreams/{stream}/datapoints", "Delete the datapoints of a range (start, end, duration)", access: Self.writer) { request, context, _ in
             let (_, stream) = try await locate(request, context, writing: true)
             let range = FeedsPlugin.RangeParameters(start: request.query("start"), end: request.query("end"), duration: request.query("duration"))
             let (start, end) = try FeedsPlugin.range(range, now: service.store.now())
             _ = try await service.deleteDatapoints(stream, from: start, through: end)
-            return DialectResponse(status: .ok)
+            return RouteReply(status: .ok)
         }
         add(.get, "/v2/feeds/{feed}/datastreams/{stream}/datapoints/{at}", "Read one datapoint") { request, context, format in
             let (_, stream) = try await locate(request, context)
@@ -175,13 +175,13 @@ struct XivelyDialect: Sendable {
             }
             guard let value else { throw GatewayError.invalid(field: "/value", "must be a number") }
             try await service.updateDatapoint(stream, at: at, value: value)
-            return DialectResponse(status: .ok)
+            return RouteReply(status: .ok)
         }
         add(.delete, "/v2/feeds/{feed}/datastreams/{stream}/datapoints/{at}", "Delete one datapoint", access: Self.writer) { request, context, _ in
             let (_, stream) = try await locate(request, context, writing: true)
             let at = try FeedsPlugin.time(Self.strip(request.pathParameters["at"]))
             guard try await service.deleteDatapoints(stream, from: at, through: at) == 1 else { throw GatewayError.notFound("There is no datapoint at this time.") }
-            return DialectResponse(status: .ok)
+            return RouteReply(status: .ok)
         }
         triggerRoutes(list)
         keyRoutes(list)
@@ -190,10 +190,10 @@ struct XivelyDialect: Sendable {
         // Opening the socket is a read (a key needs feeds:read); each subscription is authorized as
         // a GET of the feed (the key's resources, a v2 key's permissions), each other request as
         // its own route.
-        let sockets = [WebSocketRoute("/v2/socket", summary: "The v2 socket protocol: subscribe, unsubscribe, get, put, post, delete (also at / of a server.socketListeners entry)") { connection, context in
-            try await socket.serve(connection, context)
-        }.resource("feed").tags([FeedService.keyPermissions])]
-        return Dialect(name: "xively-v2", routes: routes, webSockets: sockets, credentials: Self.credentials, renderError: Self.renderError)
+        let live = Route.define(.get, "/v2/socket", summary: "The v2 socket protocol: subscribe, unsubscribe, get, put, post, delete (also at / of a server.socketListeners entry)")
+            .resource("feed").tags(FeedService.keyPermissions)
+            .socket { _, connection, context in try await socket.serve(connection, context) }
+        return Dialect(name: "xively-v2", routes: routes + [live], credentials: Self.credentials, renderError: Self.renderError)
     }
 
     // MARK: Requests
@@ -203,7 +203,7 @@ struct XivelyDialect: Sendable {
     static let credentials = CredentialExtractor.firstOf(.apiKeyHeader("X-ApiKey"), .apiKeyQuery("key"), .bearer)
 
     /// The reply format: the path's suffix, else `Accept`; `.xml` is refused.
-    static func format(_ request: DialectRequest) throws -> Format {
+    static func format(_ request: RouteRequest) throws -> Format {
         let last = request.path.split(separator: "?").first?.split(separator: "/").last ?? ""
         if last.hasSuffix(".csv") { return .csv }
         if last.hasSuffix(".json") { return .json }
@@ -223,19 +223,19 @@ struct XivelyDialect: Sendable {
         return value
     }
 
-    static func parameters(_ request: DialectRequest) -> [String: String] {
+    static func parameters(_ request: RouteRequest) -> [String: String] {
         var result: [String: String] = [:]
         for (name, value) in request.queryParameters { result[name] = value }
         return result
     }
 
-    static func json(_ request: DialectRequest) throws -> JSONValue {
+    static func json(_ request: RouteRequest) throws -> JSONValue {
         guard request.body.readableBytes > 0 else { throw GatewayError.badRequest("The body is empty: send JSON.") }
         return try JSONValue.parse(request.body, maximumDepth: 16)
     }
 
     /// Where the gateway is, for `feed`, `creator` and `Location` URLs.
-    static func base(_ request: DialectRequest) -> String {
+    static func base(_ request: RouteRequest) -> String {
         base(authority: request.authority, headers: request.headers)
     }
 
@@ -248,13 +248,13 @@ struct XivelyDialect: Sendable {
         return "http://localhost"
     }
 
-    func locate(_ request: DialectRequest, _ context: OperationContext, writing: Bool = false) async throws -> (FeedRecord, DatastreamRecord) {
+    func locate(_ request: RouteRequest, _ context: OperationContext, writing: Bool = false) async throws -> (FeedRecord, DatastreamRecord) {
         let feedID = request.pathParameters["feed"] ?? ""
         return try await service.feedAndStream(feedID, Self.strip(request.pathParameters["stream"]), context.principal, changing: writing)
     }
 
     /// CSV datastream updates: `id,value` or `id,at,value` lines.
-    func csvStreams(_ request: DialectRequest) throws -> [DatastreamDraft] {
+    func csvStreams(_ request: RouteRequest) throws -> [DatastreamDraft] {
         var drafts: [DatastreamDraft] = []
         var problems: [GatewayError.FieldError] = []
         for (index, line) in String(buffer: request.body).split(omittingEmptySubsequences: false, whereSeparator: \.isNewline).enumerated() {
@@ -280,7 +280,7 @@ struct XivelyDialect: Sendable {
         return drafts
     }
 
-    func listFeeds(_ request: DialectRequest, _ context: OperationContext, _ format: Format) async throws -> DialectResponse {
+    func listFeeds(_ request: RouteRequest, _ context: OperationContext, _ format: Format) async throws -> RouteReply {
         func number(_ name: String) throws -> Double? {
             guard let text = request.query(name) else { return nil }
             guard let value = FeedRules.value(text) else { throw GatewayError.badRequest("\(name) must be a number.") }
@@ -373,16 +373,16 @@ struct XivelyDialect: Sendable {
         .object(["at": .string(UTCTimestamp.format(micros: point.at)), "value": .string(FeedRules.text(point.value))])
     }
 
-    static func json(_ value: JSONValue, status: HTTPResponse.Status = .ok) -> DialectResponse {
+    static func json(_ value: JSONValue, status: HTTPResponse.Status = .ok) -> RouteReply {
         .json(value, status: status, contentType: "application/json; charset=utf-8")
     }
 
-    static func csv(_ lines: [String]) -> DialectResponse {
-        DialectResponse.text(lines.joined(separator: "\n"), contentType: "text/csv; charset=utf-8")
+    static func csv(_ lines: [String]) -> RouteReply {
+        RouteReply.text(lines.joined(separator: "\n"), contentType: "text/csv; charset=utf-8")
     }
 
     /// `{"title", "errors"}` with the v2 codes: conflicts are 422 (v2 has no 409) and rate limits 403.
-    static func renderError(_ error: GatewayError) -> DialectResponse {
+    static func renderError(_ error: GatewayError) -> RouteReply {
         let status: Int
         let title: String
         switch Int(error.status.code) {

@@ -115,7 +115,7 @@ public struct SuggestPlugin: ServicePlugin {
 
     // MARK: Native API
 
-    struct CompleteQuery: Codable, Sendable, ValidatableInput, ParameterReadable, ConstrainedFields {
+    struct CompleteQuery: Codable, Sendable, ValidatableInput, ConstrainedFields {
         /// The suggestions one call may ask for.
         static let limits = 1...50
         /// The longest query, in characters (Unicode code points, as the document counts them).
@@ -132,12 +132,6 @@ public struct SuggestPlugin: ServicePlugin {
         init(q: String? = nil, limit: Int? = nil) {
             self.q = q
             self.limit = limit
-        }
-
-        /// Read directly on every keystroke (see ``ParameterReadable``); decodes as `Codable` does.
-        init(parameters: Parameters) throws {
-            q = parameters.string("q")
-            limit = try parameters.int("limit")
         }
 
         func validate() -> [GatewayError.FieldError] {
@@ -389,11 +383,11 @@ public struct SuggestPlugin: ServicePlugin {
         Int(duration.components.seconds * 1_000_000 + duration.components.attoseconds / 1_000_000_000_000)
     }
 
-    public var operations: [ServiceOperation] {
+    public var routes: [Route] {
         let store = self.store
         let upstream = self.upstream
         return [
-            ServiceOperation.define("suggest.complete", .get, "", summary: "Suggestions for what the user has typed so far")
+            Route.define("suggest.complete", .get, "", summary: "Suggestions for what the user has typed so far")
                 .example("?q=star%20wa&limit=5")
                 .cache(.shared(ttl: .seconds(300), tags: ["suggest:terms"]))
                 .query(CompleteQuery.self)
@@ -419,7 +413,7 @@ public struct SuggestPlugin: ServicePlugin {
                     return Suggestions(query: query, items: items, tookMicros: Self.micros(elapsed))
                 },
             // The dictionaries serve everyone: only administrators and users granted suggest:write change them.
-            ServiceOperation.define("suggest.terms.put", .put, "/terms", summary: "Add or replace a term (administrators, or users granted suggest:write)")
+            Route.define("suggest.terms.put", .put, "/terms", summary: "Add or replace a term (administrators, or users granted suggest:write)")
                 .access(.granted("suggest:write"))
                 .cache(.invalidating(["suggest:terms"]))
                 .body(NewTerm.self)
@@ -429,7 +423,7 @@ public struct SuggestPlugin: ServicePlugin {
                     try await store.upsert(term)
                     return term
                 },
-            ServiceOperation.define("suggest.terms.delete", .delete, "/terms/{dictionary}/{keyword}",
+            Route.define("suggest.terms.delete", .delete, "/terms/{dictionary}/{keyword}",
                                     summary: "Remove a term (administrators, or users granted suggest:write)")
                 .access(.granted("suggest:write"))
                 .cache(.invalidating(["suggest:terms"]))
@@ -440,7 +434,7 @@ public struct SuggestPlugin: ServicePlugin {
                     }
                     return NoContent()
                 },
-            ServiceOperation.define("suggest.dictionaries", .get, "/dictionaries", summary: "The dictionaries and their term counts")
+            Route.define("suggest.dictionaries", .get, "/dictionaries", summary: "The dictionaries and their term counts")
                 .returns(DictionaryList.self) { _, _ in
                     DictionaryList(items: try await store.dictionaries().map { Dictionary(name: $0.name, terms: $0.terms) })
                 },
@@ -456,7 +450,7 @@ public struct SuggestPlugin: ServicePlugin {
             Dialect(
                 name: "kkbox",
                 routes: [
-                    DialectRoute(.get, "/ajax/ac_search.php", summary: "keyword<TAB>text lines for ?query=") { request, _ in
+                    Route.define(.get, "/ajax/ac_search.php", summary: "keyword<TAB>text lines for ?query=").handle { request, _ in
                         // A missing or blank query is an empty reply, as the old service gave.
                         let query = request.query("query")?.trimmingCharacters(in: .whitespacesAndNewlines) ?? ""
                         guard !query.isEmpty, query.count <= 200 else { return .text("") }

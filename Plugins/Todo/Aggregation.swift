@@ -5,7 +5,7 @@ extension NebulaDialect {
     /// `POST /1/{tenant}/objects/{bucket}/_aggregate`: `{"pipeline": [...], "options": {...}}`,
     /// answered `{"results": [...]}`. The pipeline runs in the database over the objects the
     /// caller may read (``ObjectStore/aggregate(bucket:pipeline:actor:maximumDocuments:)``).
-    func aggregate(_ request: DialectRequest, actor: Actor) async throws -> DialectResponse {
+    func aggregate(_ request: RouteRequest, actor: Actor) async throws -> RouteReply {
         let body = try Self.body(request)
         let pipeline = try AggregationPipeline(body: body, keyOrder: JSONKeyOrder.scan(Array(request.body.readableBytesView)))
         let results = try await service.aggregate(bucketName: request.pathParameters["bucket"] ?? "", pipeline: pipeline, actor: actor)

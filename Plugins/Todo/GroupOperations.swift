@@ -51,21 +51,21 @@ extension TodoPlugin {
         }
     }
 
-    var groupOperations: [ServiceOperation] {
+    var groupOperations: [Route] {
         let service = self.service
         let groups = service.groups
         return [
-            ServiceOperation.define("todo.groups.list", .get, "/groups", summary: "The groups the caller may read")
+            Route.define("todo.groups.list", .get, "/groups", summary: "The groups the caller may read")
                 .returns(Page<GroupInfo>.self) { _, context in
                     let actor = service.actor(context.principal)
                     return Page(items: groups.all().filter { $0.allows(.read, actor) }.map(GroupInfo.init), nextCursor: nil)
                 },
-            ServiceOperation.define("todo.groups.get", .get, "/groups/{name}", summary: "A group")
+            Route.define("todo.groups.get", .get, "/groups/{name}", summary: "A group")
                 .path(GroupPath.self)
                 .returns(GroupInfo.self) { input, context in
                     GroupInfo(try NebulaDialect.readable(groups, input.path.name, actor: service.actor(context.principal)))
                 },
-            ServiceOperation.define("todo.groups.put", .put, "/groups/{name}", summary: "Create or change a group: users, nested groups, ACL")
+            Route.define("todo.groups.put", .put, "/groups/{name}", summary: "Create or change a group: users, nested groups, ACL")
                 .details("Members left out stay as they are (a new group starts with none). `If-Match` makes the change conditional on the group's etag. A group may not contain itself at any depth.")
                 .access(.user)
                 .path(GroupPath.self)
@@ -74,7 +74,7 @@ extension TodoPlugin {
                     GroupInfo(try await groups.upsert(input.path.name, users: input.body.users, groups: input.body.groups, acl: input.body.acl,
                                                       ifMatch: Self.ifMatch(context.headers), actor: service.actor(context.principal)))
                 },
-            ServiceOperation.define("todo.groups.addMembers", .post, "/groups/{name}/members", summary: "Add users and groups to a group")
+            Route.define("todo.groups.addMembers", .post, "/groups/{name}/members", summary: "Add users and groups to a group")
                 .access(.user)
                 .path(GroupPath.self)
                 .body(MembersInput.self)
@@ -83,7 +83,7 @@ extension TodoPlugin {
                     GroupInfo(try await groups.changeMembers(input.path.name, add: true, users: input.body.users ?? [], groups: input.body.groups ?? [],
                                                              actor: service.actor(context.principal)))
                 },
-            ServiceOperation.define("todo.groups.removeMembers", .post, "/groups/{name}/members/remove", summary: "Remove users and groups from a group")
+            Route.define("todo.groups.removeMembers", .post, "/groups/{name}/members/remove", summary: "Remove users and groups from a group")
                 .access(.user)
                 .path(GroupPath.self)
                 .body(MembersInput.self)
@@ -92,7 +92,7 @@ extension TodoPlugin {
                     GroupInfo(try await groups.changeMembers(input.path.name, add: false, users: input.body.users ?? [], groups: input.body.groups ?? [],
                                                              actor: service.actor(context.principal)))
                 },
-            ServiceOperation.define("todo.groups.delete", .delete, "/groups/{name}", summary: "Delete a group (it leaves the groups that contained it)")
+            Route.define("todo.groups.delete", .delete, "/groups/{name}", summary: "Delete a group (it leaves the groups that contained it)")
                 .access(.user)
                 .path(GroupPath.self)
                 .returns(NoContent.self) { input, context in

@@ -10,7 +10,7 @@ import GatewayCore
 /// File buckets and push notifications are not served: their paths answer the old service's
 /// "not found".
 extension NebulaDialect {
-    var bucketRoutes: [DialectRoute] {
+    var bucketRoutes: [Route] {
         let registry = service.buckets
         return [
             route(.get, "/1/{tenant}/buckets/object", "The object buckets (the master key)") { _, actor, _ in
@@ -49,7 +49,7 @@ extension NebulaDialect {
 
     /// Routes of the old service that this gateway does not serve, answering as it answered a
     /// path it did not know: 404 `{"error": ...}`, not a 405.
-    var unservedRoutes: [DialectRoute] {
+    var unservedRoutes: [Route] {
         let paths = [
             "/1/{tenant}/files/{bucket}", "/1/{tenant}/files/{bucket}/{file}", "/1/{tenant}/files/{bucket}/{file}/meta",
             "/1/{tenant}/files/{bucket}/{file}/publish", "/1/{tenant}/buckets/file", "/1/{tenant}/buckets/file/{name}",

@@ -16,7 +16,7 @@ struct NebulaDialect: Sendable {
     let maxLimit: Int
 
     var dialect: Dialect {
-        let routes: [DialectRoute] = [
+        let routes: [Route] = [
             route(.get, "/1/{tenant}/objects/{bucket}", "Query objects (where, order, skip, limit, count, projection, deleteMark)") { request, actor, _ in
                 try await query(QueryParameters(query: request), bucket: request.pathParameters["bucket"] ?? "", actor: actor)
             },
@@ -134,10 +134,10 @@ struct NebulaDialect: Sendable {
     /// A route of the dialect: the handler gets the actor (the caller, and whether the
     /// application's master key lets it bypass ACLs).
     func route(_ method: HTTPRequest.Method, _ path: String, _ summary: String,
-                       _ handler: @escaping @Sendable (DialectRequest, Actor, OperationContext) async throws -> DialectResponse) -> DialectRoute {
+                       _ handler: @escaping @Sendable (RouteRequest, Actor, OperationContext) async throws -> RouteReply) -> Route {
         let tenants = self.tenants
         let service = self.service
-        return DialectRoute(method, path, summary: summary) { request, context in
+        return Route.define(method, path, summary: summary).handle { request, context in
             let isMaster = try Self.presentsMasterKey(tenants, tenant: request.pathParameters["tenant"], headers: request.headers,
                                                       secrets: context.plugin.secrets)
             let actor = service.actor(context.principal, tenant: request.pathParameters["tenant"], presentsMasterKey: isMaster)
@@ -152,7 +152,7 @@ struct NebulaDialect: Sendable {
 
     // MARK: Shapes
 
-    static func body(_ request: DialectRequest) throws -> JSONValue {
+    static func body(_ request: RouteRequest) throws -> JSONValue {
         if let type = request.headers[.contentType]?.split(separator: ";").first?.trimmingCharacters(in: .whitespaces).lowercased(),
            type != "application/json" {
             throw GatewayError.unsupportedMediaType(type, accepted: ["application/json"])
@@ -169,13 +169,13 @@ struct NebulaDialect: Sendable {
 
     /// The old service's answer to a write whose `etag` is stale: 409 `etag_mismatch` with the
     /// current version as `detail`, which the SDKs read to resolve the conflict.
-    static func etagMismatch(current: JSONValue, _ message: String) throws -> DialectResponse {
+    static func etagMismatch(current: JSONValue, _ message: String) throws -> RouteReply {
         try json(.object(["reasonCode": .string("etag_mismatch"), "detail": current, "error": .string(message)]), status: .conflict)
     }
 
     /// Runs an object write; a stale `etag` (412 in the store) is answered with the object's current version.
     private func answeringEtagMismatch(bucket: String, id: String, actor: Actor,
-                                       _ write: () async throws -> DialectResponse) async throws -> DialectResponse {
+                                       _ write: () async throws -> RouteReply) async throws -> RouteReply {
         do {
             return try await write()
         } catch let error as GatewayError where error.status == 412 {
@@ -184,8 +184,8 @@ struct NebulaDialect: Sendable {
         }
     }
 
-    static func json(_ value: JSONValue, status: HTTPResponse.Status = .ok) throws -> DialectResponse {
-        DialectResponse(status: status, headers: [.contentType: "application/json"], body: value.serialized())
+    static func json(_ value: JSONValue, status: HTTPResponse.Status = .ok) throws -> RouteReply {
+        RouteReply(status: status, headers: [.contentType: "application/json"], body: value.serialized())
     }
 
     /// An ACL entry as the old service wrote it: `g:anonymous`, `g:authenticated`, `g:{group}` or a user id.
@@ -322,7 +322,7 @@ struct NebulaDialect: Sendable {
     struct QueryParameters {
         var values: [String: JSONValue]
 
-        init(query request: DialectRequest) {
+        init(query request: RouteRequest) {
             values = [:]
             for name in ["where", "order", "skip", "limit", "count", "projection", "deleteMark"] {
                 if let text = request.query(name) { values[name] = .string(text) }
@@ -339,7 +339,7 @@ struct NebulaDialect: Sendable {
 
     // MARK: Handlers
 
-    private func query(_ parameters: QueryParameters, bucket: String, actor: Actor) async throws -> DialectResponse {
+    private func query(_ parameters: QueryParameters, bucket: String, actor: Actor) async throws -> RouteReply {
         var query = ObjectQuery()
         query.condition = try Self.condition(parameters["where"])
         if let order = parameters["order"] {
@@ -390,7 +390,7 @@ struct NebulaDialect: Sendable {
             }
         }
         bytes.append(contentsOf: "]}".utf8)
-        return DialectResponse(status: .ok, headers: [.contentType: "application/json"], body: ByteBuffer(bytes: bytes))
+        return RouteReply(status: .ok, headers: [.contentType: "application/json"], body: ByteBuffer(bytes: bytes))
     }
 
     /// PUT: `{"$full_update": {...}}` replaces the fields; otherwise plain fields are set and
@@ -414,7 +414,7 @@ struct NebulaDialect: Sendable {
         return try await service.patch(bucketName: bucket, id: id, body: .object(patch), actor: actor, ifMatch: etag, parseACL: Self.parseACL)
     }
 
-    private func batch(_ request: DialectRequest, actor: Actor, context: OperationContext) async throws -> DialectResponse {
+    private func batch(_ request: RouteRequest, actor: Actor, context: OperationContext) async throws -> RouteReply {
         let bucket = request.pathParameters["bucket"] ?? ""
         guard case .array(let requests)? = try Self.body(request)[path: ["requests"]] else {
             throw GatewayError.invalid(field: "/requests", "must be an array of requests")
@@ -494,13 +494,13 @@ struct NebulaDialect: Sendable {
         }
     }
 
-    static func renderError(_ error: GatewayError) -> DialectResponse {
+    static func renderError(_ error: GatewayError) -> RouteReply {
         let (status, reason) = reason(for: error)
         var detail = error.detail
         if !error.errors.isEmpty { detail += " " + error.errors.map { "\($0.pointer): \($0.detail)" }.joined(separator: "; ") }
         var headers = error.headers
         headers[.contentType] = "application/json"
-        return DialectResponse(status: HTTPResponse.Status(code: status), headers: headers,
+        return RouteReply(status: HTTPResponse.Status(code: status), headers: headers,
                                body: JSONValue.object(["error": .string(detail), "reasonCode": .string(reason), "detail": .string(detail)]).serialized())
     }
 }

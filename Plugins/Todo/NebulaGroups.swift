@@ -5,7 +5,7 @@ import GatewayCore
 /// native API serves too (`/v1/todo/groups`): users and nested groups, and an ACL; objects' ACL
 /// entries `g:{name}` admit the members.
 extension NebulaDialect {
-    var groupRoutes: [DialectRoute] {
+    var groupRoutes: [Route] {
         let groups = service.groups
         return [
             route(.put, "/1/{tenant}/groups/{name}", "Create or change a group: users, groups, ACL (?etag= for a conditional change)") { request, actor, _ in
@@ -45,7 +45,7 @@ extension NebulaDialect {
 
     /// Runs a group write; a stale `etag` is answered with the group's current version, when the caller may read it.
     static func answeringEtagMismatch(_ groups: GroupDirectory, _ name: String, actor: Actor,
-                                      _ write: () async throws -> DialectResponse) async throws -> DialectResponse {
+                                      _ write: () async throws -> RouteReply) async throws -> RouteReply {
         do {
             return try await write()
         } catch let error as GatewayError where error.status == 412 {

@@ -20,7 +20,7 @@ import GatewayCore
 ///   down, and a 404 there would tell anyone which usernames and addresses exist. `PUT` changes `username`, `email`, `password` (every session of the user
 ///   ends) and `options` (free JSON); `?etag=` makes it conditional (409 `etag_mismatch`).
 extension NebulaDialect {
-    var userRoutes: [DialectRoute] {
+    var userRoutes: [Route] {
         [
             route(.get, "/1/{tenant}/users", "Look users up by username or email, or list them all (the master key)") { request, actor, context in
                 guard actor.isManager else { throw GatewayError.forbidden("Only the master key lists users.") }
@@ -83,7 +83,7 @@ extension NebulaDialect {
     /// The account `{id}` names, when the caller is that user, an administrator, or holds the
     /// master key of a tenant the account belongs to: 404 when there is none (or it is not the
     /// tenant's), 403 for another user's.
-    func ownAccount(_ request: DialectRequest, actor: Actor, context: OperationContext) async throws -> AccountRecord {
+    func ownAccount(_ request: RouteRequest, actor: Actor, context: OperationContext) async throws -> AccountRecord {
         let id = request.pathParameters["id"] ?? ""
         guard actor.isManager || actor.userID == id else {
             if actor.userID == nil { throw GatewayError.unauthorized("Send X-Session-Token of this user's session, or the master key.") }
@@ -97,7 +97,7 @@ extension NebulaDialect {
     }
 
     /// The realm of the tenant a request names: the accounts its master key administers.
-    static func realm(_ request: DialectRequest) -> String {
+    static func realm(_ request: RouteRequest) -> String {
         "nebula/" + (request.pathParameters["tenant"] ?? "")
     }
 

@@ -314,18 +314,18 @@ public struct TodoPlugin: AuthorizingPlugin {
 
     // MARK: Operations
 
-    public var operations: [ServiceOperation] {
+    public var routes: [Route] {
         let service = self.service
         let maxLimit = configuration.maxQueryLimit
         let bucketTag = ObjectService.cacheTag("{bucket}")
         return [
-            ServiceOperation.define("todo.buckets.list", .get, "/buckets", summary: "The buckets and their rules")
+            Route.define("todo.buckets.list", .get, "/buckets", summary: "The buckets and their rules")
                 .documentOutput(schema: NativeSchemas.bucketPage)
                 .cache(.shared(ttl: .seconds(60), tags: ["todo:buckets"]))
                 .returns(Page<BucketInfo>.self) { _, _ in
                     Page(items: try await service.buckets.all().map(Self.info), nextCursor: nil)
                 },
-            ServiceOperation.define("todo.buckets.get", .get, "/buckets/{bucket}", summary: "One bucket's rules")
+            Route.define("todo.buckets.get", .get, "/buckets/{bucket}", summary: "One bucket's rules")
                 .documentOutput(schema: NativeSchemas.bucket)
                 .path(BucketPath.self)
                 .resource("bucket")
@@ -333,7 +333,7 @@ public struct TodoPlugin: AuthorizingPlugin {
                 .returns(BucketInfo.self) { input, _ in
                     Self.info(try await service.buckets.bucket(input.path.bucket))
                 },
-            ServiceOperation.define("todo.buckets.create", .post, "/buckets", summary: "Create a bucket (administrators, or users granted todo:write)")
+            Route.define("todo.buckets.create", .post, "/buckets", summary: "Create a bucket (administrators, or users granted todo:write)")
                 .documentBody(schema: NativeSchemas.newBucket)
                 .documentOutput(schema: NativeSchemas.bucket)
                 // A bucket's definition governs every user's objects in it: shared data.
@@ -346,14 +346,14 @@ public struct TodoPlugin: AuthorizingPlugin {
                         name: input.body.name, settings: BucketSettings(create: input.body.create, schema: input.body.schema, index: input.body.index))
                     return Reply(Self.info(bucket), status: 201, headers: [.location: "buckets/\(bucket.name)"])
                 },
-            ServiceOperation.define("todo.buckets.delete", .delete, "/buckets/{bucket}", summary: "Delete a bucket and all its objects (administrators, or users granted todo:write)")
+            Route.define("todo.buckets.delete", .delete, "/buckets/{bucket}", summary: "Delete a bucket and all its objects (administrators, or users granted todo:write)")
                 .access(.granted("todo:write"))
                 .path(BucketPath.self)
                 .cache(.invalidating(["todo:buckets", bucketTag]))
                 .returns(Deleted.self) { input, _ in
                     Deleted(deletedObjects: try await service.buckets.delete(name: input.path.bucket))
                 },
-            ServiceOperation.define("todo.objects.create", .post, "/buckets/{bucket}/objects", summary: "Create an object")
+            Route.define("todo.objects.create", .post, "/buckets/{bucket}/objects", summary: "Create an object")
                 .documentBody(schema: fieldsSchema)
                 .documentOutput(schema: objectSchema)
                 .details("The body is the object. An `acl` field ({readers, writers}) shares it; without one, a signed-in caller's object is theirs alone and a guest's is everyone's.")
@@ -369,7 +369,7 @@ public struct TodoPlugin: AuthorizingPlugin {
                     headers[.location] = "objects/\(object.id)"
                     return Reply(Self.document(object), status: 201, headers: headers)
                 },
-            ServiceOperation.define("todo.objects.query", .get, "/buckets/{bucket}/objects", summary: "Query objects")
+            Route.define("todo.objects.query", .get, "/buckets/{bucket}/objects", summary: "Query objects")
                 .documentOutput(schema: objectPageSchema)
                 .details("`where` is JSON with $eq $ne $lt $lte $gt $gte $in $nin $all $exists $regex $not $and $or $nor on field paths (a.b.c); `order` is `-updatedAt,description`; `cursor` continues from a page's `nextCursor`.")
                 .path(BucketPath.self)
@@ -394,7 +394,7 @@ public struct TodoPlugin: AuthorizingPlugin {
                     let result = try await service.query(bucketName: input.path.bucket, query, actor: service.actor(context.principal))
                     return Self.page(result, fields: query.fields)
                 },
-            ServiceOperation.define("todo.objects.search", .post, "/buckets/{bucket}/query", summary: "Query objects with the query in a JSON body")
+            Route.define("todo.objects.search", .post, "/buckets/{bucket}/query", summary: "Query objects with the query in a JSON body")
                 .documentBody(schema: NativeSchemas.search(maxLimit: maxLimit))
                 .documentOutput(schema: objectPageSchema)
                 .details("The body is {where, order, limit, cursor, skip, count, fields (an array)}: for queries too long for a URL.")
@@ -435,7 +435,7 @@ public struct TodoPlugin: AuthorizingPlugin {
                     let result = try await service.query(bucketName: input.path.bucket, query, actor: service.actor(context.principal))
                     return Self.page(result, fields: query.fields)
                 },
-            ServiceOperation.define("todo.objects.get", .get, "/buckets/{bucket}/objects/{id}", summary: "Read an object")
+            Route.define("todo.objects.get", .get, "/buckets/{bucket}/objects/{id}", summary: "Read an object")
                 .documentOutput(schema: objectSchema)
                 .path(ObjectPath.self)
                 .resource("bucket")
@@ -444,7 +444,7 @@ public struct TodoPlugin: AuthorizingPlugin {
                     let object = try await service.get(bucketName: input.path.bucket, id: input.path.id, actor: service.actor(context.principal))
                     return Reply(Self.document(object), headers: Self.headers(for: object))
                 },
-            ServiceOperation.define("todo.objects.replace", .put, "/buckets/{bucket}/objects/{id}", summary: "Replace an object's fields")
+            Route.define("todo.objects.replace", .put, "/buckets/{bucket}/objects/{id}", summary: "Replace an object's fields")
                 .documentBody(schema: fieldsSchema)
                 .documentOutput(schema: objectSchema)
                 .details("Send `If-Match` with the object's etag to replace only that version (412 otherwise).")
@@ -457,7 +457,7 @@ public struct TodoPlugin: AuthorizingPlugin {
                                                            ifMatch: Self.ifMatch(context.headers), parseACL: ObjectService.nativeACL)
                     return Reply(Self.document(object), headers: Self.headers(for: object))
                 },
-            ServiceOperation.define("todo.objects.patch", .patch, "/buckets/{bucket}/objects/{id}", summary: "Change some fields of an object")
+            Route.define("todo.objects.patch", .patch, "/buckets/{bucket}/objects/{id}", summary: "Change some fields of an object")
                 .documentBody(schema: NativeSchemas.patch)
                 .documentOutput(schema: objectSchema)
                 .details("A JSON merge patch (RFC 7396) and/or the operators $set, $unset and $inc with field paths. `If-Match` makes it conditional.")
@@ -470,7 +470,7 @@ public struct TodoPlugin: AuthorizingPlugin {
                                                          ifMatch: Self.ifMatch(context.headers), parseACL: ObjectService.nativeACL)
                     return Reply(Self.document(object), headers: Self.headers(for: object))
                 },
-            ServiceOperation.define("todo.objects.delete", .delete, "/buckets/{bucket}/objects/{id}", summary: "Delete an object")
+            Route.define("todo.objects.delete", .delete, "/buckets/{bucket}/objects/{id}", summary: "Delete an object")
                 .path(ObjectPath.self)
                 .resource("bucket")
                 .cache(.invalidating([bucketTag]))
@@ -478,7 +478,7 @@ public struct TodoPlugin: AuthorizingPlugin {
                     try await service.delete(bucketName: input.path.bucket, id: input.path.id, actor: service.actor(context.principal), ifMatch: Self.ifMatch(context.headers))
                     return NoContent()
                 },
-            ServiceOperation.define("todo.objects.batch", .post, "/buckets/{bucket}/batch", summary: "Run many object operations in one request")
+            Route.define("todo.objects.batch", .post, "/buckets/{bucket}/batch", summary: "Run many object operations in one request")
                 .documentBody(schema: NativeSchemas.batch)
                 .documentOutput(schema: NativeSchemas.batchReply)
                 .details("The body is {\"operations\": [{\"op\": \"create\"|\"replace\"|\"patch\"|\"delete\", \"id\", \"object\", \"ifMatch\"}]} (at most 100); each gets its own result with a status, in order.")

@@ -158,7 +158,7 @@ public struct TransitPlugin: ServicePlugin {
          OneBusAwayDialect.make(runtime: runtime, settings: configuration)]
     }
 
-    public var operations: [ServiceOperation] {
+    public var routes: [Route] {
         let runtime = self.runtime
         let feeds = self.feeds
         let settings = configuration
@@ -167,13 +167,13 @@ public struct TransitPlugin: ServicePlugin {
         let changes = CachePolicy.invalidating(["transit"])
         @Sendable func radius(_ given: Double?) -> Double { min(given ?? settings.defaultRadius, settings.maxRadius) }
         return [
-            ServiceOperation.define("transit.agencies", .get, "/agencies", summary: "The agencies of every served feed")
+            Route.define("transit.agencies", .get, "/agencies", summary: "The agencies of every served feed")
                 .cache(reference)
                 .returns(Page<AgencyInfo>.self) { _, _ in
                     let network = runtime.network
                     return Page(items: network.agencies.map { TransitJSON.agency($0, network: network) }, nextCursor: nil)
                 },
-            ServiceOperation.define("transit.stops.near", .get, "/stops/near", summary: "Stops near a point, nearest first")
+            Route.define("transit.stops.near", .get, "/stops/near", summary: "Stops near a point, nearest first")
                 .example("/stops/near?lat=36.915682&lon=-116.751677&radius=1500")
                 .details("`radius` in metres (default the plugin's `defaultRadius`, capped at its `maxRadius`); `limit` 1 to 1000 (default 20).")
                 .query(NearStopsQuery.self)
@@ -184,7 +184,7 @@ public struct TransitPlugin: ServicePlugin {
                     let found = view.nearestStops(lat: query.lat, lon: query.lon, radius: radius(query.radius), limit: query.limit ?? 20)
                     return Page(items: found.map { TransitJSON.stop($0.stop, network: view.network, distance: $0.distance) }, nextCursor: nil)
                 },
-            ServiceOperation.define("transit.stops.search", .get, "/stops/search", summary: "Stops whose name has a word starting with `q`")
+            Route.define("transit.stops.search", .get, "/stops/search", summary: "Stops whose name has a word starting with `q`")
                 .details("Case and accents do not matter; in Chinese, Japanese or Korean names any character may start the match.")
                 .query(StopSearchQuery.self)
                 .cache(reference)
@@ -193,7 +193,7 @@ public struct TransitPlugin: ServicePlugin {
                     let found = view.searchStops(input.query.q, limit: input.query.limit ?? 20)
                     return Page(items: found.map { TransitJSON.stop($0, network: view.network) }, nextCursor: nil)
                 },
-            ServiceOperation.define("transit.stops.get", .get, "/stops/{id}", summary: "A stop with the routes that serve it")
+            Route.define("transit.stops.get", .get, "/stops/{id}", summary: "A stop with the routes that serve it")
                 .path(StopPath.self)
                 .cache(reference)
                 .returns(StopDetail.self) { input, _ in
@@ -201,7 +201,7 @@ public struct TransitPlugin: ServicePlugin {
                     let stop = try TransitJSON.findStop(input.path.id, in: view.network)
                     return TransitJSON.stopDetail(stop, network: view.network)
                 },
-            ServiceOperation.define("transit.stops.arrivals", .get, "/stops/{id}/arrivals", summary: "Arrivals and departures at a stop around a time")
+            Route.define("transit.stops.arrivals", .get, "/stops/{id}/arrivals", summary: "Arrivals and departures at a stop around a time")
                 .details("`time` (RFC 3339 or milliseconds; default now), `minutesBefore` (default 5) and `minutesAfter` (default 35), each 0 to 1440. A station answers for its stops. Predicted times come from GTFS-realtime; `status` says `scheduled`, `predicted`, `skipped`, `noData` or `cancelled`.")
                 .path(StopPath.self)
                 .query(ArrivalsQuery.self)
@@ -215,7 +215,7 @@ public struct TransitPlugin: ServicePlugin {
                     return ArrivalsReply(stop: TransitJSON.stop(stop, network: view.network), time: TransitJSON.date(time), from: TransitJSON.date(from),
                                          to: TransitJSON.date(to), items: items.map { TransitJSON.arrival($0, network: view.network) })
                 },
-            ServiceOperation.define("transit.stops.schedule", .get, "/stops/{id}/schedule", summary: "Every stop time at a stop on a date")
+            Route.define("transit.stops.schedule", .get, "/stops/{id}/schedule", summary: "Every stop time at a stop on a date")
                 .details("`date` is `yyyy-MM-dd` in the agency's time zone (default today there).")
                 .path(StopPath.self)
                 .query(ScheduleQuery.self)
@@ -227,7 +227,7 @@ public struct TransitPlugin: ServicePlugin {
                     return ScheduleReply(stop: TransitJSON.stop(stop, network: view.network), date: ServiceDay.format(day),
                                          items: view.schedule(at: stop, day: day).map { TransitJSON.arrival($0, network: view.network) })
                 },
-            ServiceOperation.define("transit.routes.near", .get, "/routes/near", summary: "Routes serving the stops near a point, nearest first")
+            Route.define("transit.routes.near", .get, "/routes/near", summary: "Routes serving the stops near a point, nearest first")
                 .query(NearStopsQuery.self)
                 .cache(live)
                 .returns(Page<RouteInfo>.self) { input, _ in
@@ -236,7 +236,7 @@ public struct TransitPlugin: ServicePlugin {
                     let found = view.routesNear(lat: query.lat, lon: query.lon, radius: radius(query.radius), limit: query.limit ?? 20)
                     return Page(items: found.map { TransitJSON.route($0, network: view.network) }, nextCursor: nil)
                 },
-            ServiceOperation.define("transit.routes.get", .get, "/routes/{id}", summary: "A route with its stops in order per direction and its shapes")
+            Route.define("transit.routes.get", .get, "/routes/{id}", summary: "A route with its stops in order per direction and its shapes")
                 .path(StopPath.self)
                 .cache(reference)
                 .returns(RouteDetail.self) { input, _ in
@@ -244,7 +244,7 @@ public struct TransitPlugin: ServicePlugin {
                     guard let route = view.network.route(input.path.id) else { throw GatewayError.notFound("No route '\(input.path.id.prefix(100))'.") }
                     return TransitJSON.routeDetail(route, network: view.network)
                 },
-            ServiceOperation.define("transit.trips.get", .get, "/trips/{id}", summary: "A trip with every stop time, scheduled and predicted")
+            Route.define("transit.trips.get", .get, "/trips/{id}", summary: "A trip with every stop time, scheduled and predicted")
                 .details("`serviceDate` (`yyyy-MM-dd`) chooses the day; without it, the day the trip runs nearest to `time` (default now).")
                 .path(StopPath.self)
                 .query(TripQuery.self)
@@ -259,7 +259,7 @@ public struct TransitPlugin: ServicePlugin {
                 },
 
             // Feeds
-            ServiceOperation.define("transit.feeds.list", .get, "/feeds", summary: "The served feeds, with their counts and realtime status (administrators, or users granted transit:write)")
+            Route.define("transit.feeds.list", .get, "/feeds", summary: "The served feeds, with their counts and realtime status (administrators, or users granted transit:write)")
                 // The feeds are everyone's: those who manage them are administrators and the users they granted transit:write.
                 .access(.granted("transit:write"))
                 .returns(Page<FeedInfo>.self) { _, _ in
@@ -271,7 +271,7 @@ public struct TransitPlugin: ServicePlugin {
                                  realtime: runtime.realtimeStatus(feed.id))
                     }, nextCursor: nil)
                 },
-            ServiceOperation.define("transit.feeds.import", .put, "/feeds/{feed}", summary: "Import (or replace) a feed from a GTFS zip (administrators, or users granted transit:write)")
+            Route.define("transit.feeds.import", .put, "/feeds/{feed}", summary: "Import (or replace) a feed from a GTFS zip (administrators, or users granted transit:write)")
                 .details("The zip is the body; `strict=true` stops at the first rejected record. Readers see the old feed until the new one is complete.")
                 .access(.granted("transit:write"))
                 .cache(changes)
@@ -286,7 +286,7 @@ public struct TransitPlugin: ServicePlugin {
                                                             progress: SilentProgress())
                     return ImportReport(imported: result.summary.stopTimes, rejected: result.rejected)
                 },
-            ServiceOperation.define("transit.feeds.delete", .delete, "/feeds/{feed}", summary: "Stop serving a feed and delete it (administrators, or users granted transit:write)")
+            Route.define("transit.feeds.delete", .delete, "/feeds/{feed}", summary: "Stop serving a feed and delete it (administrators, or users granted transit:write)")
                 .access(.granted("transit:write"))
                 .cache(changes)
                 .path(FeedPath.self)
@@ -294,7 +294,7 @@ public struct TransitPlugin: ServicePlugin {
                     guard try await feeds.delete(input.path.feed) else { throw GatewayError.notFound("No feed '\(input.path.feed.prefix(100))'.") }
                     return NoContent()
                 },
-            ServiceOperation.define("transit.feeds.realtime", .post, "/feeds/{feed}/realtime", summary: "Post a GTFS-realtime TripUpdates message for a feed (administrators, or users granted transit:write)")
+            Route.define("transit.feeds.realtime", .post, "/feeds/{feed}/realtime", summary: "Post a GTFS-realtime TripUpdates message for a feed (administrators, or users granted transit:write)")
                 .details("The body is a binary FeedMessage. An unreadable one is a 422 and the last good message stays in use.")
                 .access(.granted("transit:write"))
                 .cache(changes)

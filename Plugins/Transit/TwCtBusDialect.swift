@@ -42,7 +42,7 @@ enum TwCtBusDialect {
     static func make(runtime: TransitRuntime, settings: TransitPlugin.Configuration) -> Dialect {
         let live = CachePolicy.shared(ttl: .seconds(10), tags: ["transit"])
         return Coimotion.dialect(name: "coimotion-twctbus", routes: [
-            DialectRoute.define(.post, "/coimotion/twCtBus/busStop/search", summary: "twCtBus: the stops nearest a point (lat, lng)")
+            Route.define(.post, "/coimotion/twCtBus/busStop/search", summary: "twCtBus: the stops nearest a point (lat, lng)")
                 .cache(live)
                 .handle(Coimotion.call { call, _ in
                     guard let lat = try call.double("lat") else { throw GatewayError.invalid(field: "lat", "is required") }
@@ -57,7 +57,7 @@ enum TwCtBusDialect {
                         return StopRow(tsID: stop.id, stName: stop.name, stCode: stop.code ?? "", latitude: stop.lat, longitude: stop.lon)
                     }))
                 }),
-            DialectRoute.define(.post, "/coimotion/twCtBus/busStop/routes/{tsID}", summary: "twCtBus: the routes that serve a stop")
+            Route.define(.post, "/coimotion/twCtBus/busStop/routes/{tsID}", summary: "twCtBus: the routes that serve a stop")
                 .cache(.shared(ttl: .seconds(300), tags: ["transit"]))
                 .handle(Coimotion.call { call, _ in
                     let view = runtime.view()
@@ -67,7 +67,7 @@ enum TwCtBusDialect {
                         return RouteRow(rtName: route.displayName, descTx: route.longName ?? route.description ?? "", brID: route.id)
                     }))
                 }),
-            DialectRoute.define(.post, "/coimotion/twCtBus/busRoute/next/{brID}", summary: "twCtBus: each stop of a route with its next arrival")
+            Route.define(.post, "/coimotion/twCtBus/busRoute/next/{brID}", summary: "twCtBus: each stop of a route with its next arrival")
                 .cache(live)
                 .handle(Coimotion.call { call, _ in
                     let view = runtime.view()

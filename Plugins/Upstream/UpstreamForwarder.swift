@@ -28,7 +28,7 @@ struct UpstreamForwarder: Sendable {
     static let forwardedProto = HTTPField.Name("X-Forwarded-Proto")!
     static let requestID = HTTPField.Name("X-Request-Id")!
 
-    func forward(_ route: UpstreamSettings.Route, _ request: OperationRequest, _ context: OperationContext) async throws -> OperationReply {
+    func forward(_ route: UpstreamSettings.Route, _ request: RouteRequest, _ context: OperationContext) async throws -> RouteReply {
         try pool.admit()
         let target = try upstreamPath(route, parameters: request.pathParameters) + query(request.queryParameters)
         let headers = requestFields(context)
@@ -76,7 +76,7 @@ struct UpstreamForwarder: Sendable {
 
     /// A WebSocket opened at a route, joined to one opened at the service: messages go both ways
     /// until either side closes.
-    func forwardWebSocket(_ route: UpstreamSettings.Route, _ request: WebSocketRequest, _ connection: any WebSocketConnection,
+    func forwardWebSocket(_ route: UpstreamSettings.Route, _ request: RouteRequest, _ connection: any WebSocketConnection,
                           _ context: OperationContext) async throws {
         try pool.admit()
         let target = try upstreamPath(route, parameters: request.pathParameters) + query(request.queryParameters)
@@ -106,7 +106,7 @@ struct UpstreamForwarder: Sendable {
 
     /// The reply to the caller: the service's status and fields (cleaned and transformed), its body
     /// streamed — or read whole for a cached route's small 200.
-    private func reply(_ response: StreamedUpstreamResponse, route: UpstreamSettings.Route, release: Release) async throws -> OperationReply {
+    private func reply(_ response: StreamedUpstreamResponse, route: UpstreamSettings.Route, release: Release) async throws -> RouteReply {
         var fields = HTTPFields()
         var contentType: String?
         var length: Int?
@@ -128,17 +128,17 @@ struct UpstreamForwarder: Sendable {
                 collected.writeBuffer(&piece)
             }
             if collected.readableBytes <= Self.cacheableSize {
-                return OperationReply(status: response.status, headers: fields, body: .bytes(collected, contentType: contentType ?? "application/octet-stream"))
+                return RouteReply(status: response.status, headers: fields, body: .bytes(collected, contentType: contentType ?? "application/octet-stream"))
             }
             let rest = iterator
             let first = TakeOnce(collected)
-            return OperationReply(status: response.status, headers: fields, body: .stream(ByteStream(next: {
+            return RouteReply(status: response.status, headers: fields, body: .stream(ByteStream(next: {
                 if let head = first.take() { return head }
                 var copy = rest
                 return try await copy.next()
             }), contentType: contentType, length: length))
         }
-        return OperationReply(status: response.status, headers: fields, body: .stream(stream, contentType: contentType, length: length))
+        return RouteReply(status: response.status, headers: fields, body: .stream(stream, contentType: contentType, length: length))
     }
 
     /// The request's fields for the service: the caller's, without hop-by-hop fields, `Host`, the

@@ -21,7 +21,7 @@ public struct UpstreamPlugin: ServicePlugin {
     let pool: UpstreamPool
     let forwarder: UpstreamForwarder
     let context: PluginContext
-    public let operations: [ServiceOperation]
+    public let routes: [GatewayCore.Route]
     public let schemas: [String: JSONValue]
     public let documentedPaths: [String: JSONValue]
 
@@ -35,11 +35,19 @@ public struct UpstreamPlugin: ServicePlugin {
         pool = UpstreamPool(settings: settings, name: context.pluginID)
         let forwarder = UpstreamForwarder(settings: settings, pool: pool, http: context.http, serviceName: context.pluginID)
         self.forwarder = forwarder
-        operations = settings.routes.map { route in
-            ServiceOperation.forwarding(route.name, route.method, route.path, summary: route.summary, access: route.access, cache: route.cache,
-                                        cost: route.cost, tags: ["upstream"]) { request, operationContext in
-                try await forwarder.forward(route, request, operationContext)
-            }
+        // Each route forwards its calls; a route whose WebSockets go on to the service is also a
+        // WebSocket route, with the route's access rule (the host checks it, and the key's
+        // scopes, before it upgrades).
+        routes = settings.routes.map { route in
+            GatewayCore.Route.define(route.name, route.method, route.path, summary: route.summary)
+                .access(route.access).cache(route.cache).cost(route.cost).tags("upstream")
+                .forwards { request, operationContext in try await forwarder.forward(route, request, operationContext) }
+        } + settings.routes.filter(\.webSocket).map { route in
+            GatewayCore.Route.define(.get, route.path, summary: "WebSocket to \(route.summary)")
+                .access(route.access)
+                .socket { request, connection, operationContext in
+                    try await forwarder.forwardWebSocket(route, request, connection, operationContext)
+                }
         }
         if let source = configuration.openapi {
             let imported = await UpstreamDocument.load(source, context: context, routes: settings.routes)
@@ -48,16 +56,6 @@ public struct UpstreamPlugin: ServicePlugin {
         } else {
             schemas = [:]
             documentedPaths = [:]
-        }
-    }
-
-    /// The routes whose WebSockets go on to the service, with the route's access rule (the host
-    /// checks it, and the key's scopes, before it upgrades).
-    public var webSockets: [WebSocketRoute] {
-        settings.routes.filter(\.webSocket).map { route in
-            WebSocketRoute(route.path, summary: "WebSocket to \(route.summary)", request: { [forwarder] request, connection, operationContext in
-                try await forwarder.forwardWebSocket(route, request, connection, operationContext)
-            }).access(route.access)
         }
     }
 

@@ -154,18 +154,18 @@ struct PluginScaffold {
                 database = context.database
             }
 
-            public var operations: [ServiceOperation] {
+            public var routes: [Route] {
                 let configuration = self.configuration
                 let database = self.database
                 return [
-                    ServiceOperation.define("\(id).hello", .get, "/hello", summary: "Greet someone and count their visits")
+                    Route.define("\(id).hello", .get, "/hello", summary: "Greet someone and count their visits")
                         .query(NameQuery.self)
                         .returns(Greeting.self) { input, _ in
                             let count = try await database.select().column(SQLFunction("COUNT", args: SQLLiteral.all), as: "n")
                                 .from("\(table)").where("name", .equal, input.query.name).first()?.decode(column: "n", as: Int.self) ?? 0
                             return Greeting(text: "\\(configuration.greeting), \\(input.query.name)!", visits: count)
                         },
-                    ServiceOperation.define("\(id).visit", .post, "/visits", summary: "Record a visit (keys need \(id):write)")
+                    Route.define("\(id).visit", .post, "/visits", summary: "Record a visit (keys need \(id):write)")
                         .access(.user)
                         .body(NameQuery.self)
                         .returns(NoContent.self) { input, _ in

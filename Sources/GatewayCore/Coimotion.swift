@@ -10,11 +10,11 @@ import NIOCore
 /// `{"errCode": 0, "message": "...", "value": {...}}`; a non-zero `errCode` is an application
 /// error, and a `token` member replaces the client's token (`""` ends its session).
 ///
-/// A COIMOTION route is an ordinary ``DialectRoute`` whose handler is made by ``call(_:)``:
+/// A COIMOTION route is an ordinary ``Route`` whose handler is made by ``call(_:)``:
 ///
 /// ```swift
 /// Coimotion.dialect(routes: [
-///     DialectRoute.define(.post, "/coimotion/twShow/show/catList", summary: "Categories")
+///     Route.define(.post, "/coimotion/twShow/show/catList", summary: "Categories")
 ///         .handle(Coimotion.call { call, context in .ok(categories) }),
 /// ])
 /// ```
@@ -146,8 +146,8 @@ public enum Coimotion {
     }
 
     /// A dialect of COIMOTION routes, with the COIMOTION credential and error shape.
-    public static func dialect(name: String = "coimotion", routes: [DialectRoute], webSockets: [WebSocketRoute] = []) -> Dialect {
-        Dialect(name: name, routes: routes, webSockets: webSockets, credentials: credentials, renderError: renderError)
+    public static func dialect(name: String = "coimotion", routes: [Route]) -> Dialect {
+        Dialect(name: name, routes: routes, credentials: credentials, renderError: renderError)
     }
 
     /// A route handler speaking the transport: reads the call, checks its `_key` against the
@@ -155,7 +155,7 @@ public enum Coimotion {
     /// envelope. A caller whose token did not resolve gets `"token": ""` unless the handler issues one.
     public static func call(
         _ handler: @escaping @Sendable (Call, OperationContext) async throws -> Reply
-    ) -> @Sendable (DialectRequest, OperationContext) async throws -> DialectResponse {
+    ) -> @Sendable (RouteRequest, OperationContext) async throws -> RouteReply {
         { request, context in
             let call = try parse(request, appKeys: context.plugin.appKeys, secrets: context.plugin.secrets)
             var reply = try await handler(call, context)
@@ -167,7 +167,7 @@ public enum Coimotion {
     /// Decodes a call's body. Throws 400 for a body that is not a JSON object, and
     /// ``GatewayError/unknownApplication(_:)`` when the app key is not one of `appKeys` (as
     /// `secrets` checks them).
-    public static func parse(_ request: DialectRequest, appKeys: Set<String>, secrets: ConfiguredSecrets = .asWritten) throws -> Call {
+    public static func parse(_ request: RouteRequest, appKeys: Set<String>, secrets: ConfiguredSecrets = .asWritten) throws -> Call {
         let object = try bodyObject(request)
         var parameters: [String: String] = [:]
         for (name, value) in object where name != "_key" && name != "token" {
@@ -187,7 +187,7 @@ public enum Coimotion {
         return call
     }
 
-    private static func bodyObject(_ request: DialectRequest) throws -> [String: Any] {
+    private static func bodyObject(_ request: RouteRequest) throws -> [String: Any] {
         guard request.body.readableBytes > 0 else { return [:] }
         guard let parsed = try? JSONSerialization.jsonObject(with: Data(request.body.readableBytesView)) as? [String: Any] else {
             throw GatewayError.badRequest("The body is not a JSON object.")
@@ -196,17 +196,17 @@ public enum Coimotion {
     }
 
     /// The envelope of a successful reply.
-    public static func response(_ reply: Reply) throws -> DialectResponse {
-        try DialectResponse.json(Envelope(errCode: ErrorCode.ok.rawValue, message: reply.message, value: reply.value, token: reply.token),
+    public static func response(_ reply: Reply) throws -> RouteReply {
+        try RouteReply.json(Envelope(errCode: ErrorCode.ok.rawValue, message: reply.message, value: reply.value, token: reply.token),
                                  contentType: "application/json; charset=utf-8")
     }
 
     /// An application error: HTTP 200 with a non-zero `errCode`; a 401 also ends the client's session.
-    public static func renderError(_ error: GatewayError) -> DialectResponse {
+    public static func renderError(_ error: GatewayError) -> RouteReply {
         let code = ErrorCode(error)
         let envelope = Envelope(errCode: code.rawValue, message: error.detail, value: nil, token: code == .notSignedIn ? .end : .unchanged)
-        return (try? DialectResponse.json(envelope, contentType: "application/json; charset=utf-8"))
-            ?? DialectResponse.text(#"{"errCode":99,"message":"The reply could not be written."}"#, contentType: "application/json; charset=utf-8")
+        return (try? RouteReply.json(envelope, contentType: "application/json; charset=utf-8"))
+            ?? RouteReply.text(#"{"errCode":99,"message":"The reply could not be written."}"#, contentType: "application/json; charset=utf-8")
     }
 
     /// `errCode`, `message`, `value` (when there is one) and `token` (when it changes), in that order.

@@ -123,7 +123,7 @@ public struct FieldRule: Sendable, Equatable {
         FieldRule(keywords: ["items": .object(element.keywords)])
     }
 
-    /// An object with these members required (for ``ServiceOperation/inputRules``' `body` key, where
+    /// An object with these members required (for ``Route/inputRules``' `body` key, where
     /// one body type serves a create that needs them and an update that does not).
     public static func requiring(_ members: [String]) -> FieldRule {
         FieldRule(keywords: ["required": .array(members.map { .string($0) })])

@@ -4,15 +4,12 @@ import NIOCore
 /// Decodes an operation's input parts and turns every decoding failure into a ``GatewayError``
 /// that names the offending field: 400 when the body cannot be read at all, 422 when a value has
 /// the wrong type, is missing or is invalid.
-@usableFromInline
 enum InputDecoder {
-    @usableFromInline
     static func decodeParameters<T: Decodable>(_ type: T.Type, from values: [String: String], location: String) throws -> T {
         if T.self == NoInput.self { return NoInput() as! T }
         return try decodeParameters(type, from: ParameterValues.named(values), location: location)
     }
 
-    @usableFromInline
     static func decodeParameters<T: Decodable>(_ type: T.Type, from pairs: [(name: String, value: String)], location: String) throws -> T {
         if T.self == NoInput.self { return NoInput() as! T }
         return try decodeParameters(type, from: ParameterValues.pairs(pairs), location: location)
@@ -26,20 +23,20 @@ enum InputDecoder {
         }
     }
 
-    @usableFromInline
-    static func decodeBody<T: Decodable>(_ type: T.Type, from request: OperationRequest) throws -> T {
+    static func decodeBody<T: Decodable>(_ type: T.Type, from request: RouteRequest) throws -> T {
         if T.self == NoInput.self { return NoInput() as! T }
         let contentType = request.contentType ?? "application/json"
         if let raw = T.self as? any RawBodyInput.Type {
             guard raw.acceptedMediaTypes.contains(contentType) || raw.acceptedMediaTypes.contains("*/*") else {
                 throw GatewayError.unsupportedMediaType(contentType, accepted: raw.acceptedMediaTypes)
             }
-            return try raw.init(bytes: request.body ?? ByteBuffer(), contentType: contentType) as! T
+            return try raw.init(bytes: request.body, contentType: contentType) as! T
         }
         guard contentType == "application/json" || contentType.hasSuffix("+json") else {
             throw GatewayError.unsupportedMediaType(contentType, accepted: ["application/json"])
         }
-        guard let body = request.body, body.readableBytes > 0 else {
+        let body = request.body
+        guard body.readableBytes > 0 else {
             throw GatewayError.badRequest("This operation needs a JSON body.")
         }
         do {
@@ -59,24 +56,22 @@ enum InputDecoder {
     /// The function that turns a call's raw input into typed, validated input parts, prepared
     /// once per operation or dialect route: what each request would otherwise ask the runtime
     /// (dynamic casts, type comparisons) is decided here.
-    @inlinable
     static func decoder<Path: Decodable & Sendable, Query: Decodable & Sendable, Body: Decodable & Sendable>(
         path _: Path.Type, query _: Query.Type, body _: Body.Type
-    ) -> @Sendable (OperationRequest) throws -> OperationInput<Path, Query, Body> {
+    ) -> @Sendable (RouteRequest) throws -> RouteInput<Path, Query, Body> {
         let takesPath = Path.self != NoInput.self
         let takesQuery = Query.self != NoInput.self
         let takesBody = Body.self != NoInput.self
         let validatePath = validator(for: Path.self)
         let validateQuery = validator(for: Query.self)
         let validateBody = validator(for: Body.self)
-        let readQuery = reader(for: Query.self, location: "query")
         return { request in
             let path: Path = takesPath ? try decodeParameters(Path.self, from: request.pathParameters, location: "path") : NoInput() as! Path
             let query: Query = takesQuery
-                ? try readQuery?(.pairs(request.queryParameters)) ?? decodeParameters(Query.self, from: request.queryParameters, location: "query")
+                ? try decodeParameters(Query.self, from: request.queryParameters, location: "query")
                 : NoInput() as! Query
             let body: Body = takesBody ? try decodeBody(Body.self, from: request) : NoInput() as! Body
-            let input = OperationInput(path: path, query: query, body: body)
+            let input = RouteInput(path: path, query: query, body: body, request: request)
             if let validatePath { try validatePath(input.path, "path") }
             if let validateQuery { try validateQuery(input.query, "query") }
             if let validateBody { try validateBody(input.body, "") }
@@ -84,37 +79,18 @@ enum InputDecoder {
         }
     }
 
-    /// How an input part of type `T` is read when it is ``ParameterReadable``, prepared once per
-    /// operation (no dynamic cast per request); nil otherwise.
-    @usableFromInline
-    static func reader<T>(for type: T.Type, location: String) -> (@Sendable (ParameterValues) throws -> T)? {
-        guard let readable = type as? any ParameterReadable.Type else { return nil }
-        return reader(readable, as: T.self, location: location)
-    }
-
-    private static func reader<R: ParameterReadable, T>(_: R.Type, as _: T.Type, location: String) -> @Sendable (ParameterValues) throws -> T {
-        // R is T itself (opened from T's metatype), so an R's storage is a T's: no cast per request.
-        { values in
-            let value = try R(parameters: Parameters(values: values, location: location))
-            return withUnsafePointer(to: value) { UnsafeRawPointer($0).assumingMemoryBound(to: T.self).pointee }
-        }
-    }
-
     /// The validation of an input part of type `T`, prepared once per operation: when `T` is
     /// ``ValidatableInput``, a function that validates a value of it in place (no dynamic cast and
     /// no conformance lookup per request); nil otherwise.
-    @usableFromInline
+
     static func validator<T>(for type: T.Type) -> (@Sendable (borrowing T, String) throws -> Void)? {
         guard let validatable = type as? any ValidatableInput.Type else { return nil }
         return validator(validatable, as: T.self)
     }
 
     private static func validator<V: ValidatableInput, T>(_: V.Type, as _: T.Type) -> @Sendable (borrowing T, String) throws -> Void {
-        // V is T itself (opened from T's metatype), so a T's storage is a V's.
         { value, location in
-            try withUnsafePointer(to: value) { pointer in
-                try check(UnsafeRawPointer(pointer).assumingMemoryBound(to: V.self).pointee.validate(), location: location)
-            }
+            try check((copy value as! V).validate(), location: location)
         }
     }
 

@@ -2,7 +2,7 @@
 /// `***` in their place wherever it records a path (the access log, trace spans), so that a
 /// secret sent in a path never reaches a log file or a trace collector.
 ///
-/// A route marks one with ``DialectRouteBuilder/secret(_:)`` or ``OperationBuilder/secret(_:)``,
+/// A route marks one with ``RouteBuilder/secret(_:)``,
 /// which adds the tag ``tag(_:)`` (also shown by `gateway routes`); routes built another way pass
 /// that tag among their tags.
 public enum SecretParameters {
@@ -30,12 +30,7 @@ public enum SecretParameters {
     }
 }
 
-extension DialectRouteBuilder {
-    /// Marks path parameter `name` as a secret that logs and traces must not show.
-    public func secret(_ name: String) -> Self { tags(SecretParameters.tag(name)) }
-}
-
-extension OperationBuilder {
+extension RouteBuilder {
     /// Marks path parameter `name` as a secret that logs and traces must not show.
     public func secret(_ name: String) -> Self { tags(SecretParameters.tag(name)) }
 }

@@ -30,12 +30,11 @@ public protocol ServicePlugin: Sendable {
     /// Creates the plugin. Runs after its migrations, once per gateway process.
     init(configuration: Configuration, context: PluginContext) async throws
 
-    /// The native API.
-    var operations: [ServiceOperation] { get }
-    /// The native API's WebSocket routes, under the plugin's mount (`/live` → `/v1/<id>/live`).
-    /// Callers identify themselves as in any native request (`Authorization`, `X-Api-Key`) or, since
-    /// browsers cannot set headers on a WebSocket, with `?access_token=` or `?api_key=`.
-    var webSockets: [WebSocketRoute] { get }
+    /// The native API: its operations (each named `<id>.<verb>`) and WebSockets, under the
+    /// plugin's mount (`/live` → `/v1/<id>/live`). A WebSocket's callers identify themselves as in
+    /// any native request (`Authorization`, `X-Api-Key`) or, since browsers cannot set headers on
+    /// a WebSocket, with `?access_token=` or `?api_key=`.
+    var routes: [Route] { get }
     /// The legacy APIs served beside the native one.
     var dialects: [Dialect] { get }
     /// Long-running work (pollers, evaluators), run in the gateway's service group and stopped gracefully.
@@ -70,7 +69,6 @@ extension ServicePlugin {
     public static var summary: String { id }
     public static var migrations: [Migration] { [] }
     public var dialects: [Dialect] { [] }
-    public var webSockets: [WebSocketRoute] { [] }
     public var services: [any Service] { [] }
     public var importers: [any Importer] { [] }
     public var schemas: [String: JSONValue] { [:] }
@@ -152,7 +150,7 @@ public struct AuthorizationRequest: Sendable {
     /// The dialect the route belongs to; nil for an operation of the native API.
     public let dialect: String?
     public let method: HTTPRequest.Method
-    /// The route's tags (``ServiceOperation/tags``, ``DialectRoute/tags``).
+    /// The route's tags (``Route/tags``, ``Route/tags``).
     public let tags: [String]
     /// The percent-decoded path parameters.
     public let pathParameters: [String: String]

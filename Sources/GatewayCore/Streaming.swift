@@ -2,8 +2,8 @@ import HTTPTypes
 import NIOCore
 
 /// A body that arrives or leaves in pieces: a request body an operation forwards without holding
-/// it (``ServiceOperation/streamsBody``), a reply too large to hold
-/// (``OperationReply/Body/stream(_:contentType:length:)``), an upstream's reply
+/// it (``Route/streamsBody``), a reply too large to hold
+/// (``RouteReply/Body/stream(_:contentType:length:)``), an upstream's reply
 /// (``UpstreamHTTPClient/open(_:body:)``).
 ///
 /// One pass only: a stream is read once, by one reader, and pieces are pulled as the reader asks

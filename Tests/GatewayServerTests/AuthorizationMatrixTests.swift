@@ -41,7 +41,7 @@ struct AuthorizationMatrixTests {
             func headers(_ caller: Caller) -> HTTPFields { callers.headers(caller) }
 
             let notesPlugin = try #require(gateway.gateway.plugins.first { $0.id == "notes" })
-            let operations = notesPlugin.instance.operations
+            let operations = notesPlugin.instance.routes
             #expect(Set(operations.map(\.name)) == Set(Self.expected.keys), "the matrix must cover every operation")
             var unexpectedAllows: [String] = []
             var mismatches: [String] = []

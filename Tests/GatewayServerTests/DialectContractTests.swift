@@ -163,11 +163,11 @@ struct CoimotionKitTests {
     func renderedErrors() throws {
         let missingKey = Coimotion.renderError(.unknownApplication("The app key is missing."))
         #expect(missingKey.status == .ok)
-        #expect(String(buffer: missingKey.body) == #"{"errCode":-1,"message":"The app key is missing."}"#)
+        #expect(String(buffer: missingKey.bytes) == #"{"errCode":-1,"message":"The app key is missing."}"#)
         let signedOut = Coimotion.renderError(.unauthorized("Please log in first."))
-        #expect(String(buffer: signedOut.body) == #"{"errCode":2,"message":"Please log in first.","token":""}"#)
+        #expect(String(buffer: signedOut.bytes) == #"{"errCode":2,"message":"Please log in first.","token":""}"#)
         let reply = try Coimotion.response(.ok(["accName": "mei"], message: "Register Ok.", token: .issue("t1")))
-        #expect(String(buffer: reply.body) == #"{"errCode":0,"message":"Register Ok.","value":{"accName":"mei"},"token":"t1"}"#)
+        #expect(String(buffer: reply.bytes) == #"{"errCode":0,"message":"Register Ok.","value":{"accName":"mei"},"token":"t1"}"#)
     }
 }
 

@@ -5,7 +5,7 @@ import Testing
 
 @testable import GatewayServer
 
-/// Inputs whose rules (``FieldRule``, ``ConstrainedFields``, ``ServiceOperation/inputRules``) must
+/// Inputs whose rules (``FieldRule``, ``ConstrainedFields``, ``Route/inputRules``) must
 /// reach /openapi.json as JSON Schema keywords.
 enum FieldRulesFixtures {
     fileprivate struct Search: Decodable, Sendable, ConstrainedFields {
@@ -50,15 +50,15 @@ enum FieldRulesFixtures {
         summary: "Contacts",
         mount: "/v1/contacts/",
         operations: [
-            GatewayCore.ServiceOperation.define("contacts.search", .get, "/search", summary: "Search")
+            GatewayCore.Route.define("contacts.search", .get, "/search", summary: "Search")
                 .query(Search.self)
                 .rules(["query.sort": .oneOf(["name", "age"])])
                 .returns(Ack.self) { _, _ in Ack(ok: true) },
-            GatewayCore.ServiceOperation.define("contacts.create", .post, "/", summary: "Create")
+            GatewayCore.Route.define("contacts.create", .post, "/", summary: "Create")
                 .body(Contact.self)
                 .rules(["body.age": .integer(18...150), "body": .requiring(["tags"]), "body.kind": .oneOf(["home"])])
                 .returns(Ack.self) { _, _ in Ack(ok: true) },
-            GatewayCore.ServiceOperation.define("contacts.rename", .patch, "/{id}", summary: "Rename")
+            GatewayCore.Route.define("contacts.rename", .patch, "/{id}", summary: "Rename")
                 .path(IDPath.self)
                 .rules(["path.id": .pattern("^[0-9]{1,9}$")])
                 .body(Rename.self)

@@ -148,28 +148,28 @@ enum OpenAPIFixtures {
         summary: "Short notes",
         mount: "/v1/notes/",
         operations: [
-            GatewayCore.ServiceOperation.define("notes.list", .get, "", summary: "List notes")
+            GatewayCore.Route.define("notes.list", .get, "", summary: "List notes")
                 .cache(.shared(ttl: .seconds(300)))
                 .query(NoteQuery.self)
                 .returns([Note].self) { _, _ in [] },
-            GatewayCore.ServiceOperation.define("notes.get", .get, "/{id}", summary: "Read one note")
+            GatewayCore.Route.define("notes.get", .get, "/{id}", summary: "Read one note")
                 .details("Any note, by id.")
                 .path(NoteID.self)
                 .returns(Note.self) { input, _ in Note(id: input.path.id, title: "", created: Date()) },
-            GatewayCore.ServiceOperation.define("notes.create", .post, "/", summary: "Write a note")
+            GatewayCore.Route.define("notes.create", .post, "/", summary: "Write a note")
                 .access(.user)
                 .cost(5)
                 .body(NewNote.self)
                 .returns(Note.self) { input, _ in Note(id: "1", title: input.body.title, created: Date()) },
-            GatewayCore.ServiceOperation.define("notes.delete", .delete, "/{id}", summary: "Delete a note")
+            GatewayCore.Route.define("notes.delete", .delete, "/{id}", summary: "Delete a note")
                 .access(.owner)
                 .path(NoteID.self)
                 .returns(NoContent.self) { _, _ in NoContent() },
-            GatewayCore.ServiceOperation.define("notes.import", .post, "/import", summary: "Import notes from CSV")
+            GatewayCore.Route.define("notes.import", .post, "/import", summary: "Import notes from CSV")
                 .access(.scope("notes:write"))
                 .body(CSVUpload.self)
                 .returns(Summary.self) { _, _ in Summary(count: 0) },
-            GatewayCore.ServiceOperation.define("notes.export", .get, "/export", summary: "Export notes as text")
+            GatewayCore.Route.define("notes.export", .get, "/export", summary: "Export notes as text")
                 .returns(RawReply.self) { _, _ in RawReply(text: "") },
         ]
     )

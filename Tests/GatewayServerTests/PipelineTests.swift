@@ -408,7 +408,7 @@ struct PipelineTests {
 
 @Suite("gateway call")
 struct CallRequestTests {
-    func operation(_ name: String) async throws -> ServiceOperation {
+    func operation(_ name: String) async throws -> Route {
         try await TestGateway.with(notes, yaml: notesYAML) { gateway in
             try #require(gateway.gateway.operation(named: name)?.operation)
         }

@@ -20,7 +20,7 @@ enum NotesLegacyDialect {
         Dialect(
             name: "legacy",
             routes: [
-                DialectRoute(.get, "/legacy/notes.txt", summary: "Titles, one per line") { request, _ in
+                Route.define(.get, "/legacy/notes.txt", summary: "Titles, one per line").handle { request, _ in
                     let limit = request.query("n").flatMap(Int.init) ?? 20
                     guard (1...1000).contains(limit) else { throw GatewayError.invalid(field: "n", "must be between 1 and 1000") }
                     let notes = try await store.list(limit: limit, after: nil)
@@ -28,7 +28,7 @@ enum NotesLegacyDialect {
                 },
                 // Declared like an operation: typed path input, access rule, cost, cache policy and a
                 // tag for the plugin's authorize hook; the host runs all of it.
-                DialectRoute.define(.get, "/legacy/note/{id}", summary: "One note as old JSON, with two Link fields")
+                Route.define(.get, "/legacy/note/{id}", summary: "One note as old JSON, with two Link fields")
                     .path(NoteID.self)
                     .access(.user)
                     .cost(2)
@@ -36,13 +36,13 @@ enum NotesLegacyDialect {
                     .tags(NotesPlugin.lockable)
                     .handleDecoded { call, _ in
                         calls.increment()
-                        let note = try await store.note(call.input.path.id)
+                        let note = try await store.note(call.path.id)
                         return try .json(["code": "0", "id": note.id, "t": note.title], headers: HTTPFields([
                             HTTPField(name: .link, value: "</legacy/notes.txt>; rel=\"collection\""),
                             HTTPField(name: .link, value: "</v1/notes/notes/\(note.id)>; rel=\"alternate\""),
                         ]))
                     },
-                DialectRoute(.post, "/legacy/notes", summary: "Create with the old field names") { request, context in
+                Route.define(.post, "/legacy/notes", summary: "Create with the old field names").handle { request, context in
                     let draft: LegacyCreate
                     do {
                         draft = try JSONDecoder().decode(LegacyCreate.self, from: Data(buffer: request.body))
@@ -52,9 +52,7 @@ enum NotesLegacyDialect {
                     let note = try await store.create(NoteDraft(title: draft.t, body: draft.b ?? ""), owner: context.principal.userID)
                     return try .json(["code": "0", "id": note.id])
                 },
-            ],
-            webSockets: [
-                WebSocketRoute("/legacy/live", summary: "Echoes each text message back, upper-cased") { socket, _ in
+                Route.define(.get, "/legacy/live", summary: "Echoes each text message back, upper-cased").socket { _, socket, _ in
                     for await message in socket.inbound {
                         if case .text(let text) = message { try await socket.send(.text(text.uppercased())) }
                     }
@@ -62,7 +60,7 @@ enum NotesLegacyDialect {
             ],
             credentials: .firstOf(.apiKeyQuery("apikey"), .bearer),
             renderError: { error in
-                (try? DialectResponse.json(LegacyError(code: Int(error.status.code) * 10, msg: error.detail), status: error.status == 404 ? 404 : 200))
+                (try? RouteReply.json(LegacyError(code: Int(error.status.code) * 10, msg: error.detail), status: error.status == 404 ? 404 : 200))
                     ?? .text("error", status: 500)
             })
     }

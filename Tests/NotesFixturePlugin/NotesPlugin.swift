@@ -74,24 +74,24 @@ public struct NotesPlugin: AuthorizingPlugin {
         _ = try await store.create(NoteDraft(title: "Welcome", body: "This note was loaded as demo data."), owner: nil)
     }
 
-    public var operations: [ServiceOperation] {
+    public var routes: [Route] {
         let store = self.store
         let greeting = configuration.greeting
         let calls = self.handlerCalls
         return [
-            ServiceOperation.define("notes.echo", .get, "/echo", summary: "Greet a name (a small JSON operation)")
+            Route.define("notes.echo", .get, "/echo", summary: "Greet a name (a small JSON operation)")
                 .query(EchoQuery.self)
                 .returns(Echo.self) { input, _ in
                     Echo(greeting: "\(greeting), \(input.query.name)", length: input.query.name.count)
                 },
-            ServiceOperation.define("notes.list", .get, "/notes", summary: "List notes, newest first")
+            Route.define("notes.list", .get, "/notes", summary: "List notes, newest first")
                 .cache(.shared(ttl: .seconds(30), tags: ["notes:list"]))
                 .query(ListQuery.self)
                 .returns(NoteList.self) { input, _ in
                     calls.increment()
                     return try await store.list(limit: input.query.limit ?? 50, after: input.query.cursor)
                 },
-            ServiceOperation.define("notes.create", .post, "/notes", summary: "Create a note")
+            Route.define("notes.create", .post, "/notes", summary: "Create a note")
                 .cache(.invalidating(["notes:list"]))
                 .body(NoteDraft.self)
                 .replies(Note.self) { input, context in
@@ -102,7 +102,7 @@ public struct NotesPlugin: AuthorizingPlugin {
                     }
                     return Reply(note, status: 201, headers: [.location: "/v1/notes/notes/\(note.id)", .eTag: note.etag])
                 },
-            ServiceOperation.define("notes.get", .get, "/notes/{id}", summary: "Read one note")
+            Route.define("notes.get", .get, "/notes/{id}", summary: "Read one note")
                 .path(NoteID.self)
                 .resource("id")
                 .tags(NotesPlugin.lockable)
@@ -111,7 +111,7 @@ public struct NotesPlugin: AuthorizingPlugin {
                     await context.recordView(of: note.id, title: note.title)
                     return Reply(note, headers: [.eTag: note.etag])
                 },
-            ServiceOperation.define("notes.update", .put, "/notes/{id}", summary: "Replace a note (conditional with If-Match)")
+            Route.define("notes.update", .put, "/notes/{id}", summary: "Replace a note (conditional with If-Match)")
                 .cache(.invalidating(["notes:list"]))
                 .resource("id")
                 .path(NoteID.self)
@@ -122,7 +122,7 @@ public struct NotesPlugin: AuthorizingPlugin {
                     let note = try await store.update(input.path.id, with: input.body, ifMatch: context.headers[.ifMatch])
                     return Reply(note, headers: [.eTag: note.etag])
                 },
-            ServiceOperation.define("notes.delete", .delete, "/notes/{id}", summary: "Delete a note")
+            Route.define("notes.delete", .delete, "/notes/{id}", summary: "Delete a note")
                 .access(.scope("notes:write"))
                 .resource("id")
                 .cache(.invalidating(["notes:list"]))
@@ -131,21 +131,21 @@ public struct NotesPlugin: AuthorizingPlugin {
                     try await store.delete(input.path.id)
                     return NoContent()
                 },
-            ServiceOperation.define("notes.mine", .get, "/me/notes", summary: "The caller's own notes")
+            Route.define("notes.mine", .get, "/me/notes", summary: "The caller's own notes")
                 .access(.user)
                 .cache(.perPrincipal(ttl: .seconds(30), tags: ["notes:list"]))
                 .returns(NoteList.self) { _, context in
                     calls.increment()
                     return try await store.list(limit: 50, after: nil, owner: context.principal.userID)
                 },
-            ServiceOperation.define("notes.read", .get, "/read/{id}", summary: "Read a note, for callers with notes:read")
+            Route.define("notes.read", .get, "/read/{id}", summary: "Read a note, for callers with notes:read")
                 .access(.scope("notes:read"))
                 .resource("id")
                 .path(NoteID.self)
                 .returns(Note.self) { input, _ in
                     try await store.note(input.path.id)
                 },
-            ServiceOperation.define("notes.owned", .get, "/owned/{id}", summary: "Read a note only its owner may see")
+            Route.define("notes.owned", .get, "/owned/{id}", summary: "Read a note only its owner may see")
                 .access(.owner)
                 .resource("id")
                 .path(NoteID.self)
@@ -154,19 +154,19 @@ public struct NotesPlugin: AuthorizingPlugin {
                     try context.requireOwner(note.owner, resource: "note")
                     return note
                 },
-            ServiceOperation.define("notes.stats", .get, "/admin/stats", summary: "Counts for administrators")
+            Route.define("notes.stats", .get, "/admin/stats", summary: "Counts for administrators")
                 .access(.admin)
                 .returns(Stats.self) { _, _ in
                     Stats(notes: try await store.count())
                 },
-            ServiceOperation.define("notes.links", .get, "/links", summary: "Answer with two Link fields (a repeated header)")
+            Route.define("notes.links", .get, "/links", summary: "Answer with two Link fields (a repeated header)")
                 .replies(Echo.self) { _, _ in
                     Reply(Echo(greeting: "links", length: 2), headers: HTTPFields([
                         HTTPField(name: .link, value: "</v1/notes/notes>; rel=\"collection\""),
                         HTTPField(name: .link, value: "</v1/notes/echo>; rel=\"related\""),
                     ]))
                 },
-            ServiceOperation.define("notes.slow", .get, "/slow", summary: "Answer after a delay (for shutdown tests)")
+            Route.define("notes.slow", .get, "/slow", summary: "Answer after a delay (for shutdown tests)")
                 .query(SlowQuery.self)
                 .returns(Echo.self) { input, _ in
                     try await Task.sleep(for: .milliseconds(min(max(input.query.ms, 0), 10_000)))

@@ -44,7 +44,7 @@ struct UpstreamAuthorizationMatrixTests {
             let clock = TestClock()
             try await TestGateway.with(upstream, yaml: "auth: { sessionTTL: 1h }\n" + upstreamYAML("svc", [url], routes), configure: { $0.clock = clock }) { gateway in
                 let callers = try await MatrixCallers.prepare(gateway, clock: clock, plugin: "svc", otherResources: #"["none"]"#)
-                let operations = try #require(gateway.gateway.plugins.first { $0.id == "svc" }).instance.operations
+                let operations = try #require(gateway.gateway.plugins.first { $0.id == "svc" }).instance.routes
                 #expect(Set(operations.map(\.name)) == Set(Self.expected.keys), "the matrix must cover every route")
                 var unexpectedAllows: [String] = []
                 var mismatches: [String] = []

@@ -19,8 +19,8 @@ enum OneBusAwayDialect {
         let live = CachePolicy.shared(ttl: .seconds(10), tags: ["transit"])
         let reference = CachePolicy.shared(ttl: .seconds(60), tags: ["transit"])
         func route(_ path: String, _ summary: String, cache: CachePolicy,
-                   _ handler: @escaping @Sendable (OBARequest) throws -> DialectResponse) -> DialectRoute {
-            DialectRoute.define(.get, "/api/where/" + path, summary: "OneBusAway: " + summary)
+                   _ handler: @escaping @Sendable (OBARequest) throws -> RouteReply) -> Route {
+            Route.define(.get, "/api/where/" + path, summary: "OneBusAway: " + summary)
                 .access(access)
                 .cache(cache)
                 .handle { request, _ in
@@ -51,7 +51,7 @@ enum OneBusAwayDialect {
 
     static func now() -> Int64 { Int64((Date().timeIntervalSince1970 * 1000).rounded()) }
 
-    static func renderError(_ error: GatewayError) -> DialectResponse {
+    static func renderError(_ error: GatewayError) -> RouteReply {
         let status: HTTPResponse.Status = error.status == 422 ? .badRequest : error.status
         let body: any Encodable & Sendable
         switch status.code {
@@ -67,19 +67,19 @@ enum OneBusAwayDialect {
         case 500...: body = OBAError(code: status.code, currentTime: now(), text: "internal error", version: 2)
         default: body = OBAError(code: status.code, currentTime: now(), text: error.detail, version: 2)
         }
-        return (try? DialectResponse.json(body, status: status)) ?? DialectResponse(status: status)
+        return (try? RouteReply.json(body, status: status)) ?? RouteReply(status: status)
     }
 }
 
 /// One OneBusAway request: its parameters, the network it reads and the references it collects.
 struct OBARequest {
-    let request: DialectRequest
+    let request: RouteRequest
     let view: TransitView
     let now: Int64
     var network: TransitNetwork { view.network }
     var references = ReferenceCollector()
 
-    init(request: DialectRequest, view: TransitView, now: Int64) {
+    init(request: RouteRequest, view: TransitView, now: Int64) {
         self.request = request
         self.view = view
         self.now = now
@@ -153,16 +153,16 @@ struct OBARequest {
 
     // MARK: - Replies
 
-    func reply(_ data: some Encodable & Sendable) throws -> DialectResponse {
-        try DialectResponse.json(OBAEnvelope(code: 200, currentTime: now * 1000 + Int64(Date().timeIntervalSince1970 * 1000) % 1000,
+    func reply(_ data: some Encodable & Sendable) throws -> RouteReply {
+        try RouteReply.json(OBAEnvelope(code: 200, currentTime: now * 1000 + Int64(Date().timeIntervalSince1970 * 1000) % 1000,
                                              data: data, text: "OK", version: 2), contentType: "application/json; charset=utf-8")
     }
 
-    func entry(_ value: some Encodable & Sendable) throws -> DialectResponse {
+    func entry(_ value: some Encodable & Sendable) throws -> RouteReply {
         try reply(OBAEntry(entry: value, references: references.result(network: network, mapper: mapper)))
     }
 
-    func list<Item: Encodable & Sendable>(_ items: [Item], limitExceeded: Bool, outOfRange: Bool?) throws -> DialectResponse {
+    func list<Item: Encodable & Sendable>(_ items: [Item], limitExceeded: Bool, outOfRange: Bool?) throws -> RouteReply {
         try reply(OBAList(limitExceeded: limitExceeded, list: items, outOfRange: outOfRange, references: references.result(network: network, mapper: mapper)))
     }
 
@@ -170,7 +170,7 @@ struct OBARequest {
 
     // MARK: - Endpoints
 
-    func agenciesWithCoverage() throws -> DialectResponse {
+    func agenciesWithCoverage() throws -> RouteReply {
         var request = self
         let limit = try maxCount(default: Int.max, cap: Int.max)
         var boxes: [String: (minLat: Double, maxLat: Double, minLon: Double, maxLon: Double)] = [:]
@@ -210,7 +210,7 @@ struct OBARequest {
         return (lat, lon, latDelta, lonDelta, (radius * radius * 2).squareRoot())
     }
 
-    func stopsForLocation() throws -> DialectResponse {
+    func stopsForLocation() throws -> RouteReply {
         var request = self
         let query = request.request.query("query")
         let area = try area(defaultRadius: query == nil ? 500 : 10_000)
@@ -246,7 +246,7 @@ struct OBARequest {
         return try request.list(stops, limitExceeded: exceeded, outOfRange: outOfRange)
     }
 
-    func stop() throws -> DialectResponse {
+    func stop() throws -> RouteReply {
         var request = self
         let stop = try stopID()
         request.references.routesOf(stop: stop, network: network)
@@ -254,7 +254,7 @@ struct OBARequest {
         return try request.entry(mapper.stop(stop))
     }
 
-    func routesForLocation() throws -> DialectResponse {
+    func routesForLocation() throws -> RouteReply {
         var request = self
         let query = request.request.query("query").map(NameIndex.fold)
         let area = try area(defaultRadius: query == nil ? 500 : 10_000)
@@ -282,14 +282,14 @@ struct OBARequest {
         return try request.list(sorted.map(mapper.route), limitExceeded: exceeded, outOfRange: outOfRange)
     }
 
-    func route() throws -> DialectResponse {
+    func route() throws -> RouteReply {
         var request = self
         guard let route = network.route(pathID) else { throw GatewayError.notFound("resource not found") }
         request.references.agency(network.routes[Int(route)].agency)
         return try request.entry(mapper.route(route))
     }
 
-    func stopsForRoute() throws -> DialectResponse {
+    func stopsForRoute() throws -> RouteReply {
         var request = self
         guard let route = network.route(pathID) else { throw GatewayError.notFound("resource not found") }
         let polylines = try bool("includePolylines", default: true)
@@ -317,7 +317,7 @@ struct OBARequest {
                                                   stopIds: stops.map { network.stops[Int($0)].id }))
     }
 
-    func arrivalsAndDepartures() throws -> DialectResponse {
+    func arrivalsAndDepartures() throws -> RouteReply {
         var request = self
         let stop = try stopID()
         let zone = network.zone(ofStop: stop)
@@ -343,7 +343,7 @@ struct OBARequest {
                                                  situationIds: [], stopId: value.id))
     }
 
-    func arrivalAndDeparture() throws -> DialectResponse {
+    func arrivalAndDeparture() throws -> RouteReply {
         var request = self
         let stop = try stopID()
         let zone = network.zone(ofStop: stop)
@@ -372,7 +372,7 @@ struct OBARequest {
         return try request.entry(arrival)
     }
 
-    func scheduleForStop() throws -> DialectResponse {
+    func scheduleForStop() throws -> RouteReply {
         var request = self
         let stop = try stopID()
         let zone = network.zone(ofStop: stop)
@@ -403,14 +403,14 @@ struct OBARequest {
         return try request.entry(OBAStopSchedule(date: date * 1000, stopId: network.stops[Int(stop)].id, stopRouteSchedules: schedules))
     }
 
-    func trip() throws -> DialectResponse {
+    func trip() throws -> RouteReply {
         var request = self
         guard let trip = network.trip(pathID) else { throw GatewayError.notFound("resource not found") }
         request.references.route(network.trips[Int(trip)].route, network: network)
         return try request.entry(mapper.trip(trip))
     }
 
-    func tripDetails() throws -> DialectResponse {
+    func tripDetails() throws -> RouteReply {
         var request = self
         guard let trip = network.trip(pathID) else { throw GatewayError.notFound("resource not found") }
         let zone = network.zone(ofTrip: trip)
@@ -446,7 +446,7 @@ struct OBARequest {
                                                 tripId: network.trips[Int(trip)].id))
     }
 
-    func searchStop() throws -> DialectResponse {
+    func searchStop() throws -> RouteReply {
         var request = self
         guard let input = request.request.query("input"), !input.trimmingCharacters(in: .whitespaces).isEmpty else {
             throw invalid("input", "missing input")
@@ -467,7 +467,7 @@ struct OBARequest {
         return try request.list(chosen.map(mapper.stop), limitExceeded: found.count > limit, outOfRange: false)
     }
 
-    func searchRoute() throws -> DialectResponse {
+    func searchRoute() throws -> RouteReply {
         var request = self
         guard let input = request.request.query("input"), !input.trimmingCharacters(in: .whitespaces).isEmpty else {
             throw invalid("input", "missing input")
@@ -489,7 +489,7 @@ struct OBARequest {
         return try request.list(chosen.map(mapper.route), limitExceeded: found.count > limit, outOfRange: false)
     }
 
-    func currentTime() throws -> DialectResponse {
+    func currentTime() throws -> RouteReply {
         let millis = Int64((Date().timeIntervalSince1970 * 1000).rounded())
         let seconds = now
         let offset = TimeZone.current.secondsFromGMT(for: Date(timeIntervalSince1970: Double(seconds)))

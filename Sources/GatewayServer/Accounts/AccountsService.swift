@@ -144,7 +144,7 @@ struct AccountsService: HostService {
 
     // MARK: Operations
 
-    var operations: [ServiceOperation] {
+    var routes: [Route] {
         let store = self.store
         let authenticator = self.authenticator
         let throttle = self.throttle
@@ -152,7 +152,7 @@ struct AccountsService: HostService {
         let cache = self.cache
         let verifications = resets.verifications
         return [
-            ServiceOperation.define("accounts.register", .post, "/auth/register", summary: "Create an account and sign in")
+            Route.define("accounts.register", .post, "/auth/register", summary: "Create an account and sign in")
                 .body(RegisterBody.self)
                 .replies(SessionReply.self) { input, context in
                     guard registration == .open || context.principal.isAdmin else {
@@ -165,7 +165,7 @@ struct AccountsService: HostService {
                     return Reply(SessionReply(token: session.token, expiresAt: session.expiresAt, user: user), status: 201,
                                  headers: [.location: "/v1/me", .cacheControl: "no-store"])
                 },
-            ServiceOperation.define("accounts.login", .post, "/auth/login", summary: "Sign in and receive a session token")
+            Route.define("accounts.login", .post, "/auth/login", summary: "Sign in and receive a session token")
                 .status(.ok)
                 .body(LoginBody.self)
                 .replies(SessionReply.self) { input, context in
@@ -176,7 +176,7 @@ struct AccountsService: HostService {
                     return Reply(SessionReply(token: session.token, expiresAt: session.expiresAt, user: user), status: 200,
                                  headers: [.cacheControl: "no-store"])
                 },
-            ServiceOperation.define("accounts.logout", .post, "/auth/logout", summary: "End this session")
+            Route.define("accounts.logout", .post, "/auth/logout", summary: "End this session")
                 .access(.user)
                 .returns(NoContent.self) { _, context in
                     if case .sessionToken(let token)? = NativeCredentials.extract(from: context.headers) {
@@ -185,7 +185,7 @@ struct AccountsService: HostService {
                     }
                     return NoContent()
                 },
-            ServiceOperation.define("accounts.logoutEverywhere", .post, "/auth/logout-everywhere", summary: "End every session of this user")
+            Route.define("accounts.logoutEverywhere", .post, "/auth/logout-everywhere", summary: "End every session of this user")
                 .access(.user)
                 .returns(NoContent.self) { _, context in
                     guard let userID = context.principal.userID else { throw GatewayError.forbidden("This credential has no user.") }
@@ -193,12 +193,12 @@ struct AccountsService: HostService {
                     authenticator.forget(userID: userID)
                     return NoContent()
                 },
-            ServiceOperation.define("accounts.me", .get, "/me", summary: "The signed-in user's profile")
+            Route.define("accounts.me", .get, "/me", summary: "The signed-in user's profile")
                 .access(.user)
                 .returns(AccountStore.User.self) { _, context in
                     try await Self.currentUser(context, store: store)
                 },
-            ServiceOperation.define("accounts.updateMe", .patch, "/me", summary: "Change the display name or profile fields")
+            Route.define("accounts.updateMe", .patch, "/me", summary: "Change the display name or profile fields")
                 .access(.user)
                 .body(ProfilePatch.self)
                 .returns(AccountStore.User.self) { input, context in
@@ -208,7 +208,7 @@ struct AccountsService: HostService {
                     if updated.email != user.email { verifications.offer(updated) }
                     return updated
                 },
-            ServiceOperation.define("accounts.changePassword", .put, "/me/password", summary: "Change the password (ends every other session)")
+            Route.define("accounts.changePassword", .put, "/me/password", summary: "Change the password (ends every other session)")
                 .access(.user)
                 .body(PasswordChange.self)
                 .returns(NoContent.self) { input, context in
@@ -219,13 +219,13 @@ struct AccountsService: HostService {
                     authenticator.forget(userID: user.id)
                     return NoContent()
                 },
-            ServiceOperation.define("accounts.keys.list", .get, "/me/keys", summary: "The signed-in user's API keys")
+            Route.define("accounts.keys.list", .get, "/me/keys", summary: "The signed-in user's API keys")
                 .access(.user)
                 .returns(Page<AccountStore.APIKey>.self) { _, context in
                     // A user has few keys: one page, all of them.
                     Page(items: try await store.keys(userID: try await Self.currentUser(context, store: store).id), nextCursor: nil)
                 },
-            ServiceOperation.define("accounts.keys.create", .post, "/me/keys", summary: "Create an API key (its secret is shown once)")
+            Route.define("accounts.keys.create", .post, "/me/keys", summary: "Create an API key (its secret is shown once)")
                 .access(.user)
                 .body(AccountStore.KeyGrant.self)
                 .replies(CreatedKey.self) { [keyRules] input, context in
@@ -244,7 +244,7 @@ struct AccountsService: HostService {
                     return Reply(CreatedKey(secret: secret, key: key), status: 201,
                                  headers: [.location: "/v1/me/keys/\(key.id)", .cacheControl: "no-store"])
                 },
-            ServiceOperation.define("accounts.keys.revoke", .delete, "/me/keys/{id}", summary: "Revoke one of the user's API keys")
+            Route.define("accounts.keys.revoke", .delete, "/me/keys/{id}", summary: "Revoke one of the user's API keys")
                 .access(.user)
                 .path(KeyID.self)
                 .returns(NoContent.self) { input, context in
@@ -254,7 +254,7 @@ struct AccountsService: HostService {
                     authenticator.forget(userID: user.id)
                     return NoContent()
                 },
-            ServiceOperation.define("accounts.cache.purge", .post, "/admin/cache/purge", summary: "Purge cached replies by tag, or all")
+            Route.define("accounts.cache.purge", .post, "/admin/cache/purge", summary: "Purge cached replies by tag, or all")
                 .access(.admin)
                 .status(200)
                 .body(Purge.self)
@@ -267,7 +267,7 @@ struct AccountsService: HostService {
                     await cache.invalidate(tags: tags)
                     return Purged(purged: tags)
                 },
-            ServiceOperation.define("accounts.reload", .post, "/admin/reload",
+            Route.define("accounts.reload", .post, "/admin/reload",
                                     summary: "Read plugins.yaml again and apply what can change live (on every instance of the database)")
                 .access(.admin)
                 .status(200)

@@ -34,7 +34,7 @@ enum CoimotionAccountsDialect {
             return value
         }
         return Coimotion.dialect(routes: [
-            DialectRoute.define(.post, "/coimotion/core/user/register", summary: "Register (accName, passwd, passwd2 as prehashes)")
+            Route.define(.post, "/coimotion/core/user/register", summary: "Register (accName, passwd, passwd2 as prehashes)")
                 .handle(Coimotion.call { call, _ in
                     guard registration == .open else { throw GatewayError.forbidden("Registration is closed.") }
                     let name = try call.require("accName")
@@ -47,7 +47,7 @@ enum CoimotionAccountsDialect {
                     verifications.offer(user)
                     return .ok(["accName": user.username], message: "Register Ok.")
                 }),
-            DialectRoute.define(.post, "/coimotion/core/user/login", summary: "Log in; the reply carries the token")
+            Route.define(.post, "/coimotion/core/user/login", summary: "Log in; the reply carries the token")
                 .handle(Coimotion.call { call, context in
                     let name = try call.require("accName")
                     let password = try prehash(call, "passwd")
@@ -57,7 +57,7 @@ enum CoimotionAccountsDialect {
                     let session = try await store.createSession(userID: user.id)
                     return .ok(message: "Login Ok.", token: .issue(session.token))
                 }),
-            DialectRoute.define(.post, "/coimotion/core/user/logout", summary: "Log out (always succeeds)")
+            Route.define(.post, "/coimotion/core/user/logout", summary: "Log out (always succeeds)")
                 .handle(Coimotion.call { call, _ in
                     if let token = call.token, !token.isEmpty {
                         try await store.revokeSession(token: token)
@@ -65,14 +65,14 @@ enum CoimotionAccountsDialect {
                     }
                     return .ok(message: "Logout Ok.", token: .end)
                 }),
-            DialectRoute.define(.post, "/coimotion/core/user/profile", summary: "The profile; a guest without a valid token")
+            Route.define(.post, "/coimotion/core/user/profile", summary: "The profile; a guest without a valid token")
                 .handle(Coimotion.call { _, context in
                     guard let userID = context.principal.userID, let user = try await store.user(id: userID) else {
                         return .ok(Profile(dspName: "guest", isGuest: .guest))
                     }
                     return .ok(Profile(dspName: user.displayName, isGuest: .member))
                 }),
-            DialectRoute.define(.post, "/coimotion/core/user/updPasswd", summary: "Change the password (oldPasswd, passwd, passwd2)")
+            Route.define(.post, "/coimotion/core/user/updPasswd", summary: "Change the password (oldPasswd, passwd, passwd2)")
                 .access(.user)
                 .handle(Coimotion.call { call, context in
                     guard let userID = context.principal.userID, let user = try await store.user(id: userID) else {

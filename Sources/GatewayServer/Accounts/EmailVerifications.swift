@@ -174,9 +174,9 @@ enum EmailVerificationOperations {
         var message: String
     }
 
-    static func operations(verifications: EmailVerifications) -> [ServiceOperation] {
+    static func operations(verifications: EmailVerifications) -> [Route] {
         [
-            ServiceOperation.define("accounts.emailVerification", .post, "/me/email/verification", summary: "Mail a link that confirms the profile's email address")
+            Route.define("accounts.emailVerification", .post, "/me/email/verification", summary: "Mail a link that confirms the profile's email address")
                 .details("Only a confirmed address receives password reset links. 202 whether or not a link is sent (none when the address is confirmed already, or a link went out moments ago); 409 when the profile has no address.")
                 .access(.user)
                 .status(202)
@@ -190,14 +190,14 @@ enum EmailVerificationOperations {
                     return Reply(Accepted(message: user.emailVerified ? "The address is confirmed already." : "A link to confirm the address is on its way."),
                                  status: .accepted)
                 },
-            ServiceOperation.define("accounts.emailVerificationConfirm", .post, "/auth/verify-email", summary: "Confirm an email address with a link's token")
+            Route.define("accounts.emailVerificationConfirm", .post, "/auth/verify-email", summary: "Confirm an email address with a link's token")
                 .details("404 when the token was used already, has expired or is unknown.")
                 .body(TokenBody.self)
                 .returns(NoContent.self) { input, _ in
                     try await verifications.confirm(token: input.body.token)
                     return NoContent()
                 },
-            ServiceOperation.define("accounts.emailVerificationPage", .get, "/auth/verify-email", summary: "The page a verification link opens: confirms the address")
+            Route.define("accounts.emailVerificationPage", .get, "/auth/verify-email", summary: "The page a verification link opens: confirms the address")
                 .query(PageQuery.self)
                 .documentRawOutput(mediaTypes: "text/html")
                 .documentErrors([.notFound], mediaType: "text/html")

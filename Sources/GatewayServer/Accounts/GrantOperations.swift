@@ -18,19 +18,19 @@ enum GrantOperations {
         var scopes: [String]
     }
 
-    static func operations(store: AccountStore, authenticator: AccountAuthenticator) -> [ServiceOperation] {
+    static func operations(store: AccountStore, authenticator: AccountAuthenticator) -> [Route] {
         @Sendable func user(_ username: String) async throws -> AccountStore.User {
             guard let user = try await store.user(named: username) else { throw GatewayError.notFound("No user named '\(username.prefix(64))'.") }
             return user
         }
         return [
-            ServiceOperation.define("accounts.grants.get", .get, "/admin/users/{username}/grants", summary: "What an administrator granted a user")
+            Route.define("accounts.grants.get", .get, "/admin/users/{username}/grants", summary: "What an administrator granted a user")
                 .access(.admin)
                 .path(UserName.self)
                 .returns(Grants.self) { input, _ in
                     Grants(scopes: try await store.grants(of: try await user(input.path.username).id))
                 },
-            ServiceOperation.define("accounts.grants.set", .put, "/admin/users/{username}/grants",
+            Route.define("accounts.grants.set", .put, "/admin/users/{username}/grants",
                                     summary: "Set what a user may write of the data everyone shares (such as suggest:write)")
                 .access(.admin)
                 .status(200)

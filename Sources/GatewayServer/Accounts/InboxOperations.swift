@@ -81,9 +81,9 @@ enum InboxOperations {
         return id
     }
 
-    static func operations(database: any SQLDatabase) -> [ServiceOperation] {
+    static func operations(database: any SQLDatabase) -> [Route] {
         [
-            ServiceOperation.define("accounts.notifications.list", .get, "/me/notifications", summary: "The user's notifications, newest first")
+            Route.define("accounts.notifications.list", .get, "/me/notifications", summary: "The user's notifications, newest first")
                 .access(.user)
                 .query(ListQuery.self)
                 .returns(Page<Notification>.self) { input, context in
@@ -96,7 +96,7 @@ enum InboxOperations {
                     let page = rows.prefix(limit)
                     return Page(items: page.map(\.notification), nextCursor: rows.count > limit ? page.last.map { String($0.created_at) } : nil)
                 },
-            ServiceOperation.define("accounts.notifications.unread", .get, "/me/notifications/unread-count", summary: "How many notifications are unread")
+            Route.define("accounts.notifications.unread", .get, "/me/notifications/unread-count", summary: "How many notifications are unread")
                 .access(.user)
                 .returns(UnreadCount.self) { _, context in
                     struct Count: Decodable { var count: Int }
@@ -105,7 +105,7 @@ enum InboxOperations {
                         .first(decoding: Count.self)
                     return UnreadCount(unread: count?.count ?? 0)
                 },
-            ServiceOperation.define("accounts.notifications.read", .post, "/me/notifications/{id}/read", summary: "Mark a notification read")
+            Route.define("accounts.notifications.read", .post, "/me/notifications/{id}/read", summary: "Mark a notification read")
                 .access(.user)
                 .path(EntryID.self)
                 .status(200)
@@ -119,14 +119,14 @@ enum InboxOperations {
                     }
                     return row.notification
                 },
-            ServiceOperation.define("accounts.notifications.delete", .delete, "/me/notifications/{id}", summary: "Delete a notification")
+            Route.define("accounts.notifications.delete", .delete, "/me/notifications/{id}", summary: "Delete a notification")
                 .access(.user)
                 .path(EntryID.self)
                 .returns(NoContent.self) { input, context in
                     try await deleteOwned("gateway_notifications", id: input.path.id, user: try userID(context), what: "notification", database: database)
                     return NoContent()
                 },
-            ServiceOperation.define("accounts.history.list", .get, "/me/history", summary: "What the user viewed recently, newest first")
+            Route.define("accounts.history.list", .get, "/me/history", summary: "What the user viewed recently, newest first")
                 .access(.user)
                 .query(ListQuery.self)
                 .returns(Page<HistoryEntry>.self) { input, context in
@@ -141,14 +141,14 @@ enum InboxOperations {
                                                        viewedAt: Date(timeIntervalSince1970: $0.viewed_at)) },
                         nextCursor: rows.count > limit ? page.last.map { String($0.viewed_at) } : nil)
                 },
-            ServiceOperation.define("accounts.history.delete", .delete, "/me/history/{id}", summary: "Remove one entry from the history")
+            Route.define("accounts.history.delete", .delete, "/me/history/{id}", summary: "Remove one entry from the history")
                 .access(.user)
                 .path(EntryID.self)
                 .returns(NoContent.self) { input, context in
                     try await deleteOwned("gateway_history", id: input.path.id, user: try userID(context), what: "history entry", database: database)
                     return NoContent()
                 },
-            ServiceOperation.define("accounts.history.clear", .delete, "/me/history", summary: "Clear the whole history")
+            Route.define("accounts.history.clear", .delete, "/me/history", summary: "Clear the whole history")
                 .access(.user)
                 .returns(NoContent.self) { _, context in
                     try await database.delete(from: "gateway_history").where("user_id", .equal, try userID(context)).run()

@@ -50,9 +50,9 @@ enum PasswordResetOperations {
         init(from decoder: any Decoder) throws { fields = try [String: String](from: decoder) }
     }
 
-    static func operations(resets: PasswordResets) -> [ServiceOperation] {
+    static func operations(resets: PasswordResets) -> [Route] {
         [
-            ServiceOperation.define("accounts.passwordReset", .post, "/auth/password-reset", summary: "Mail a link to set a new password")
+            Route.define("accounts.passwordReset", .post, "/auth/password-reset", summary: "Mail a link to set a new password")
                 .details("Send `username` or `email`. The answer is 202, in the same time, whether or not the account exists, so that it tells nobody which accounts do; the link goes only to a confirmed address (see `/v1/me/email/verification`) and works for `auth.passwordReset.ttl` (1h), once.")
                 .body(RequestBody.self)
                 .status(202)
@@ -69,20 +69,20 @@ enum PasswordResetOperations {
                     resets.request(username: input.body.username, email: input.body.email)
                     return Reply(Accepted(message: "If the account exists and has an email address, a link to set a new password is on its way."), status: .accepted)
                 },
-            ServiceOperation.define("accounts.passwordResetConfirm", .post, "/auth/password-reset/confirm", summary: "Set a new password with a reset link's token")
+            Route.define("accounts.passwordResetConfirm", .post, "/auth/password-reset/confirm", summary: "Set a new password with a reset link's token")
                 .details("Ends every session of the user. 404 when the token was used already, has expired or is unknown.")
                 .body(ConfirmBody.self)
                 .returns(NoContent.self) { input, _ in
                     try await resets.confirm(token: input.body.token, password: input.body.password)
                     return NoContent()
                 },
-            ServiceOperation.define("accounts.passwordResetPage", .get, "/auth/password-reset/form", summary: "The page a reset link opens")
+            Route.define("accounts.passwordResetPage", .get, "/auth/password-reset/form", summary: "The page a reset link opens")
                 .query(PageQuery.self)
                 .documentRawOutput(mediaTypes: "text/html")
                 .returns(RawReply.self) { input, _ in
                     page(token: input.query.token ?? "", message: nil)
                 },
-            ServiceOperation.define("accounts.passwordResetSubmit", .post, "/auth/password-reset/form", summary: "The reset page's form: sets the new password")
+            Route.define("accounts.passwordResetSubmit", .post, "/auth/password-reset/form", summary: "The reset page's form: sets the new password")
                 .details("`confirm` repeats `password`. A refusal answers the page again with what is wrong: 400 for the form, 404 for a link that is used, expired or unknown.")
                 .body(FormBody.self)
                 .documentBody(schema: .object([

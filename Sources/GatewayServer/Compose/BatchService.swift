@@ -71,8 +71,8 @@ struct BatchService: HostService {
         var bodyBase64: String?
     }
 
-    var operations: [ServiceOperation] {
-        [ServiceOperation.define("batch.run", .post, "", summary: "Run several calls in one request")
+    var routes: [Route] {
+        [Route.define("batch.run", .post, "", summary: "Run several calls in one request")
             .details("Each call goes through the whole pipeline as a request of its own, with the caller's credential. Calls run concurrently, after the ones they depend on.")
             .body(Request.self)
             .rules(["body.calls": .list(1...maxCalls)])

@@ -25,16 +25,16 @@ struct CompositeService: HostService {
 
     /// `operations` (by name) are the gateway's others: a path parameter passed whole as a step's
     /// input is documented with the rules of the parameter it becomes.
-    init(caller: InternalCaller, composites: [String: CompositeSettings], documenting operations: [String: ServiceOperation] = [:]) {
+    init(caller: InternalCaller, composites: [String: CompositeSettings], documenting operations: [String: Route] = [:]) {
         self.caller = caller
         self.composites = composites.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
         compiled = composites.mapValues(CompiledComposite.init)
         parameterRules = composites.mapValues { Self.parameterRules(of: $0, operations: operations) }
     }
 
-    static func parameterRules(of settings: CompositeSettings, operations: [String: ServiceOperation]) -> [String: FieldRule] {
+    static func parameterRules(of settings: CompositeSettings, operations: [String: Route]) -> [String: FieldRule] {
         var rules: [String: FieldRule] = [:]
-        for name in ServiceOperation.parameterNames(in: settings.path) {
+        for name in Route.parameterNames(in: settings.path) {
             for step in settings.steps.values {
                 guard let target = step.operation.flatMap({ operations[$0] }) else { continue }
                 for (field, value) in step.input ?? [:] where value == .string("{{request.path.\(name)}}") {
@@ -49,16 +49,16 @@ struct CompositeService: HostService {
         return rules
     }
 
-    var operations: [ServiceOperation] {
+    var routes: [Route] {
         composites.map { name, settings in
             let method: HTTPRequest.Method = settings.method == "POST" ? .post : .get
             let composite = compiled[name] ?? CompiledComposite(settings)
-            var operation = ServiceOperation.forwarding(
-                "composite.\(name)", method, settings.path, summary: settings.summary ?? "The composite \(name): \(settings.steps.keys.sorted().joined(separator: ", "))",
-                access: CompositeSettings.accessRule(settings.access) ?? .public, tags: ["composite"], streamsBody: false
-            ) { request, context in
-                try await run(composite, request: request, context: context)
-            }
+            var operation = Route.define(
+                "composite.\(name)", method, settings.path, summary: settings.summary ?? "The composite \(name): \(settings.steps.keys.sorted().joined(separator: ", "))")
+                .access(CompositeSettings.accessRule(settings.access) ?? .public).tags("composite")
+                .forwards(streamsBody: false) { request, context in
+                    try await run(composite, request: request, context: context)
+                }
             operation.rawMediaTypes = []
             operation.inputRules = parameterRules[name] ?? [:]
             operation.documentedOutput = .object(["type": .string("object"),
@@ -69,7 +69,7 @@ struct CompositeService: HostService {
 
     /// The names of operations the steps call that the gateway does not have.
     /// Steps naming an operation that is not among `operations`, as located problems.
-    func unknownOperations(among operations: [String: (operation: ServiceOperation, mount: String)]) -> [String] {
+    func unknownOperations(among operations: [String: (operation: Route, mount: String)]) -> [String] {
         composites.flatMap { name, settings in
             settings.steps.compactMap { step, definition in
                 definition.operation.flatMap { operations[$0] == nil ? "composites.\(name).steps.\(step): no operation is named '\($0)'" : nil }
@@ -86,10 +86,10 @@ struct CompositeService: HostService {
         var values: [String: JSONValue] = [:]
     }
 
-    func run(_ composite: CompiledComposite, request: OperationRequest, context: OperationContext) async throws -> OperationReply {
+    func run(_ composite: CompiledComposite, request: RouteRequest, context: OperationContext) async throws -> RouteReply {
         let settings = composite.settings
         var body: JSONValue?
-        if let bytes = request.body, bytes.readableBytes > 0 {
+        if case let bytes = request.body, bytes.readableBytes > 0 {
             do { body = try JSONValue.parse(bytes) } catch { throw GatewayError.badRequest("The body is not JSON: \(error)") }
         }
         var environment = Environment(path: request.pathParameters, query: request.queryParameters, body: body)
@@ -149,7 +149,7 @@ struct CompositeService: HostService {
                 "status": .number(Double(code)), "detail": .string("The step '\(required)' answered \(status)."),
                 "requestId": .string(context.requestID), "errors": .object(errors),
             ])
-            return OperationReply(status: HTTPResponse.Status(code: code), body: .bytes(problem.serialized(), contentType: "application/problem+json"))
+            return RouteReply(status: HTTPResponse.Status(code: code), body: .bytes(problem.serialized(), contentType: "application/problem+json"))
         }
         var reply: JSONValue
         if let template = composite.reply {
@@ -161,7 +161,7 @@ struct CompositeService: HostService {
             members["errors"] = .object(errors)
             reply = .object(members)
         }
-        return OperationReply(status: .ok, body: .bytes(reply.serialized(), contentType: "application/json"))
+        return RouteReply(status: .ok, body: .bytes(reply.serialized(), contentType: "application/json"))
     }
 
     /// The call a step makes, its references filled in.

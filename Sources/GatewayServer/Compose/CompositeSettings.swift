@@ -58,7 +58,7 @@ public struct CompositeSettings: Decodable, Sendable, Equatable {
         reply = try container.decodeIfPresent(JSONValue.self, forKey: .reply)
         guard !steps.isEmpty else { throw DecodingError.dataCorruptedError(forKey: .steps, in: container, debugDescription: "give at least one step") }
         // References: to path parameters the path has, to steps that exist, without a circle.
-        let parameters = Set(ServiceOperation.parameterNames(in: path))
+        let parameters = Set(Route.parameterNames(in: path))
         func check(_ value: JSONValue?, at key: String) throws -> Set<String> {
             var used = Set<String>()
             for reference in CompositeReference.all(in: value) {

@@ -10,10 +10,10 @@ import NIOCore
 /// gateway is assembled (the endpoints that call it are part of it).
 final class InternalCaller: Sendable {
     private let responder = NIOLockedValueBox<GatewayResponder?>(nil)
-    private let operations = NIOLockedValueBox<[String: (operation: ServiceOperation, mount: String)]>([:])
+    private let operations = NIOLockedValueBox<[String: (operation: Route, mount: String)]>([:])
 
     /// Makes the caller usable: the pipeline, and the operations callable by name with their mounts.
-    func attach(_ responder: GatewayResponder, operations: [String: (operation: ServiceOperation, mount: String)]) {
+    func attach(_ responder: GatewayResponder, operations: [String: (operation: Route, mount: String)]) {
         self.responder.withLockedValue { $0 = responder }
         self.operations.withLockedValue { $0 = operations }
     }
@@ -23,7 +23,7 @@ final class InternalCaller: Sendable {
     /// any depth, whatever path or operation name reached it.
     @TaskLocal static var servesInnerCall = false
 
-    func operation(named name: String) -> (operation: ServiceOperation, mount: String)? {
+    func operation(named name: String) -> (operation: Route, mount: String)? {
         operations.withLockedValue { $0[name] }
     }
 

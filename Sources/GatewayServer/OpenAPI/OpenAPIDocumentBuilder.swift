@@ -13,13 +13,13 @@ public struct PluginDescription: Sendable {
     /// Where the plugin's operations are mounted, such as `/v1/notes`.
     public var mount: String
     /// The plugin's native operations.
-    public var operations: [GatewayCore.ServiceOperation]
+    public var operations: [GatewayCore.Route]
     /// The plugin's named schemas (``ServicePlugin/schemas``), put in the document's components.
     public var schemas: [String: JSONValue]
     /// Path items the plugin documents itself (``ServicePlugin/documentedPaths``).
     public var documentedPaths: [String: JSONValue]
 
-    public init(id: String, summary: String, mount: String, operations: [GatewayCore.ServiceOperation], schemas: [String: JSONValue] = [:],
+    public init(id: String, summary: String, mount: String, operations: [GatewayCore.Route], schemas: [String: JSONValue] = [:],
                 documentedPaths: [String: JSONValue] = [:]) {
         self.id = id
         self.summary = summary
@@ -145,7 +145,7 @@ public enum OpenAPIDocumentBuilder {
         paths[path] = item
     }
 
-    private static func describe(_ operation: GatewayCore.ServiceOperation, tag: String) -> OpenAPI.Operation {
+    private static func describe(_ operation: GatewayCore.Route, tag: String) -> OpenAPI.Operation {
         let io = operation.io
         let hasInput = io.path != NoInput.self || io.query != NoInput.self || io.hasBody || !operation.pathParameterNames.isEmpty
 
@@ -183,7 +183,7 @@ public enum OpenAPIDocumentBuilder {
         )
     }
 
-    private static func parameters(of operation: GatewayCore.ServiceOperation) -> OpenAPI.Parameter.Array {
+    private static func parameters(of operation: GatewayCore.Route) -> OpenAPI.Parameter.Array {
         var result: OpenAPI.Parameter.Array = []
         // The template decides which path parameters exist; a declared field the template lacks could
         // never be sent, and a template name without a field still arrives, as text.
@@ -201,7 +201,7 @@ public enum OpenAPIDocumentBuilder {
         return result
     }
 
-    private static func requestBody(of operation: GatewayCore.ServiceOperation) -> OpenAPI.Request? {
+    private static func requestBody(of operation: GatewayCore.Route) -> OpenAPI.Request? {
         guard operation.io.hasBody else { return nil }
         let isRaw = operation.io.body is any RawBodyInput.Type
         // A documented shape describes the JSON the operation reads; other media types (CSV) keep theirs.
@@ -214,7 +214,7 @@ public enum OpenAPIDocumentBuilder {
             return memberRules.isEmpty ? schema : schema.adding(["properties": .object(Dictionary(uniqueKeysWithValues: memberRules))])
         }
         let documentedJSON = (operation.documentedBody.map(documented)
-            ?? operation.documentedBodyShape.map { SchemaReflector.schema(for: $0.type) }).map(withMemberRules)
+            ?? operation.io.bodyShape.map { SchemaReflector.schema(for: $0) }).map(withMemberRules)
         let schema = isRaw ? nil : withMemberRules(SchemaReflector.schema(for: operation.io.body))
         var content: OrderedDictionary<OpenAPI.ContentType, OpenAPI.Content> = [:]
         for mediaType in operation.bodyMediaTypes {
@@ -234,11 +234,11 @@ public enum OpenAPIDocumentBuilder {
     }
 
     /// A ``NoContent`` output always answers 204, whatever the operation's default status.
-    private static func successStatus(of operation: GatewayCore.ServiceOperation) -> Int {
+    private static func successStatus(of operation: GatewayCore.Route) -> Int {
         operation.io.output == NoContent.self ? 204 : operation.successStatus.code
     }
 
-    private static func successResponse(of operation: GatewayCore.ServiceOperation) -> OpenAPI.Response {
+    private static func successResponse(of operation: GatewayCore.Route) -> OpenAPI.Response {
         let status = successStatus(of: operation)
         let description = reasonPhrase(for: status)
         let output = operation.io.output
@@ -253,8 +253,8 @@ public enum OpenAPIDocumentBuilder {
         }
         if output == RawReply.self {
             var content: OrderedDictionary<OpenAPI.ContentType, OpenAPI.Content> = [:]
-            if let shape = operation.documentedOutputShape {
-                content[.json] = OpenAPI.Content(schema: SchemaReflector.schema(forOutput: shape.type))
+            if let shape = operation.io.outputShape {
+                content[.json] = OpenAPI.Content(schema: SchemaReflector.schema(forOutput: shape))
             }
             for mediaType in operation.rawMediaTypes {
                 if let type = OpenAPI.ContentType(rawValue: mediaType) { content[type] = OpenAPI.Content(schema: .string) }

@@ -7,7 +7,7 @@ public enum CallRequest {
     /// The request target and body for running `operation` (mounted at `mount`) with name=value arguments:
     /// path parameters fill the path, query parameters (and every pair, for an operation without a body)
     /// the query, the rest a JSON body whose values are parsed as JSON where they parse.
-    public static func build(operation: ServiceOperation, mount: String, arguments: [(String, String)], body: String?) throws -> (target: String, body: ByteBuffer?) {
+    public static func build(operation: Route, mount: String, arguments: [(String, String)], body: String?) throws -> (target: String, body: ByteBuffer?) {
         var path = operation.path
         var remaining: [(String, String)] = []
         let pathNames = Set(operation.pathParameterNames)
@@ -20,7 +20,7 @@ public enum CallRequest {
                 remaining.append((name, value))
             }
         }
-        if let missing = ServiceOperation.parameterNames(in: path).first {
+        if let missing = Route.parameterNames(in: path).first {
             throw CallError("the path parameter '\(missing)' is missing (pass \(missing)=...)")
         }
         var target = Gateway.joinPath(mount, path)

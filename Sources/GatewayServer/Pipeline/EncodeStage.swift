@@ -21,7 +21,7 @@ struct EncodeStage {
         case .bytes(let buffer, let type): body = .bytes(buffer); contentType = type
         case .stream(let stream, let type, let length): body = .stream(stream, length: length); contentType = type
         }
-        var encoded = EncodedReply(status: reply.status, body: body, handlerFields: reply.headers, isDialect: reply.isDialect,
+        var encoded = EncodedReply(status: reply.status, body: body, handlerFields: reply.headers, isDialect: call.mounted.dialect != nil,
                                    capacity: call.limitFields.count + reply.headers.count + 8)
         if let length = body.length { encoded.headers.append(HTTPField(name: .contentLength, value: String(length))) }
         encoded.headers.append(contentsOf: call.limitFields)

@@ -56,21 +56,12 @@ public struct GatewayRequestContext: RequestContext {
 /// a dialect route differs only in how the caller presents a credential, in reading the body
 /// before the principal stage (its credential may be in it), and in its error shape.
 final class MountedRoute: Sendable {
-    enum Handler: Sendable {
-        case operation(ServiceOperation)
-        case dialect(Dialect, DialectRoute)
-    }
-
     let pluginID: String
     /// The operation's name, or `<plugin>.<dialect> METHOD <path>`.
     let name: String
-    // The handler's parts are stored apart and read in place: a request that copied the whole
-    // descriptor out of an enum would count references to each of its strings and arrays.
-    /// The operation, for a route of the native API.
-    let operation: ServiceOperation?
-    /// The dialect and its route, for a dialect route.
+    let route: Route
+    /// The dialect, for a dialect's route.
     let dialect: Dialect?
-    let dialectRoute: DialectRoute?
     let plugin: PluginContext
     let template: String
     let access: AccessRule
@@ -83,7 +74,7 @@ final class MountedRoute: Sendable {
     let secretParameters: [String]
     /// Whether the handler reads a body (a dialect route's body is always read: its credential may be there).
     let readsBody: Bool
-    /// Whether the handler takes the body as it arrives (``ServiceOperation/streamsBody``).
+    /// Whether the handler takes the body as it arrives (``Route/streamsBody``).
     let streamsBody: Bool
     /// The plugin's ``ServicePlugin/cacheAdmits(_:)``.
     let cacheAdmits: @Sendable (Principal) async -> Bool
@@ -94,38 +85,22 @@ final class MountedRoute: Sendable {
     let storedTags: [TagTemplate]
     let invalidatedTags: [TagTemplate]
 
-    init(pluginID: String, handler: Handler, plugin: PluginContext, template: String, cache: CachePolicy, instance: any ServicePlugin,
-         metrics: GatewayMetrics) {
+    init(pluginID: String, route: Route, dialect: Dialect?, plugin: PluginContext, template: String, cache: CachePolicy,
+         instance: any ServicePlugin, metrics: GatewayMetrics) {
         self.pluginID = pluginID
+        self.route = route
+        self.dialect = dialect
         self.plugin = plugin
         self.template = template
         self.cache = cache
-        switch handler {
-        case .operation(let operation):
-            self.operation = operation
-            dialect = nil
-            dialectRoute = nil
-            name = operation.name
-            access = operation.access
-            cost = operation.cost
-            resourceParameter = operation.resourceParameter
-            tags = operation.tags
-            readsBody = operation.io.hasBody && !operation.streamsBody
-            streamsBody = operation.streamsBody
-            self.metrics = metrics.endpointSeries(operation.name, commonStatus: Int(operation.successStatus.code))
-        case .dialect(let dialect, let route):
-            operation = nil
-            self.dialect = dialect
-            dialectRoute = route
-            name = "\(pluginID).\(dialect.name) \(route.method.rawValue) \(route.path)"
-            access = route.access
-            cost = route.cost
-            resourceParameter = route.resourceParameter
-            tags = route.tags
-            readsBody = true
-            streamsBody = false
-            self.metrics = metrics.endpointSeries(name, commonStatus: 200)
-        }
+        name = dialect.map { "\(pluginID).\($0.name) \(route.method.rawValue) \(route.path)" } ?? route.name
+        access = route.access
+        cost = route.cost
+        resourceParameter = route.resourceParameter
+        tags = route.tags
+        readsBody = dialect != nil || (route.io.hasBody && !route.streamsBody)
+        streamsBody = route.streamsBody
+        self.metrics = metrics.endpointSeries(name, commonStatus: dialect == nil ? Int(route.successStatus.code) : 200)
         cacheAdmits = { await instance.cacheAdmits($0) }
         if let authorizing = instance as? any AuthorizingPlugin {
             authorize = { request in try await authorizing.authorize(request) }
@@ -138,8 +113,7 @@ final class MountedRoute: Sendable {
     }
 
     var summary: String {
-        if let operation { return operation.summary }
-        return "[\(dialect?.name ?? "")] \(dialectRoute?.summary ?? "")"
+        dialect.map { "[\($0.name)] \(route.summary)" } ?? route.summary
     }
 }
 

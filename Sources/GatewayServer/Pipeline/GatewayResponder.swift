@@ -124,8 +124,8 @@ public struct GatewayResponder: HTTPResponder {
             try await limit.run(&call)
             try await AuthorizeStage().run(call)
             if let stored = await CacheLookupStage(cache: cache).run(&call) { return stored }
-            let input = try await DecodeStage(bodyLimit: bodyLimit).run(&call)
-            let reply = try await HandleStage(logger: logger, limit: limit).run(call, input: input)
+            let request = try await DecodeStage(bodyLimit: bodyLimit).run(&call)
+            let reply = try await HandleStage(logger: logger, limit: limit).run(call, request: request)
             let encoded = try EncodeStage().run(reply, call: call)
             return await CacheStoreStage(cache: cache).run(encoded, call: call)
         } catch {

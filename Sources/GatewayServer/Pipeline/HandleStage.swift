@@ -9,7 +9,7 @@ struct HandleStage {
     let logger: Logger
     let limit: LimitStage
 
-    func run(_ call: RouteCall, input: DecodeStage.Input) async throws -> RouteReply {
+    func run(_ call: RouteCall, request: RouteRequest) async throws -> RouteReply {
         let mounted = call.mounted
         let (principal, pluginID, limit) = (call.principal, mounted.pluginID, limit)
         let context = OperationContext(principal: principal, requestID: call.exchange.requestID, logger: logger,
@@ -20,10 +20,7 @@ struct HandleStage {
             _ = try await limit.charge(principal, plugin: pluginID, cost: cost)
         }
         return try await GatewayTracing.span("handler \(mounted.name)") {
-            switch input {
-            case .operation(let operation, let request): RouteReply(try await operation(request, context: context))
-            case .dialect(let route, let request): RouteReply(try await route.handler(request, context))
-            }
+            try await mounted.route(request, context: context)
         }
     }
 }

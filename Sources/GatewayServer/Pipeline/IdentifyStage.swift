@@ -16,12 +16,9 @@ struct IdentifyStage {
         var invalid = CredentialExtractor.InvalidCredential.refuse
         let headers = call.exchange.request.headers
         if let dialect = call.mounted.dialect {
-            let body = try await bodyLimit.collect(call.exchange.request)
-            let request = DialectRequest(method: call.exchange.method, path: call.exchange.path, pathParameters: call.parameters,
-                                         queryParameters: call.query, headers: headers, body: body,
-                                         authority: call.exchange.request.head.authority)
-            call.body = body
-            call.dialectRequest = request
+            call.body = try await bodyLimit.collect(call.exchange.request)
+            let request = call.routeRequest()
+            call.request = request
             call.credential = dialect.credentials(request)
             invalid = dialect.credentials.invalid
         } else {

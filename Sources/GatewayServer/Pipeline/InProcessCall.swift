@@ -23,7 +23,7 @@ extension Gateway {
     }
 
     /// Finds an operation by name.
-    public func operation(named name: String) -> (plugin: LoadedPlugin, operation: GatewayCore.ServiceOperation)? {
+    public func operation(named name: String) -> (plugin: LoadedPlugin, operation: GatewayCore.Route)? {
         for plugin in plugins {
             if let operation = plugin.instance.operations.first(where: { $0.name == name }) { return (plugin, operation) }
         }

@@ -57,7 +57,7 @@ public enum NativeCredentials {
 
     /// The credential of a native WebSocket upgrade: the headers, else `?access_token=` (a session)
     /// or `?api_key=` (browsers cannot set headers on a WebSocket).
-    public static func extract(from request: DialectRequest) -> Credential? {
+    public static func extract(from request: RouteRequest) -> Credential? {
         if let credential = extract(from: request.headers) { return credential }
         if let token = request.query("access_token"), !token.isEmpty { return .sessionToken(token) }
         if let key = request.query("api_key"), !key.isEmpty { return .apiKey(key) }

@@ -66,7 +66,7 @@ enum ProblemResponse {
             if name == .wwwAuthenticate && rendered.status != .unauthorized { continue }
             rendered.headers[fields: name] = problem.headers[fields: name]
         }
-        return Response(status: rendered.status, headers: rendered.headers, body: .init(byteBuffer: rendered.body))
+        return Response(status: rendered.status, headers: rendered.headers, body: .init(byteBuffer: rendered.bytes))
     }
 
     /// Maps any error to a ``GatewayError``: its own kind, Hummingbird's HTTP errors by status,

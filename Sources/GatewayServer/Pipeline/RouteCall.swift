@@ -15,9 +15,8 @@ struct RouteCall {
     let cacheControl: String
     /// The body, once a stage has read it (``BodyLimit``).
     var body: ByteBuffer?
-    /// A dialect route's request in its old shape (made by the identify stage: its credential may
-    /// be in the body).
-    var dialectRequest: DialectRequest?
+    /// A dialect route's request, made by the identify stage (its credential may be in the body).
+    var request: RouteRequest?
     var principal = Principal.anonymous(address: "")
     /// The credential the caller presented, and whether it did not resolve and the caller is
     /// served as a guest (where the dialect says so).
@@ -34,6 +33,12 @@ struct RouteCall {
         self.parameters = parameters
         query = try PercentDecoding.queryParameters(Exchange.query(of: exchange.request))
         cacheControl = exchange.request.headers.value(.cacheControl)?.lowercased() ?? ""
+    }
+
+    /// The request as the route's handler reads it, with the body read so far.
+    func routeRequest() -> RouteRequest {
+        RouteRequest(method: exchange.method, path: exchange.path, pathParameters: parameters, queryParameters: query,
+                     headers: exchange.request.headers, body: body ?? ByteBuffer(), authority: exchange.request.head.authority)
     }
 
     /// GET or HEAD.

@@ -10,12 +10,12 @@ import NIOHTTP1
 struct MountedWebSocket: Sendable {
     let pluginID: String
     let dialect: Dialect
-    let route: WebSocketRoute
+    let route: Route
     let plugin: PluginContext
     /// The plugin's hook, when it is an ``AuthorizingPlugin``.
     let authorize: (@Sendable (AuthorizationRequest) async throws -> Void)?
 
-    init(pluginID: String, dialect: Dialect, route: WebSocketRoute, plugin: PluginContext, instance: any ServicePlugin) {
+    init(pluginID: String, dialect: Dialect, route: Route, plugin: PluginContext, instance: any ServicePlugin) {
         self.pluginID = pluginID
         self.dialect = dialect
         self.route = route
@@ -124,23 +124,26 @@ extension Gateway {
         }, socketCheck: { [fields] caller, parameters in
             try await mounted.authorizeRequest(caller, parameters: parameters, headers: fields)
         })
-        let socketRequest = WebSocketRequest(pathParameters: request.pathParameters, queryParameters: request.queryParameters, headers: fields)
-        return .upgrade([:]) { inbound, outbound, _ in
+        guard case .socket(let serve) = mounted.route.handler else { return .dontUpgrade }
+        var socketRequest = request
+        socketRequest.headers = fields
+        return .upgrade([:]) { [socketRequest] inbound, outbound, _ in
             try await HummingbirdSocket.serve(inbound: inbound, outbound: outbound) { socket in
-                try await mounted.route.serve(socketRequest, socket, context)
+                try await serve(socketRequest, socket, context)
             }
         }
     }
 
     /// Answers a refused upgrade with `response` and closes the connection.
-    private static func refuse(_ response: DialectResponse, on channel: any Channel) async {
+    private static func refuse(_ response: RouteReply, on channel: any Channel) async {
         var headers = HTTPHeaders()
         for field in response.headers { headers.add(name: field.name.canonicalName, value: field.value) }
-        headers.replaceOrAdd(name: "Content-Length", value: String(response.body.readableBytes))
+        let body = response.bytes
+        headers.replaceOrAdd(name: "Content-Length", value: String(body.readableBytes))
         headers.replaceOrAdd(name: "Connection", value: "close")
         let head = HTTPResponseHead(version: .http1_1, status: HTTPResponseStatus(statusCode: Int(response.status.code)), headers: headers)
         channel.write(HTTPServerResponsePart.head(head), promise: nil)
-        channel.write(HTTPServerResponsePart.body(.byteBuffer(response.body)), promise: nil)
+        channel.write(HTTPServerResponsePart.body(.byteBuffer(body)), promise: nil)
         try? await channel.writeAndFlush(HTTPServerResponsePart.end(nil))
         try? await channel.close()
     }
@@ -148,14 +151,14 @@ extension Gateway {
     /// The WebSocket route at `target` (a path with its query) and the upgrade request as its
     /// dialect reads credentials from it; nil when no route is there or the query is malformed.
     static func socketRequest(_ target: String, fields: HTTPFields, authority: String?,
-                              sockets: RouteTable<MountedWebSocket>) -> (MountedWebSocket, DialectRequest)? {
+                              sockets: RouteTable<MountedWebSocket>) -> (MountedWebSocket, RouteRequest)? {
         let path = target.split(separator: "?", maxSplits: 1).first.map(Substring.init) ?? "/"
         let query = target.split(separator: "?", maxSplits: 1).dropFirst().first.map(Substring.init) ?? ""
         guard case .found(let mounted, let parameters) = try? sockets.resolve(.get, path: path),
               let queryParameters = try? PercentDecoding.queryParameters(query) else {
             return nil
         }
-        return (mounted, DialectRequest(method: .get, path: String(path), pathParameters: parameters, queryParameters: queryParameters,
+        return (mounted, RouteRequest(method: .get, path: String(path), pathParameters: parameters, queryParameters: queryParameters,
                                         headers: fields, authority: authority))
     }
 }

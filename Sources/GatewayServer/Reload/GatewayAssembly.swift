@@ -95,7 +95,7 @@ extension Gateway {
             }
             if !configuration.composites.isEmpty {
                 // Last, so that the composites can document their parameters as the operations they feed do.
-                var named: [String: ServiceOperation] = [:]
+                var named: [String: Route] = [:]
                 for plugin in plugins { for operation in plugin.instance.operations { named[operation.name] = operation } }
                 plugins.append(LoadedPlugin(id: CompositeService.id, summary: CompositeService.summary, mount: "", dialectMount: "",
                                             instance: CompositeService(caller: caller, composites: configuration.composites, documenting: named),
@@ -120,7 +120,7 @@ extension Gateway {
         /// The routes of `plugins` under their mounts, their dialect and WebSocket routes and the
         /// gateway's own endpoints; the OpenAPI document; the operations callable by name.
         func pipeline(for configuration: GatewayConfiguration, plugins: [LoadedPlugin], rateLimiter: any RateLimiter) throws
-            -> (live: LiveState, pipeline: PipelineState, callable: [String: (operation: GatewayCore.ServiceOperation, mount: String)]) {
+            -> (live: LiveState, pipeline: PipelineState, callable: [String: (operation: GatewayCore.Route, mount: String)]) {
             var routes = RouteTable<Endpoint>()
             var sockets = RouteTable<MountedWebSocket>()
             var names = Set<String>()
@@ -142,43 +142,40 @@ extension Gateway {
                     if let ttl = overrides?.ttl, policy.ttl != nil { policy.ttl = ttl.duration }
                     return policy
                 }
-                for operation in plugin.instance.operations {
-                    guard operation.name.hasPrefix(plugin.id + ".") else {
-                        throw GatewayStartupError("operation '\(operation.name)' of plugin \(plugin.id) must be named '\(plugin.id).<verb>'")
-                    }
-                    guard names.insert(operation.name).inserted else {
-                        throw GatewayStartupError("operation '\(operation.name)' is declared twice")
-                    }
-                    let template = Gateway.joinPath(plugin.mount, operation.path)
-                    try add(operation.method, template, .route(MountedRoute(
-                        pluginID: plugin.id, handler: .operation(operation), plugin: plugin.context, template: template,
-                        cache: overridden(operation.cache), instance: plugin.instance, metrics: metrics)))
-                }
                 // Native WebSockets: under the mount, with the native credentials and problem details.
                 let native = Dialect(name: "native", routes: [], credentials: CredentialExtractor(NativeCredentials.extract(from:))) { error in
                     let problem = JSONValue.object(["type": .string(error.type), "title": .string(error.title), "status": .number(Double(error.status.code)),
                                                     "detail": .string(error.detail)])
                     return .json(problem, status: error.status, contentType: "application/problem+json")
                 }
-                func mount(_ socket: WebSocketRoute, under prefix: String, dialect: Dialect) throws {
-                    let template = Gateway.joinPath(prefix, socket.path)
-                    do {
-                        try sockets.add(.get, template, MountedWebSocket(pluginID: plugin.id, dialect: dialect, route: socket, plugin: plugin.context,
-                                                                         instance: plugin.instance))
-                    } catch {
-                        throw GatewayStartupError("route conflict: \(error)")
+                func mount(_ route: Route, under prefix: String, dialect: Dialect?) throws {
+                    let template = Gateway.joinPath(prefix, route.path)
+                    if route.isWebSocket {
+                        let dialect = dialect ?? native
+                        do {
+                            try sockets.add(.get, template, MountedWebSocket(pluginID: plugin.id, dialect: dialect, route: route, plugin: plugin.context,
+                                                                             instance: plugin.instance))
+                        } catch {
+                            throw GatewayStartupError("route conflict: \(error)")
+                        }
+                        routeList.append(RouteDescription(method: "WS", path: template, name: "\(plugin.id).\(dialect.name)", summary: route.summary))
+                        return
                     }
-                    routeList.append(RouteDescription(method: "WS", path: template, name: "\(plugin.id).\(dialect.name)", summary: socket.summary))
+                    if dialect == nil {
+                        guard route.name.hasPrefix(plugin.id + ".") else {
+                            throw GatewayStartupError("operation '\(route.name)' (\(route.method) \(route.path)) of plugin \(plugin.id) must be named '\(plugin.id).<verb>'")
+                        }
+                        guard names.insert(route.name).inserted else {
+                            throw GatewayStartupError("operation '\(route.name)' is declared twice")
+                        }
+                    }
+                    try add(route.method, template, .route(MountedRoute(
+                        pluginID: plugin.id, route: route, dialect: dialect, plugin: plugin.context, template: template,
+                        cache: overridden(route.cache), instance: plugin.instance, metrics: metrics)))
                 }
-                for socket in plugin.instance.webSockets { try mount(socket, under: plugin.mount, dialect: native) }
+                for route in plugin.instance.routes { try mount(route, under: plugin.mount, dialect: nil) }
                 for dialect in plugin.instance.dialects {
-                    for route in dialect.routes {
-                        let template = Gateway.joinPath(plugin.dialectMount, route.path)
-                        try add(route.method, template, .route(MountedRoute(
-                            pluginID: plugin.id, handler: .dialect(dialect, route), plugin: plugin.context, template: template,
-                            cache: overridden(route.cache), instance: plugin.instance, metrics: metrics)))
-                    }
-                    for socket in dialect.webSockets { try mount(socket, under: plugin.dialectMount, dialect: dialect) }
+                    for route in dialect.routes { try mount(route, under: plugin.dialectMount, dialect: dialect) }
                 }
             }
 
@@ -202,7 +199,7 @@ extension Gateway {
                     throw GatewayStartupError("server.socketListeners[\(index)].route: no WebSocket route at \(listener.route) (`gateway routes` lists the WS routes)")
                 }
             }
-            var callable: [String: (operation: GatewayCore.ServiceOperation, mount: String)] = [:]
+            var callable: [String: (operation: GatewayCore.Route, mount: String)] = [:]
             for plugin in plugins {
                 for operation in plugin.instance.operations { callable[operation.name] = (operation, plugin.mount) }
             }
@@ -329,4 +326,9 @@ final class LazyOpenAPIDocument: Sendable {
             return value
         }
     }
+}
+
+extension ServicePlugin {
+    /// The operations of the native API: its routes that are not WebSockets.
+    package var operations: [Route] { routes.filter { !$0.isWebSocket } }
 }

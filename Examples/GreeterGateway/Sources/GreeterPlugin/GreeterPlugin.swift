@@ -48,17 +48,17 @@ public struct GreeterPlugin: ServicePlugin {
         database = context.database
     }
 
-    public var operations: [ServiceOperation] {
+    public var routes: [Route] {
         let greeting = configuration.greeting
         let database = self.database
         return [
-            ServiceOperation.define("greeter.greet", .get, "/greet", summary: "Greet someone")
+            Route.define("greeter.greet", .get, "/greet", summary: "Greet someone")
                 .query(NameQuery.self)
                 .cache(.shared(ttl: configuration.cacheFor.duration))
                 .returns(Greeting.self) { input, _ in
                     Greeting(id: nil, text: "\(greeting), \(input.query.name)!")
                 },
-            ServiceOperation.define("greeter.greetings.create", .post, "/greetings", summary: "Remember a greeting")
+            Route.define("greeter.greetings.create", .post, "/greetings", summary: "Remember a greeting")
                 .access(.user)
                 .body(NameQuery.self)
                 .cache(.invalidating(["greeter:greetings"]))
@@ -68,7 +68,7 @@ public struct GreeterPlugin: ServicePlugin {
                     let id = String(try row?.decode(column: "id", as: Int64.self) ?? 0)
                     return Reply(Greeting(id: id, text: "\(greeting), \(input.body.name)!"), headers: [.location: "/v1/greeter/greetings/\(id)"])
                 },
-            ServiceOperation.define("greeter.greetings.list", .get, "/greetings", summary: "The greetings remembered, oldest first")
+            Route.define("greeter.greetings.list", .get, "/greetings", summary: "The greetings remembered, oldest first")
                 .query(PageQuery.self)
                 .cache(.shared(ttl: .seconds(30), tags: ["greeter:greetings"]))
                 .returns(Page<Greeting>.self) { input, _ in
@@ -90,9 +90,9 @@ public struct GreeterPlugin: ServicePlugin {
             Dialect(
                 name: "classic",
                 routes: [
-                    DialectRoute.define(.get, "/hello.txt", summary: "Plain-text greeting for ?who=")
+                    Route.define(.get, "/hello.txt", summary: "Plain-text greeting for ?who=")
                         .query(ClassicQuery.self)
-                        .handleDecoded { call, _ in .text("\(greeting), \(call.input.query.who)") },
+                        .handleDecoded { call, _ in .text("\(greeting), \(call.query.who)") },
                 ],
                 credentials: .apiKeyQuery("token"),
                 renderError: { error in .text("ERR \(error.status.code) \(error.detail)", status: .ok) }),

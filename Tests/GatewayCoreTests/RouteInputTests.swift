@@ -28,7 +28,7 @@ struct OperationInputTests {
         var title: String
     }
 
-    static let operation = ServiceOperation.define("test.op", .post, "/items/{id}", summary: "test")
+    static let operation = Route.define("test.op", .post, "/items/{id}", summary: "test")
         .path(Path.self).query(Query.self).body(Body.self)
         .returns(Output.self) { input, _ in
             Output(id: input.path.id, limit: input.query.limit, tags: input.query.tags, title: input.body.title)
@@ -38,10 +38,10 @@ struct OperationInputTests {
         principal: .anonymous(address: "127.0.0.1"), requestID: "r", logger: .init(label: "t"), headers: [:],
         plugin: PluginContextFixture.make())
 
-    func call(query: [(String, String)] = [], body: String?, contentType: String? = "application/json") async throws -> OperationReply {
+    func call(query: [(String, String)] = [], body: String?, contentType: String? = "application/json") async throws -> RouteReply {
         try await Self.operation(
-            OperationRequest(pathParameters: ["id": "a b"], queryParameters: query.map { (name: $0.0, value: $0.1) },
-                             body: body.map { ByteBuffer(string: $0) }, contentType: contentType),
+            RouteRequest(pathParameters: ["id": "a b"], queryParameters: query.map { (name: $0.0, value: $0.1) },
+                             body: body.map { ByteBuffer(string: $0) } ?? ByteBuffer(), contentType: contentType),
             context: Self.context)
     }
 
@@ -183,75 +183,21 @@ struct OperationInputTests {
         func writeJSON(into bytes: inout [UInt8]) { bytes += Array(#"{"words":\#(words.count),"by":"class"}"#.utf8) }
     }
 
-    /// A query that reads itself; `Codable` would decode the same parameters.
-    struct ReadQuery: Codable, Sendable, Equatable, ParameterReadable, ValidatableInput {
-        var q: String?
-        var limit: Int?
-        /// Set only by ``init(parameters:)``: shows which way the host built the value.
-        var readDirectly = false
-
-        enum CodingKeys: String, CodingKey { case q, limit }
-
-        init(parameters: Parameters) throws {
-            q = parameters.string("q")
-            limit = try parameters.int("limit")
-            readDirectly = true
-        }
-
-        func validate() -> [GatewayError.FieldError] {
-            limit.map { $0 < 1 } == true ? [.init(pointer: "limit", detail: "must be positive")] : []
-        }
-    }
-
-    @Test("a ParameterReadable query is read directly, with the values and problems decoding gives")
-    func parameterReadable() async throws {
-        let operation = ServiceOperation.define("test.read", .get, "/r", summary: "r").query(ReadQuery.self)
-            .returns(ReadQuery.self) { input, _ in input.query }
-        func pairs(_ values: [(String, String)]) -> [(name: String, value: String)] { values.map { (name: $0.0, value: $0.1) } }
-        for values in [[("q", "a b"), ("limit", "5")], [("limit", "1"), ("limit", "7"), ("q", "x"), ("q", "")], [("other", "1")], []] {
-            let reply = try await operation(OperationRequest(queryParameters: pairs(values)), context: Self.context)
-            guard case .json(let output) = reply.body, let read = output as? ReadQuery else {
-                Issue.record("expected the query back")
-                continue
-            }
-            #expect(read.readDirectly)
-            let decoded = try JSONDecoder().decode(ReadQuery.self, from: JSONEncoder().encode(read))
-            #expect(read.q == decoded.q && read.limit == decoded.limit)
-            // The same parameters through the ordinary decoder: the same values.
-            let plain = ServiceOperation.define("test.plain", .get, "/p", summary: "p").query(Query.self)
-                .returns(Output.self) { input, _ in Output(id: "", limit: input.query.limit, tags: nil, title: "") }
-            let plainReply = try await plain(OperationRequest(queryParameters: pairs(values.filter { $0.0 == "limit" })), context: Self.context)
-            guard case .json(let plainOutput) = plainReply.body else { continue }
-            #expect((plainOutput as? Output)?.limit == read.limit)
-        }
-        for (bad, pointer) in [("ten", "query.limit"), ("99999999999999999999999", "query.limit"), ("", "query.limit"), ("0", "query.limit")] {
-            do {
-                _ = try await operation(OperationRequest(queryParameters: [(name: "limit", value: bad)]), context: Self.context)
-                Issue.record("limit=\(bad) was accepted")
-            } catch let error as GatewayError {
-                #expect(error.status == 422)
-                #expect(error.errors.map(\.pointer) == [pointer])
-                let viaDecoder = await problem(query: [("limit", bad)], body: #"{"title": "t", "count": 1}"#)
-                if bad != "0" { #expect(viaDecoder?.detail == error.detail, "limit=\(bad)") }
-            }
-        }
-    }
-
     @Test("validation and self-writing outputs prepared once per operation work for structs and classes alike")
     func preparedValidationAndWriting() async throws {
-        let structOutput = ServiceOperation.define("test.struct", .get, "/s", summary: "s").query(ClassQuery.self)
+        let structOutput = Route.define("test.struct", .get, "/s", summary: "s").query(ClassQuery.self)
             .returns(Written.self) { input, _ in Written(limit: input.query.limit ?? 1) }
-        let classOutput = ServiceOperation.define("test.class", .get, "/c", summary: "c").query(ClassQuery.self)
+        let classOutput = Route.define("test.class", .get, "/c", summary: "c").query(ClassQuery.self)
             .returns(WrittenClass.self) { input, _ in WrittenClass(words: Array(repeating: "w", count: input.query.limit ?? 1)) }
         for (operation, expected) in [(structOutput, #"{"limit":3,"by":"struct"}"#), (classOutput, #"{"words":3,"by":"class"}"#)] {
-            let reply = try await operation(OperationRequest(queryParameters: [(name: "limit", value: "3")]), context: Self.context)
+            let reply = try await operation(RouteRequest(queryParameters: [(name: "limit", value: "3")]), context: Self.context)
             guard case .bytes(let bytes, let type) = reply.body else {
                 Issue.record("expected written bytes")
                 continue
             }
             #expect(String(buffer: bytes) == expected && type == "application/json")
             do {
-                _ = try await operation(OperationRequest(queryParameters: [(name: "limit", value: "0")]), context: Self.context)
+                _ = try await operation(RouteRequest(queryParameters: [(name: "limit", value: "0")]), context: Self.context)
                 Issue.record("a limit of 0 passed validation")
             } catch let error as GatewayError {
                 #expect(error.status == 422)
@@ -260,7 +206,7 @@ struct OperationInputTests {
         }
         // Outputs that do not write themselves are encoded by the host.
         let plain = try await Self.operation(
-            OperationRequest(pathParameters: ["id": "x"], body: ByteBuffer(string: #"{"title": "t", "count": 1}"#), contentType: "application/json"),
+            RouteRequest(pathParameters: ["id": "x"], body: ByteBuffer(string: #"{"title": "t", "count": 1}"#), contentType: "application/json"),
             context: Self.context)
         guard case .json = plain.body else {
             Issue.record("expected an output for the host to encode")
