@@ -22,19 +22,19 @@ func products(_ names: String...) -> [Target.Dependency] {
     let packages = ["Logging": "swift-log", "Metrics": "swift-metrics", "SQLKit": "sql-kit", "ServiceLifecycle": "swift-service-lifecycle",
                     "NIOCore": "swift-nio", "NIOConcurrencyHelpers": "swift-nio", "NIOWebSocket": "swift-nio", "HTTPTypes": "swift-http-types",
                     "Crypto": "swift-crypto", "Hummingbird": "hummingbird", "HummingbirdTesting": "hummingbird"]
-    return names.map { $0 == "GatewayCore" ? .target(name: $0) : .product(name: $0, package: packages[$0]!) }
+    return names.map { $0 == "GatewayCore" || $0 == "GatewaySupport" ? .target(name: $0) : .product(name: $0, package: packages[$0]!) }
 }
 
 /// What a bundled plugin needs beside GatewayCore: every library it imports, and files of its
 /// folder that are not sources.
 let pluginExtras: [String: (dependencies: [Target.Dependency], exclude: [String])] = [
-    "Events": (products("Logging", "NIOCore", "SQLKit", "ServiceLifecycle"), []),
+    "Events": (products("GatewaySupport", "Logging", "NIOCore", "SQLKit", "ServiceLifecycle"), []),
     // v2 key secrets are kept hashed for look-ups and sealed for their owners to read back.
-    "Feeds": (products("Crypto", "Metrics", "NIOConcurrencyHelpers", "NIOCore", "SQLKit", "ServiceLifecycle"), []),
+    "Feeds": (products("Crypto", "GatewaySupport", "Metrics", "NIOConcurrencyHelpers", "NIOCore", "SQLKit", "ServiceLifecycle"), []),
     "Suggest": (products("Logging", "Metrics", "NIOCore", "SQLKit", "ServiceLifecycle"), []),
-    "Todo": (products("NIOCore", "SQLKit", "ServiceLifecycle"), []),
+    "Todo": (products("GatewaySupport", "NIOCore", "SQLKit", "ServiceLifecycle"), []),
     "Transit": ([.product(name: "CompressNIO", package: "compress-nio"),
-                 .product(name: "SwiftProtobuf", package: "swift-protobuf")] + products("Crypto", "HTTPTypes", "NIOCore", "SQLKit", "ServiceLifecycle"),
+                 .product(name: "SwiftProtobuf", package: "swift-protobuf")] + products("Crypto", "GatewaySupport", "HTTPTypes", "NIOCore", "SQLKit", "ServiceLifecycle"),
                 ["Realtime/gtfs-realtime.proto", "Realtime/generate.sh"]),
     // An upstream service's OpenAPI document may be YAML.
     "Upstream": ([.product(name: "Yams", package: "Yams")] + products("HTTPTypes", "Logging", "NIOCore", "ServiceLifecycle"), []),
@@ -60,6 +60,7 @@ let package = Package(
         // The plugin SDK; the host; the command line (`Gateway.main(plugins:)`); test helpers. A package
         // of your own depends on these to build a gateway with its own plugins (see Examples/).
         .library(name: "GatewayCore", targets: ["GatewayCore"]),
+        .library(name: "GatewaySupport", targets: ["GatewaySupport"]),
         .library(name: "GatewayServer", targets: ["GatewayServer"]),
         .library(name: "GatewayCLI", targets: ["GatewayCLI"]),
         .library(name: "GatewayTesting", targets: ["GatewayTesting"]),
@@ -113,10 +114,18 @@ let package = Package(
             ],
             swiftSettings: strictSettings
         ),
+        // What the bundled plugins share beside the contract: the COIMOTION dialect kit, SQL
+        // statements run without query building, combined writes, a linear-time regex. Not the
+        // SDK: a plugin may import it, and nothing in GatewayCore refers to it.
+        .target(
+            name: "GatewaySupport",
+            dependencies: ["GatewayCore"] + products("HTTPTypes", "NIOCore", "SQLKit"),
+            swiftSettings: strictSettings
+        ),
         .target(
             name: "GatewayServer",
             dependencies: [
-                "GatewayCore",
+                "GatewayCore", "GatewaySupport",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
                 .product(name: "Yams", package: "Yams"),
@@ -197,7 +206,7 @@ let package = Package(
         .testTarget(
             name: "GatewayCoreTests",
             dependencies: [
-                "GatewayCore",
+                "GatewayCore", "GatewaySupport",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "SQLKit", package: "sql-kit"),
                 .product(name: "Logging", package: "swift-log"),
@@ -208,7 +217,7 @@ let package = Package(
         .testTarget(
             name: "GatewayServerTests",
             dependencies: [
-                "GatewayServer", "GatewayTesting", "NotesFixturePlugin",
+                "GatewayServer", "GatewaySupport", "GatewayTesting", "NotesFixturePlugin",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "CompressNIO", package: "compress-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
@@ -344,13 +353,13 @@ let package = Package(
 // variable the package is the one above.
 if Context.environment["GATEWAY_FUZZ"] == "1" {
     let fuzzer: SwiftSetting = .unsafeFlags(["-sanitize=fuzzer"])
-    let instrumented = Set(["GatewayCore", "GatewayServer"] + bundledPluginTargets)
+    let instrumented = Set(["GatewayCore", "GatewaySupport", "GatewayServer"] + bundledPluginTargets)
     for target in package.targets where instrumented.contains(target.name) {
         target.swiftSettings = (target.swiftSettings ?? []) + [fuzzer]
     }
     package.targets.append(.executableTarget(
         name: "gateway-fuzz",
-        dependencies: ["GatewayCore", "GatewayServer", "EventsPlugin", "FeedsPlugin", "TodoPlugin", "TransitPlugin",
+        dependencies: ["GatewayCore", "GatewaySupport", "GatewayServer", "EventsPlugin", "FeedsPlugin", "TodoPlugin", "TransitPlugin",
                        .product(name: "SQLKit", package: "sql-kit"),
                        .product(name: "NIOCore", package: "swift-nio"),
                        .product(name: "HTTPTypes", package: "swift-http-types")],

@@ -1,4 +1,5 @@
 import GatewayCore
+import GatewaySupport
 import NIOCore
 import SQLKit
 @testable import TodoPlugin

@@ -81,7 +81,7 @@ private struct ObjectWriter {
 
     mutating func date(_ name: StaticString, _ value: Date) {
         key(name)
-        JSONValue.write(string: Timestamp.format(value), into: &bytes)
+        JSONValue.write(string: UTCTimestamp.format(value), into: &bytes)
     }
 
     mutating func finish(into bytes: inout [UInt8]) {

@@ -243,8 +243,7 @@ struct EventService: Sendable {
     /// Posts to a user's inbox; a failure is logged, never undoes the decision it reports.
     func notify(_ user: String, title: String, body: String, reservation: Int64) async {
         do {
-            try await context.notifier.post(UserNotification(userID: user, plugin: context.pluginID, title: title, body: body,
-                                                             link: "/v1/events/reservations/\(reservation)"))
+            try await context.notify(userID: user, title: title, body: body, link: "/v1/events/reservations/\(reservation)")
         } catch {
             context.logger.error("A reservation notification was not posted", metadata: ["reservation": "\(reservation)", "error": "\(error)"])
         }

@@ -85,7 +85,7 @@ public struct EventsPlugin: ServicePlugin {
     public var importers: [any Importer] { [calendarImporter] }
 
     /// Applies the other instances' changes to this instance's catalog of published events.
-    public var services: [any Service] { [EventBusListener(context.events, topic: CatalogChange.topic, logger: context.logger) { [store] in await store.applyRemote($0) }] }
+    public var services: [any Service] { [context.events.listener(topic: CatalogChange.topic, logger: context.logger) { [store] in await store.applyRemote($0) }] }
 
     public var dialects: [Dialect] { [TwShowDialect.make(service: service)] }
 
@@ -180,7 +180,7 @@ public struct EventsPlugin: ServicePlugin {
                     let detail = try await service.detail(id)
                     if calendar { return CalendarExport.calendar(of: detail, service: service) }
                     await context.recordView(of: String(id), title: event.title)
-                    return RawReply(try JSONStreamEncoder.encodeBuffer(detail), contentType: "application/json")
+                    return try RawReply(json: detail)
                 },
             Route.define("events.create", .post, "/", summary: "Create an event (with showings), owned by the caller")
                 .access(.scope("events:write"))

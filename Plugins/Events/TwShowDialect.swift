@@ -1,5 +1,6 @@
 import Foundation
 import GatewayCore
+import GatewaySupport
 
 /// The COIMOTION twShow API of the old app (legacy-apis.md §1, seed 000), over the same service as
 /// the native API. Accounts (`core/user/...`) come from the gateway's COIMOTION accounts dialect.

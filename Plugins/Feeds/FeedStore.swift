@@ -1,5 +1,6 @@
 import Foundation
 import GatewayCore
+import GatewaySupport
 import SQLKit
 
 /// The feeds plugin's tables and every query on them. Knows nothing of callers and access: the

@@ -74,8 +74,8 @@ public struct FeedsPlugin: AuthorizingPlugin {
     public var services: [any Service] {
         // Retention runs on one instance of a cluster; trigger deliveries are claimed row by row,
         // so every instance delivers (each delivery once).
-        [LeasedService("feeds.retention", database: context.database, logger: context.logger,
-                       work: RetentionService(store: service.store, every: .seconds(configuration.retentionEverySeconds), logger: context.logger)),
+        [context.leased("feeds.retention",
+                        work: RetentionService(store: service.store, every: .seconds(configuration.retentionEverySeconds), logger: context.logger)),
          TriggerService(engine: service.triggers, logger: context.logger)]
     }
 

@@ -339,8 +339,7 @@ extension XivelyDialect {
         let keys = service.keys
         func add(_ method: HTTPRequest.Method, _ path: String, _ summary: String, _ handler: @escaping Handler) {
             // The key in the path is its secret: logs and traces show `***` for it.
-            let secret = path.contains("{key}") ? [SecretParameters.tag("key")] : []
-            list.add(method, path, summary, access: .user, tags: [LegacyKeys.managesKeys] + secret, handler)
+            list.add(method, path, summary, access: .user, tags: [LegacyKeys.managesKeys], secret: path.contains("{key}") ? "key" : nil, handler)
         }
         /// The user whose keys the caller manages (the hook admitted it).
         @Sendable func manager(_ principal: Principal) async throws -> String? {

@@ -85,10 +85,7 @@ extension FeedService {
     /// Whether a URL's host is a name or literal address (in any spelling a resolver reads) that is
     /// not public: `localhost`, loopback, private, link-local, unique-local, metadata, ... Names are
     /// not resolved here: a delivery checks the address it connects to (``EgressPolicy``).
-    static func isPrivateHost(_ host: String) -> Bool {
-        if let address = IPAddress(host: host) { return address.scope != .public }
-        return EgressPolicy.isInternalName(host)
-    }
+    static func isPrivateHost(_ host: String) -> Bool { EgressPolicy.isPrivateHost(host) }
 
     /// Creates a trigger from a complete draft.
     func createTrigger(_ draft: TriggerDraft, _ principal: Principal, naming: Naming, referer: String?) async throws -> TriggerRecord {

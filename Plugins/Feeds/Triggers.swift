@@ -253,10 +253,10 @@ final class TriggerEngine: Sendable {
         if let owner = trigger.userID {
             let value = stream?.currentValue.map(FeedRules.text) ?? ""
             let condition = trigger.threshold.map { "\(trigger.type.rawValue) \(FeedRules.text($0))" } ?? trigger.type.rawValue
-            try? await context.notifier.post(UserNotification(
-                userID: owner, plugin: context.pluginID, title: "Trigger \(trigger.id) fired: \(feed.title) / \(trigger.streamID) \(condition)",
+            try? await context.notify(
+                userID: owner, title: "Trigger \(trigger.id) fired: \(feed.title) / \(trigger.streamID) \(condition)",
                 body: stream == nil ? "The feed is \(trigger.type == .frozen ? "frozen" : "live")." : "The value is \(value).",
-                link: "/v1/feeds/\(feed.id)/datastreams/\(trigger.streamID)"))
+                link: "/v1/feeds/\(feed.id)/datastreams/\(trigger.streamID)")
         }
     }
 

@@ -21,10 +21,13 @@ struct XivelyDialect: Sendable {
 
         /// Adds a route. Its v2 key permissions are checked by the plugin's authorize hook unless
         /// `tags` leaves out ``FeedService/keyPermissions`` (triggers and keys name their feed elsewhere).
+        /// `secret` names a path parameter that logs and traces must not show (``RouteBuilder/secret(_:)``).
         func add(_ method: HTTPRequest.Method, _ path: String, _ summary: String, access: AccessRule = .public,
-                 tags: [String] = [FeedService.keyPermissions], _ handler: @escaping Handler) {
+                 tags: [String] = [FeedService.keyPermissions], secret: String? = nil, _ handler: @escaping Handler) {
             func route(_ path: String) -> Route {
-                Route.define(method, path, summary: summary).access(access).tags(tags).handle { request, context in
+                var builder = Route.define(method, path, summary: summary).access(access).tags(tags)
+                if let secret { builder = builder.secret(secret) }
+                return builder.handle { request, context in
                     try await handler(request, context, try XivelyDialect.format(request))
                 }
             }

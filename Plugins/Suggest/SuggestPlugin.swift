@@ -71,7 +71,7 @@ public struct SuggestPlugin: ServicePlugin {
     public var importers: [any Importer] { [TermImporter(store: store)] }
 
     /// Applies term changes made through other instances on the same database.
-    public var services: [any Service] { [EventBusListener(context.events, topic: TermStore.changesTopic, logger: context.logger) { [store] in try await store.applyRemote($0) }] }
+    public var services: [any Service] { [context.events.listener(topic: TermStore.changesTopic, logger: context.logger) { [store] in try await store.applyRemote($0) }] }
 
     public func loadDemoData() async throws {
         for path in configuration.dictionaries {

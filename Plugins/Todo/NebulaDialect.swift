@@ -116,7 +116,7 @@ struct NebulaDialect: Sendable {
     /// the application's own key). The plugin's authorize hook calls it first, so a request with
     /// an unknown tenant (404) or a missing or wrong application key (401) never reaches a handler.
     static func presentsMasterKey(_ tenants: [String: TodoPlugin.TenantSettings], tenant name: String?, headers: HTTPFields,
-                                  secrets: ConfiguredSecrets) throws -> Bool {
+                                  matches: (_ presented: String, _ configured: String) -> Bool) throws -> Bool {
         guard let tenant = tenants[name ?? ""] else {
             throw GatewayError.notFound("No tenant '\(name ?? "")'.")
         }
@@ -124,8 +124,8 @@ struct NebulaDialect: Sendable {
               let app = tenant.apps.first(where: { $0.id == appID }) else {
             throw GatewayError.unauthorized("Send X-Application-Id and X-Application-Key of an application of this tenant.")
         }
-        let isMaster = app.masterKey.map { secrets.matches(appKey, configured: $0) } ?? false
-        guard isMaster || secrets.matches(appKey, configured: app.key) else {
+        let isMaster = app.masterKey.map { matches(appKey, $0) } ?? false
+        guard isMaster || matches(appKey, app.key) else {
             throw GatewayError.unauthorized("The application key is wrong.")
         }
         return isMaster
@@ -139,7 +139,7 @@ struct NebulaDialect: Sendable {
         let service = self.service
         return Route.define(method, path, summary: summary).handle { request, context in
             let isMaster = try Self.presentsMasterKey(tenants, tenant: request.pathParameters["tenant"], headers: request.headers,
-                                                      secrets: context.plugin.secrets)
+                                                      matches: context.plugin.secretMatches)
             let actor = service.actor(context.principal, tenant: request.pathParameters["tenant"], presentsMasterKey: isMaster)
             let response = try await handler(request, actor, context)
             // Writes purge the native API's cached replies of the bucket.

@@ -1,5 +1,6 @@
 import Foundation
 import GatewayCore
+import GatewaySupport
 
 /// A field an object query names: one of the columns the store keeps beside the object, or a
 /// dotted path into the object's JSON.

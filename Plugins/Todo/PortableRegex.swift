@@ -1,5 +1,6 @@
 import Foundation
 import GatewayCore
+import GatewaySupport
 
 /// A `$regex` in the one syntax both databases answer the same way, and its spelling for each:
 /// ICU's syntax, which SQLite's `REGEXP` reads (the gateway provides it: `LinearRegex`, which

@@ -91,7 +91,7 @@ public struct TodoPlugin: AuthorizingPlugin {
 
     /// Applies the other instances' group changes to this instance's groups.
     public var services: [any Service] {
-        [EventBusListener(context.events, topic: GroupDirectory.topic, logger: context.logger) { [groups = service.groups] in try await groups.applyRemote($0) }]
+        [context.events.listener(topic: GroupDirectory.topic, logger: context.logger) { [groups = service.groups] in try await groups.applyRemote($0) }]
     }
 
     public func loadDemoData() async throws {
@@ -620,7 +620,7 @@ public struct TodoPlugin: AuthorizingPlugin {
     public func authorize(_ request: AuthorizationRequest) async throws {
         guard request.dialect == "nebula" else { return }
         _ = try NebulaDialect.presentsMasterKey(configuration.tenants, tenant: request.pathParameters["tenant"], headers: request.headers,
-                                                secrets: context.secrets)
+                                                matches: context.secretMatches)
     }
 }
 

@@ -116,16 +116,16 @@ public struct TransitPlugin: ServicePlugin {
         // Configured feeds are fetched and imported by one instance of a cluster; the others pick
         // the new version up through their watcher.
         if !configuration.feeds.isEmpty {
-            services.append(LeasedService("transit.feeds", database: context.database, logger: context.logger,
-                                          work: FeedRefresher(feeds: feeds, sources: configuration.feeds, logger: context.logger)))
+            services.append(context.leased("transit.feeds",
+                                           work: FeedRefresher(feeds: feeds, sources: configuration.feeds, logger: context.logger)))
         }
         // Each feed's realtime source is polled by one instance of a cluster; the others read the
         // messages it stores through their watcher.
         for feed in configuration.feeds {
             if let realtime = feed.realtime {
-                services.append(LeasedService("transit.realtime.\(feed.id)", database: context.database, logger: context.logger,
-                                              work: RealtimePoller(feed: feed.id, source: realtime, runtime: runtime, http: context.http,
-                                                                   cache: context.cache, logger: context.logger)))
+                services.append(context.leased("transit.realtime.\(feed.id)",
+                                               work: RealtimePoller(feed: feed.id, source: realtime, runtime: runtime, http: context.http,
+                                                                    cache: context.cache, logger: context.logger)))
             }
         }
         return services

@@ -1,5 +1,6 @@
 import Foundation
 import GatewayCore
+import GatewaySupport
 
 /// The COIMOTION twCtBus API of the old app (legacy-apis.md §1, seed 000), over the same network
 /// as the native API: the stops near a point, the routes of a stop, a route's stops with their next

@@ -49,7 +49,7 @@ struct UpstreamForwarder: Sendable {
             let upstream = UpstreamRequest(method: route.method, url: base + target, headers: headers, body: request.body,
                                            timeout: body == nil ? route.timeout : max(route.timeout, Self.uploadTimeout),
                                            maxConnections: settings.maxConnections)
-            let response: StreamedUpstreamResponse
+            let response: UpstreamResponse<ByteStream>
             do {
                 response = try await http.open(upstream, body: body)
             } catch let error as GatewayError where error.status == 502 || error.status == 504 {
@@ -106,7 +106,7 @@ struct UpstreamForwarder: Sendable {
 
     /// The reply to the caller: the service's status and fields (cleaned and transformed), its body
     /// streamed — or read whole for a cached route's small 200.
-    private func reply(_ response: StreamedUpstreamResponse, route: UpstreamSettings.Route, release: Release) async throws -> RouteReply {
+    private func reply(_ response: UpstreamResponse<ByteStream>, route: UpstreamSettings.Route, release: Release) async throws -> RouteReply {
         var fields = HTTPFields()
         var contentType: String?
         var length: Int?

@@ -62,7 +62,7 @@ struct UserCommand: AsyncParsableCommand {
             let users = try await withAccounts(options) { try await $0.users() }
             var rows = [["ID", "USERNAME", "ROLE", "STATE", "CREATED"]]
             for user in users {
-                rows.append([user.id, user.username, user.isAdmin ? "admin" : "user", user.disabled ? "disabled" : "active", Timestamp.format(user.createdAt)])
+                rows.append([user.id, user.username, user.isAdmin ? "admin" : "user", user.disabled ? "disabled" : "active", UTCTimestamp.format(user.createdAt)])
             }
             print(Table.render(rows))
         }

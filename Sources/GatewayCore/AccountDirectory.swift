@@ -10,7 +10,7 @@ public protocol AccountDirectory: Sendable {
     func register(username: String, email: String?, password: String) async throws -> AccountRecord
     /// Checks a password and starts a session. `identifier` is a username or an email address.
     /// 401 when they do not match; 429 after repeated failures (the same throttle as the native login).
-    func signIn(identifier: String, password: String, address: String) async throws -> AccountSession
+    func signIn(identifier: String, password: String, address: String) async throws -> (token: String, expiresAt: Date, account: AccountRecord)
     /// Ends the session of `token` (no error when it is unknown).
     func signOut(token: String) async throws
     /// The account with `id`, or nil.
@@ -37,7 +37,7 @@ public protocol AccountDirectory: Sendable {
     /// Issues an API key for `userID` (nil: a master key, which acts as an administrator), for
     /// dialects whose old API managed keys itself. The secret is returned only now.
     /// 422 when the request is invalid.
-    func issueKey(for userID: String?, _ request: KeyRequest) async throws -> IssuedKey
+    func issueKey(for userID: String?, _ request: KeyRequest) async throws -> (id: String, secret: String)
     /// Revokes key `id` of `userID`; false when there is no such key. Takes effect at once here.
     func revokeKey(id: String, of userID: String?) async throws -> Bool
 
@@ -77,17 +77,6 @@ public struct KeyRequest: Sendable, Equatable {
     }
 }
 
-/// A key just issued: its id and, this once, its secret.
-public struct IssuedKey: Sendable, Equatable {
-    public var id: String
-    public var secret: String
-
-    public init(id: String, secret: String) {
-        self.id = id
-        self.secret = secret
-    }
-}
-
 /// An account as plugins see it.
 public struct AccountRecord: Sendable, Equatable, Codable {
     public var id: String
@@ -124,19 +113,5 @@ public struct AccountChange: Sendable, Equatable {
         self.email = email
         self.password = password
         self.options = options
-    }
-}
-
-/// A session started by ``AccountDirectory/signIn(identifier:password:address:)``.
-public struct AccountSession: Sendable, Equatable {
-    /// The session token, shown once.
-    public var token: String
-    public var expiresAt: Date
-    public var account: AccountRecord
-
-    public init(token: String, expiresAt: Date, account: AccountRecord) {
-        self.token = token
-        self.expiresAt = expiresAt
-        self.account = account
     }
 }

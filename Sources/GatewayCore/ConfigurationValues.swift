@@ -30,10 +30,10 @@ extension PluginConfiguration {
 
 /// A value in a configuration file that does not parse (a duration, a size, a rate); the host's
 /// decoder adds the file, line and key path to ``message``.
-public struct ConfigurationValueError: Error, Sendable {
-    public let message: String
+package struct ConfigurationValueError: Error, Sendable {
+    package let message: String
 
-    public init(message: String) {
+    package init(message: String) {
         self.message = message
     }
 }
@@ -41,7 +41,7 @@ public struct ConfigurationValueError: Error, Sendable {
 /// A configuration value written as text — a duration, a size, a rate. Every such value decodes
 /// from its text the same way, with one error text naming examples of its kind, and encodes back
 /// to its shortest spelling (its `description`), so plugins' defaults round-trip through plugins.yaml.
-public protocol ConfigurationText: Codable, CustomStringConvertible {
+protocol ConfigurationText: Codable, CustomStringConvertible {
     /// Parses `text`; nil when it is not a value of this kind.
     init?(parsing text: String)
     /// What the value is, for the error text: `duration`.
@@ -52,17 +52,17 @@ public protocol ConfigurationText: Codable, CustomStringConvertible {
 
 extension ConfigurationText {
     /// What the decoder says of text that is not a value of this kind.
-    public static func problem(_ text: String) -> String {
+    static func problem(_ text: String) -> String {
         "\"\(text.prefix(60))\" is not a \(kind) (use \(examples))"
     }
 
-    public init(from decoder: any Decoder) throws {
+    init(textFrom decoder: any Decoder) throws {
         let text = try decoder.singleValueContainer().decode(String.self)
         guard let value = Self(parsing: text) else { throw ConfigurationValueError(message: Self.problem(text)) }
         self = value
     }
 
-    public func encode(to encoder: any Encoder) throws {
+    func encodeText(to encoder: any Encoder) throws {
         var container = encoder.singleValueContainer()
         try container.encode(description)
     }
@@ -72,6 +72,9 @@ extension ConfigurationText {
 /// `2w`, or the unit spelled out (`30seconds`, `10minutes`, `6hours`, `30days`, `1week`). Decoded
 /// the same way, with the same error text, everywhere in plugins.yaml.
 public struct ConfigDuration: ConfigurationText, Sendable, Hashable {
+    public init(from decoder: any Decoder) throws { try self.init(textFrom: decoder) }
+    public func encode(to encoder: any Encoder) throws { try encodeText(to: encoder) }
+
     public var seconds: Double
 
     public init(seconds: Double) { self.seconds = seconds }
@@ -128,6 +131,9 @@ public struct ConfigDuration: ConfigurationText, Sendable, Hashable {
 
 /// An amount of bytes in a configuration file: `1048576`, `512KB`, `64MB` or `1GB` (powers of 1024).
 public struct ByteSize: ConfigurationText, Sendable, Hashable {
+    public init(from decoder: any Decoder) throws { try self.init(textFrom: decoder) }
+    public func encode(to encoder: any Encoder) throws { try encodeText(to: encoder) }
+
     public var bytes: Int
 
     public init(bytes: Int) { self.bytes = bytes }
@@ -159,6 +165,9 @@ public struct ByteSize: ConfigurationText, Sendable, Hashable {
 
 /// A rate in a configuration file: `60/min`, `30/s`, `1000/h` or `10000/day`.
 public struct RateSpec: ConfigurationText, Sendable, Hashable {
+    public init(from decoder: any Decoder) throws { try self.init(textFrom: decoder) }
+    public func encode(to encoder: any Encoder) throws { try encodeText(to: encoder) }
+
     /// How many requests...
     public var count: Int
     /// ...per this many seconds.

@@ -144,7 +144,7 @@ public protocol WebSocketConnection: Sendable {
 }
 
 /// Media type helpers.
-public enum MediaType {
+package enum MediaType {
     /// A `Content-Type` value without its parameters, trimmed and lowercased (`application/json`).
     public static func essence(of header: String) -> String {
         if header == "application/json" { return header }

@@ -9,7 +9,7 @@ import Foundation
 /// of the answer checked, and the connection made to the address checked), and a redirect is its
 /// reply, never followed.
 public struct EgressPolicy: Sendable, Hashable {
-    /// Whether only public addresses may be reached (``IPAddress/scope`` is ``AddressScope/public``).
+    /// Whether only public addresses may be reached (not loopback, private, link-local, reserved, ...).
     public let publicAddressesOnly: Bool
     /// Whether redirects are followed; when not, a 3xx is the reply.
     public let followsRedirects: Bool
@@ -30,7 +30,7 @@ public struct EgressPolicy: Sendable, Hashable {
     }
 
     /// Why a caller's URL cannot be used, judged by its text alone, or nil: not http or https, no
-    /// host, or a host that is a literal internal address in any spelling (``IPAddress/init(host:)``)
+    /// host, or a host that is a literal internal address in any spelling (`127.1`, `0x7f.0.0.1`, `::ffff:127.0.0.1`, ...)
     /// or a name for this host or network (`localhost`, `*.localhost`, `*.local`, `*.internal`).
     /// A name that resolves inside is caught only when the request is sent.
     public static func textRefusal(of url: String) -> String? {
@@ -52,6 +52,14 @@ public struct EgressPolicy: Sendable, Hashable {
         return nil
     }
 
+    /// Whether a URL's host is a name or literal address (in any spelling a resolver reads) that is
+    /// not public: `localhost`, loopback, private, link-local, unique-local, metadata, ... Names are
+    /// not resolved here: a request sent under the policy checks the address it connects to.
+    public static func isPrivateHost(_ host: String) -> Bool {
+        if let address = IPAddress(host: host) { return address.scope != .public }
+        return isInternalName(host)
+    }
+
     /// Whether a host name means this host or its network wherever it is resolved: `localhost`
     /// and its kin, `*.localhost`, `*.local`, `*.internal`, `*.localdomain`, `*.home.arpa`.
     public static func isInternalName(_ host: String) -> Bool {
@@ -66,7 +74,7 @@ public struct EgressPolicy: Sendable, Hashable {
 
 /// What part of the network an address belongs to; only ``public`` addresses may be reached from
 /// a URL a caller set.
-public enum AddressScope: String, Sendable, Hashable, CaseIterable {
+package enum AddressScope: String, Sendable, Hashable, CaseIterable {
     case `public`
     /// `0.0.0.0/8`, `::`.
     case unspecified
@@ -110,11 +118,11 @@ public enum AddressScope: String, Sendable, Hashable, CaseIterable {
 }
 
 /// An IPv4 or IPv6 address, as its bytes.
-public struct IPAddress: Sendable, Hashable, CustomStringConvertible {
+package struct IPAddress: Sendable, Hashable, CustomStringConvertible {
     /// 4 bytes for IPv4, 16 for IPv6, in network order.
-    public let bytes: [UInt8]
+    package let bytes: [UInt8]
 
-    public init?(bytes: [UInt8]) {
+    package init?(bytes: [UInt8]) {
         guard bytes.count == 4 || bytes.count == 16 else { return nil }
         self.bytes = bytes
     }
@@ -123,7 +131,7 @@ public struct IPAddress: Sendable, Hashable, CustomStringConvertible {
     /// `inet_aton` accepts (`127.0.0.1`, `127.1`, `2130706433`, `0177.0.0.1`, `0x7f.0.0.1`);
     /// IPv6 with or without brackets, with an IPv4 tail (`::ffff:127.0.0.1`) and a zone id
     /// (`fe80::1%eth0`, `%25eth0`); a trailing dot is ignored.
-    public init?(host: String) {
+    package init?(host: String) {
         let text = Self.bare(host)
         if text.contains(":") {
             guard let bytes = Self.ipv6(text[...]) else { return nil }
@@ -134,10 +142,10 @@ public struct IPAddress: Sendable, Hashable, CustomStringConvertible {
         }
     }
 
-    public var isIPv4: Bool { bytes.count == 4 }
+    package var isIPv4: Bool { bytes.count == 4 }
 
     /// Dotted decimal for IPv4; eight groups of hexadecimal for IPv6 (what `inet_pton` reads).
-    public var description: String {
+    package var description: String {
         if isIPv4 { return bytes.map(String.init).joined(separator: ".") }
         return stride(from: 0, to: 16, by: 2).map { String(UInt16(bytes[$0]) << 8 | UInt16(bytes[$0 + 1]), radix: 16) }.joined(separator: ":")
     }
@@ -145,7 +153,7 @@ public struct IPAddress: Sendable, Hashable, CustomStringConvertible {
     /// The IPv4 address an IPv6 address stands for, where it carries one that a network would
     /// reach: IPv4-mapped `::ffff:0:0/96`, IPv4-translated `::ffff:0:0:0/96`, IPv4-compatible
     /// `::/96`, NAT64 `64:ff9b::/96` and 6to4 `2002::/16`.
-    public var embeddedIPv4: IPAddress? {
+    package var embeddedIPv4: IPAddress? {
         guard !isIPv4 else { return nil }
         let b = bytes
         let zeros = { (range: Range<Int>) in range.allSatisfy { b[$0] == 0 } }
@@ -158,7 +166,10 @@ public struct IPAddress: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// The part of the network the address belongs to (IPv4 forms inside IPv6 as their IPv4 address).
-    public var scope: AddressScope {
+    /// Whether the address is a public one (not loopback, private, link-local, reserved, ...).
+    package var isPublic: Bool { scope == .public }
+
+    package var scope: AddressScope {
         isIPv4 ? Self.scope(ipv4: bytes) : Self.scope(ipv6: self)
     }
 

@@ -63,7 +63,7 @@ public struct GatewayError: Error, Sendable, Equatable, CustomStringConvertible 
     public let headers: HTTPFields
     /// Extension members added to the problem document (RFC 9457 §3.2), such as
     /// `violated-policies` on a quota problem. Values are strings, numbers or string arrays.
-    public let extensions: [String: ProblemValue]
+    package let extensions: [String: ProblemValue]
 
     private init(
         _ kind: Kind, status: HTTPResponse.Status, title: String, detail: String,
@@ -208,7 +208,7 @@ public struct GatewayError: Error, Sendable, Equatable, CustomStringConvertible 
 }
 
 /// A value of an extension member in a problem document.
-public enum ProblemValue: Sendable, Equatable, Encodable {
+package enum ProblemValue: Sendable, Equatable, Encodable {
     case string(String)
     case int(Int)
     case strings([String])

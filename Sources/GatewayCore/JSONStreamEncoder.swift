@@ -10,13 +10,13 @@ import NIOCore
 /// a dictionary's order). A ``JSONDocument`` is spliced in as it is and a ``JSONWritable`` writes
 /// itself. A value using `superEncoder`, which it does not stream, is handed to `JSONEncoder`
 /// whole. One encoder asked for two kinds of container is an error (where `JSONEncoder` traps).
-public enum JSONStreamEncoder {
-    public static func encode<Value: Encodable>(_ value: Value) throws -> [UInt8] {
+package enum JSONStreamEncoder {
+    package static func encode<Value: Encodable>(_ value: Value) throws -> [UInt8] {
         try encoding(value) { Array($0) }
     }
 
     /// The same JSON, in a `ByteBuffer` (a reply's body), copied once from the encoder's bytes.
-    public static func encodeBuffer<Value: Encodable>(_ value: Value) throws -> ByteBuffer {
+    package static func encodeBuffer<Value: Encodable>(_ value: Value) throws -> ByteBuffer {
         try encoding(value) { ByteBuffer(bytes: $0) }
     }
 
@@ -104,7 +104,7 @@ final class JSONStreamWriter {
         if Value.self == Int.self { return JSONValue.write(int64: Int64(value as! Int), into: &bytes) }
         if Value.self == Double.self { return try write(double: value as! Double) }
         if Value.self == Bool.self { return write(bool: value as! Bool) }
-        if Value.self == Date.self { return JSONValue.write(string: Timestamp.format(value as! Date), into: &bytes) }
+        if Value.self == Date.self { return JSONValue.write(string: UTCTimestamp.format(value as! Date), into: &bytes) }
         if Value.self == Data.self { return JSONValue.write(string: (value as! Data).base64EncodedString(), into: &bytes) }
         if Value.self == URL.self { return JSONValue.write(string: (value as! URL).absoluteString, into: &bytes) }
         if Value.self == Decimal.self { return bytes.append(contentsOf: (value as! Decimal).description.utf8) }

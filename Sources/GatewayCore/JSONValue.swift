@@ -576,20 +576,21 @@ public struct JSONDocument: Encodable, Sendable {
 }
 
 /// A coding key made from any string.
-public struct AnyCodingKey: CodingKey, Hashable, Sendable {
-    public var stringValue: String
-    public var intValue: Int?
-    public init(_ string: String) { stringValue = string }
-    public init?(stringValue: String) { self.stringValue = stringValue }
-    public init?(intValue: Int) {
+package struct AnyCodingKey: CodingKey, Hashable, Sendable {
+    package var stringValue: String
+    package var intValue: Int?
+    package init(_ string: String) { stringValue = string }
+    package init?(stringValue: String) { self.stringValue = stringValue }
+    package init?(intValue: Int) {
         stringValue = String(intValue)
         self.intValue = intValue
     }
 }
 
 extension JSONValue {
-    /// The JSON of an `Encodable` value (encoded with ``JSONStreamEncoder``), for the places that
-    /// hold JSON as a value: a live push that embeds a reply, a schema given to the OpenAPI document.
+    /// The JSON of an `Encodable` value (members in the order the value encodes them, RFC 3339
+    /// dates), for the places that hold JSON as a value: a live push that embeds a reply, a schema
+    /// given to the OpenAPI document.
     public init(encoding value: some Encodable) throws {
         self = try JSONValue.parse(JSONStreamEncoder.encodeBuffer(value), maximumDepth: 512)
     }

@@ -86,7 +86,7 @@ public struct OperationContext: Sendable {
     public func recordView(of resource: String, title: String) async {
         guard let userID = principal.userID else { return }
         do {
-            try await plugin.history.record(userID: userID, plugin: plugin.pluginID, resource: resource, title: title)
+            try await plugin.recordView(userID: userID, resource: resource, title: title)
         } catch {
             logger.warning("could not record history", metadata: ["error": "\(error)"])
         }

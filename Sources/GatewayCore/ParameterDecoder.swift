@@ -177,7 +177,7 @@ private struct ParameterValueDecoder: Decoder, SingleValueDecodingContainer {
     func decode(_ type: UInt64.Type) throws -> UInt64 { try decode(integer: type) }
     func decode<T: Decodable>(_ type: T.Type) throws -> T {
         if T.self == Date.self {
-            guard let date = Timestamp.parse(text) else {
+            guard let date = UTCTimestamp.date(text) else {
                 throw DecodingError.dataCorrupted(.init(codingPath: codingPath, debugDescription: "'\(text.prefix(64))' is not an RFC 3339 timestamp"))
             }
             return date as! T

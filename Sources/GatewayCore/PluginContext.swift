@@ -4,6 +4,7 @@ import Logging
 import Metrics
 import NIOCore
 import SQLKit
+import ServiceLifecycle
 
 /// What the host shares with a plugin: given to ``ServicePlugin/init(configuration:context:)`` and
 /// valid for the plugin's whole life.
@@ -22,8 +23,9 @@ public struct PluginContext: Sendable {
         let database: any SQLDatabase
         let clock: any WallClock
         let http: any UpstreamHTTPClient
-        let notifier: any Notifier
-        let history: any ActivityRecorder
+        let notify: @Sendable (_ userID: String, _ plugin: String, _ title: String, _ body: String, _ link: String?) async throws -> Void
+        let recordView: @Sendable (_ userID: String, _ plugin: String, _ resource: String, _ title: String) async throws -> Void
+        let lease: @Sendable (String, any Service) -> any Service
         let events: any EventBus
         let cache: any CacheInvalidator
         let accounts: any AccountDirectory
@@ -33,7 +35,9 @@ public struct PluginContext: Sendable {
         let environment: [String: String]
 
         init(pluginID: String, logger: Logger, metrics: any MetricsFactory, database: any SQLDatabase, clock: any WallClock,
-             http: any UpstreamHTTPClient, notifier: any Notifier, history: any ActivityRecorder, events: any EventBus,
+             http: any UpstreamHTTPClient, notify: @escaping @Sendable (String, String, String, String, String?) async throws -> Void,
+             recordView: @escaping @Sendable (String, String, String, String) async throws -> Void,
+             lease: @escaping @Sendable (String, any Service) -> any Service, events: any EventBus,
              cache: any CacheInvalidator, accounts: any AccountDirectory, baseDirectory: URL, appKeys: Set<String>,
              secrets: ConfiguredSecrets, environment: [String: String]) {
             self.appKeys = appKeys
@@ -45,8 +49,9 @@ public struct PluginContext: Sendable {
             self.database = database
             self.clock = clock
             self.http = http
-            self.notifier = notifier
-            self.history = history
+            self.notify = notify
+            self.recordView = recordView
+            self.lease = lease
             self.events = events
             self.cache = cache
             self.accounts = accounts
@@ -69,10 +74,27 @@ public struct PluginContext: Sendable {
     public var clock: any WallClock { storage.clock }
     /// The HTTP client for upstream services, with timeouts.
     public var http: any UpstreamHTTPClient { storage.http }
-    /// Posts notifications to a user's inbox.
-    public var notifier: any Notifier { storage.notifier }
-    /// Records entries in a user's activity history.
-    public var history: any ActivityRecorder { storage.history }
+    /// Posts a message to the inbox of user `userID`, from this plugin: a title, a body and a
+    /// plugin-defined link or resource id the client can open. Durable once the call returns.
+    public func notify(userID: String, title: String, body: String, link: String? = nil) async throws {
+        try await storage.notify(userID, pluginID, title, body, link)
+    }
+
+    /// Records in `userID`'s history ("recently viewed") that they viewed `resource`, titled `title`
+    /// (``OperationContext/recordView(of:title:)`` does it for the caller).
+    public func recordView(userID: String, resource: String, title: String) async throws {
+        try await storage.recordView(userID, pluginID, resource, title)
+    }
+
+    /// Background work that must run on one instance of the cluster at a time (retention,
+    /// schedules, polling a source whose result goes to the shared database), for
+    /// ``ServicePlugin/services``: `work` runs only while this instance holds the lease `name`
+    /// (unique in the cluster: `feeds.retention`) in the shared database. The holder renews it
+    /// every few seconds; when an instance stops or dies, another takes the work over within
+    /// about 15 seconds, and when a renewal fails the work is cancelled, so that two instances
+    /// never both run it for longer than a renewal interval. On SQLite there is one instance,
+    /// which takes the lease at once.
+    public func leased(_ name: String, work: any Service) -> any Service { storage.lease(name, work) }
     /// Publishes changes for live subscribers, on this instance and (with PostgreSQL) on every instance.
     public var events: any EventBus { storage.events }
     /// Purges cached replies by tag.
@@ -82,25 +104,33 @@ public struct PluginContext: Sendable {
     /// The folder relative paths in the plugin's configuration are resolved against (the folder of plugins.yaml).
     public var baseDirectory: URL { storage.baseDirectory }
     /// The application keys legacy clients may present (`auth.appKeys` in plugins.yaml): the
-    /// COIMOTION `_key`, checked by ``Coimotion/call(_:)``.
+    /// COIMOTION `_key`, checked by the COIMOTION dialects.
     public var appKeys: Set<String> { storage.appKeys }
-    /// How the secrets of plugins.yaml are checked: compare a presented key with a configured one
-    /// only through ``ConfiguredSecrets/matches(_:configured:)`` (a demo secret that ships with the
-    /// gateway is replaced on a reachable listener).
-    public var secrets: ConfiguredSecrets { storage.secrets }
+    /// How the secrets of plugins.yaml are checked (a demo secret that ships with the gateway is
+    /// replaced on a reachable listener).
+    package var secrets: ConfiguredSecrets { storage.secrets }
+
+    /// Whether a key a client presented is the secret `configured` in plugins.yaml: compared in
+    /// constant time, and, for a demo secret that ships with the gateway, against the secret that
+    /// replaced it on a reachable listener. Compare presented keys with configured ones only so.
+    public func secretMatches(_ presented: String, configured: String) -> Bool {
+        storage.secrets.matches(presented, configured: configured)
+    }
     /// The environment variables a plugin reads secrets from (`env:` settings): the process's, or
     /// the ones a test gives (changing the process's own with `setenv` while other tests start
     /// processes is a data race).
     public var environment: [String: String] { storage.environment }
 
-    public init(
+    package init(
         pluginID: String, logger: Logger, metrics: any MetricsFactory, database: any SQLDatabase,
-        clock: any WallClock, http: any UpstreamHTTPClient, notifier: any Notifier, history: any ActivityRecorder,
-        events: any EventBus, cache: any CacheInvalidator, accounts: any AccountDirectory, baseDirectory: URL, appKeys: Set<String> = [],
+        clock: any WallClock, http: any UpstreamHTTPClient,
+        notify: @escaping @Sendable (_ userID: String, _ plugin: String, _ title: String, _ body: String, _ link: String?) async throws -> Void,
+        recordView: @escaping @Sendable (_ userID: String, _ plugin: String, _ resource: String, _ title: String) async throws -> Void,
+        lease: @escaping @Sendable (_ name: String, _ work: any Service) -> any Service, events: any EventBus, cache: any CacheInvalidator, accounts: any AccountDirectory, baseDirectory: URL, appKeys: Set<String> = [],
         secrets: ConfiguredSecrets = .asWritten, environment: [String: String] = ProcessInfo.processInfo.environment
     ) {
         storage = Storage(pluginID: pluginID, logger: logger, metrics: metrics, database: database, clock: clock, http: http,
-                          notifier: notifier, history: history, events: events, cache: cache, accounts: accounts,
+                          notify: notify, recordView: recordView, lease: lease, events: events, cache: cache, accounts: accounts,
                           baseDirectory: baseDirectory, appKeys: appKeys, secrets: secrets, environment: environment)
     }
 
@@ -114,12 +144,6 @@ public struct PluginContext: Sendable {
 public protocol WallClock: Sendable {
     /// Now.
     func now() -> Date
-}
-
-/// The system's clock.
-public struct SystemClock: WallClock {
-    public init() {}
-    public func now() -> Date { Date() }
 }
 
 /// A request to an upstream HTTP service.
@@ -151,13 +175,15 @@ public struct UpstreamRequest: Sendable {
     }
 }
 
-/// An upstream service's reply.
-public struct UpstreamResponse: Sendable {
+/// An upstream's reply: its body whole (a `ByteBuffer`, from ``UpstreamHTTPClient/send(_:maxBodySize:)``)
+/// or still arriving (a ``ByteStream``, from ``UpstreamHTTPClient/open(_:body:)``: read it, or the
+/// connection stays busy until the reply is dropped).
+public struct UpstreamResponse<Body: Sendable>: Sendable {
     public var status: HTTPResponse.Status
     public var headers: HTTPFields
-    public var body: ByteBuffer
+    public var body: Body
 
-    public init(status: HTTPResponse.Status, headers: HTTPFields = [:], body: ByteBuffer) {
+    public init(status: HTTPResponse.Status, headers: HTTPFields = [:], body: Body) {
         self.status = status
         self.headers = headers
         self.body = body
@@ -171,10 +197,10 @@ public struct UpstreamResponse: Sendable {
 /// ``GatewayError`` 502 (unusable reply) or 504 (timeout), so a plugin can let them propagate.
 public protocol UpstreamHTTPClient: Sendable {
     /// Sends `request`, reading at most `maxBodySize` bytes of the reply.
-    func send(_ request: UpstreamRequest, maxBodySize: Int) async throws -> UpstreamResponse
+    func send(_ request: UpstreamRequest, maxBodySize: Int) async throws -> UpstreamResponse<ByteBuffer>
     /// Sends `request` and answers once the reply's head has arrived, its body still to read
     /// (a proxy's way: neither body is ever held whole). See the default in ``ByteStream``'s file.
-    func open(_ request: UpstreamRequest, body: ByteStream?) async throws -> StreamedUpstreamResponse
+    func open(_ request: UpstreamRequest, body: ByteStream?) async throws -> UpstreamResponse<ByteStream>
     /// Opens a WebSocket to `url` (`ws://` or `wss://`) with `headers`, runs `session` with it, and
     /// closes it when `session` returns. Fails with a 502 problem when the upstream refuses it.
     func webSocket(_ url: String, headers: HTTPFields, session: @escaping @Sendable (any WebSocketConnection) async throws -> Void) async throws
@@ -184,35 +210,6 @@ extension UpstreamHTTPClient {
     public func webSocket(_ url: String, headers: HTTPFields, session: @escaping @Sendable (any WebSocketConnection) async throws -> Void) async throws {
         throw GatewayError.badGateway("This client cannot open WebSockets.")
     }
-}
-
-/// A message for a user's inbox.
-public struct UserNotification: Sendable, Codable, Equatable {
-    public var userID: String
-    public var plugin: String
-    public var title: String
-    public var body: String
-    /// A plugin-defined link or resource id the client can open.
-    public var link: String?
-
-    public init(userID: String, plugin: String, title: String, body: String, link: String? = nil) {
-        self.userID = userID
-        self.plugin = plugin
-        self.title = title
-        self.body = body
-        self.link = link
-    }
-}
-
-/// Posts to users' inboxes. Posting is durable once the call returns.
-public protocol Notifier: Sendable {
-    func post(_ notification: UserNotification) async throws
-}
-
-/// Records what a user looked at ("recently viewed").
-public protocol ActivityRecorder: Sendable {
-    /// Records that `userID` viewed `resource` of `plugin`, titled `title`.
-    func record(userID: String, plugin: String, resource: String, title: String) async throws
 }
 
 /// A change published on the event bus.

@@ -454,6 +454,12 @@ public struct RawReply: Encodable, Sendable {
         self.init(ByteBuffer(string: text), contentType: contentType)
     }
 
+    /// `value` as JSON, encoded with the gateway's conventions (members in the order the value
+    /// encodes them, RFC 3339 dates): for a route that answers JSON or another format on request.
+    public init(json value: some Encodable) throws {
+        self.init(try JSONStreamEncoder.encodeBuffer(value), contentType: "application/json")
+    }
+
     public func encode(to encoder: any Encoder) throws {
         var container = encoder.singleValueContainer()
         try container.encode(String(buffer: bytes))

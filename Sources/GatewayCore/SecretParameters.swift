@@ -5,7 +5,7 @@
 /// A route marks one with ``RouteBuilder/secret(_:)``,
 /// which adds the tag ``tag(_:)`` (also shown by `gateway routes`); routes built another way pass
 /// that tag among their tags.
-public enum SecretParameters {
+package enum SecretParameters {
     static let prefix = "secret:"
 
     /// The tag that marks path parameter `name` secret.

@@ -72,29 +72,14 @@ extension IteratorBox where Iterator: IteratorProtocol, Iterator.Element == Byte
     func nextBuffer() -> ByteBuffer? { iterator.next() }
 }
 
-/// An upstream's reply whose body is still arriving.
-public struct StreamedUpstreamResponse: Sendable {
-    public var status: HTTPResponse.Status
-    public var headers: HTTPFields
-    /// The body, pulled from the upstream as it is read. Read it, or the connection stays busy
-    /// until the reply is dropped.
-    public var body: ByteStream
-
-    public init(status: HTTPResponse.Status, headers: HTTPFields, body: ByteStream) {
-        self.status = status
-        self.headers = headers
-        self.body = body
-    }
-}
-
 extension UpstreamHTTPClient {
     /// Sends `request` with `body` streamed after it (when given, it replaces ``UpstreamRequest/body``)
     /// and answers once the reply's head has arrived — within ``UpstreamRequest/timeout`` — with
     /// its body still to read. This default reads the whole reply first; the host's client streams.
-    public func open(_ request: UpstreamRequest, body: ByteStream?) async throws -> StreamedUpstreamResponse {
+    public func open(_ request: UpstreamRequest, body: ByteStream?) async throws -> UpstreamResponse<ByteStream> {
         var request = request
         if let body { request.body = try await body.collect(upTo: 64 << 20) }
         let response = try await send(request, maxBodySize: 64 << 20)
-        return StreamedUpstreamResponse(status: response.status, headers: response.headers, body: ByteStream([response.body]))
+        return UpstreamResponse(status: response.status, headers: response.headers, body: ByteStream([response.body]))
     }
 }

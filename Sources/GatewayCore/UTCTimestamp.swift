@@ -146,3 +146,48 @@ public enum UTCTimestamp {
         return (yoe + era * 400 + (month <= 2 ? 1 : 0), month, day)
     }
 }
+
+// Dates: RFC 3339's `date-time` (the OpenAPI document's `format`), as JSON bodies carry them.
+extension UTCTimestamp {
+    /// Parses `2024-05-01T10:00:00Z`, with optional fractional seconds and any offset. Nothing
+    /// else: RFC 3339's `date-time`, which the OpenAPI document's `format` promises (Foundation's
+    /// parser alone also takes what follows a valid time, `...-04:15*`).
+    public static func date(_ text: String) -> Date? {
+        guard isDateTime(text) else { return nil }
+        // RFC 3339 lets `T` and `Z` be lowercase; Foundation reads them uppercase.
+        let text = text.uppercased()
+        if let date = try? Date(text, strategy: Date.ISO8601FormatStyle(includingFractionalSeconds: true)) { return date }
+        return try? Date(text, strategy: Date.ISO8601FormatStyle())
+    }
+
+    /// Whether `text` has the shape of an RFC 3339 `date-time`: `yyyy-MM-ddTHH:mm:ss`, optional
+    /// fractional seconds, then `Z` or `±HH:mm` and nothing after.
+    static func isDateTime(_ text: String) -> Bool {
+        let bytes = Array(text.utf8)
+        func digits(_ range: Range<Int>) -> Bool { range.upperBound <= bytes.count && range.allSatisfy { (0x30...0x39).contains(bytes[$0]) } }
+        guard bytes.count >= 20, digits(0..<4), bytes[4] == 0x2D, digits(5..<7), bytes[7] == 0x2D, digits(8..<10),
+              bytes[10] == 0x54 || bytes[10] == 0x74, digits(11..<13), bytes[13] == 0x3A, digits(14..<16), bytes[16] == 0x3A, digits(17..<19)
+        else { return false }
+        var index = 19
+        if bytes[index] == 0x2E {
+            index += 1
+            let first = index
+            while index < bytes.count, (0x30...0x39).contains(bytes[index]) { index += 1 }
+            guard index > first else { return false }
+        }
+        guard index < bytes.count else { return false }
+        if bytes[index] == 0x5A || bytes[index] == 0x7A { return index + 1 == bytes.count }
+        return (bytes[index] == 0x2B || bytes[index] == 0x2D) && bytes.count == index + 6
+            && digits(index + 1..<index + 3) && bytes[index + 3] == 0x3A && digits(index + 4..<index + 6)
+    }
+
+    /// Formats as `2024-05-01T10:00:00Z`, or with milliseconds when the date has a fraction.
+    public static func format(_ date: Date) -> String {
+        let seconds = date.timeIntervalSince1970
+        guard seconds.rounded(.down) == seconds else { return date.formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true)) }
+        // Whole seconds from 1583 (where Foundation's calendar is Gregorian, not Julian) to 9999:
+        // integer arithmetic, no calendar.
+        guard (-12_212_553_600 ... 253_402_300_799).contains(seconds) else { return date.formatted(Date.ISO8601FormatStyle()) }
+        return format(micros: Int64(seconds) * 1_000_000, fractionDigits: 0)
+    }
+}

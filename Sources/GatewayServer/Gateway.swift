@@ -105,7 +105,7 @@ public final class Gateway: Sendable {
         public var configurationSource: (@Sendable () throws -> GatewayConfiguration)?
         /// How the host names of URLs callers set (trigger targets) are resolved before their
         /// addresses are checked (``EgressPolicy``); nil: the system's resolver.
-        public var egressResolver: (any EgressResolver)?
+        package var egressResolver: (any EgressResolver)?
         /// Where the replacement of a shipped demo secret goes, the one time it is shown (on a
         /// reachable listener's first start; see ``ShippedSecrets``): standard output by default.
         public var announceSecret: @Sendable (String) -> Void = { text in
@@ -542,7 +542,7 @@ public final class Gateway: Sendable {
                 throw StartupStepError(step: "loading the demo data of plugin \(plugin.id)", cause: error)
             }
             try await database.insert(into: "gateway_demo_data").columns("plugin", "loaded_at")
-                .values(SQLBind(plugin.id), SQLBind(Timestamp.format(Date()))).run()
+                .values(SQLBind(plugin.id), SQLBind(UTCTimestamp.format(Date()))).run()
         }
     }
 }

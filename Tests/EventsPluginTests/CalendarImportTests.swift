@@ -194,7 +194,7 @@ struct CalendarImportTests {
             _ = try await importer(gateway).importFile(inCity, options: ["city": "99"], progress: RecordedProgress())
             let starts = try await gateway.gateway.database.sql.raw("SELECT starts_at FROM events_showings ORDER BY id").all()
                 .map { Date(timeIntervalSince1970: Double(try $0.decode(column: "starts_at", as: Int64.self))) }
-            #expect(starts.map { Timestamp.format($0) } == ["2026-12-01T15:00:00Z", "2026-12-01T15:00:00Z"])
+            #expect(starts.map { UTCTimestamp.format($0) } == ["2026-12-01T15:00:00Z", "2026-12-01T15:00:00Z"])
         }
     }
 

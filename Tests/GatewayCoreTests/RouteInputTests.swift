@@ -145,16 +145,16 @@ struct OperationInputTests {
 
     @Test("timestamps are RFC 3339 UTC, with fractions only when present")
     func timestamps() {
-        #expect(Timestamp.format(Date(timeIntervalSince1970: 0)) == "1970-01-01T00:00:00Z")
-        #expect(Timestamp.format(Date(timeIntervalSince1970: 0.5)) == "1970-01-01T00:00:00.500Z")
-        #expect(Timestamp.parse("2024-05-01T12:00:00+02:00") == Date(timeIntervalSince1970: 1_714_557_600))
-        #expect(Timestamp.parse("2024-05-01") == nil)
+        #expect(UTCTimestamp.format(Date(timeIntervalSince1970: 0)) == "1970-01-01T00:00:00Z")
+        #expect(UTCTimestamp.format(Date(timeIntervalSince1970: 0.5)) == "1970-01-01T00:00:00.500Z")
+        #expect(UTCTimestamp.date("2024-05-01T12:00:00+02:00") == Date(timeIntervalSince1970: 1_714_557_600))
+        #expect(UTCTimestamp.date("2024-05-01") == nil)
         // RFC 3339 and nothing after it; fractions of any length, `Z` or an offset.
-        #expect(Timestamp.parse("1910-08-08T10:39:10.961877-04:15") != nil)
-        #expect(Timestamp.parse("2024-05-01t12:00:00z") == Date(timeIntervalSince1970: 1_714_564_800))
+        #expect(UTCTimestamp.date("1910-08-08T10:39:10.961877-04:15") != nil)
+        #expect(UTCTimestamp.date("2024-05-01t12:00:00z") == Date(timeIntervalSince1970: 1_714_564_800))
         for bad in ["1910-08-08T10:39:10.961877-04:15*", "2024-05-01T12:00:00Z ", "2024-05-01T12:00:00", "2024-05-01T12:00:00.Z",
                     "2024-05-01T12:00:00+0200", "2024-05-01 12:00:00Z", "2024-05-01T12:00:00+02:00:00", "+2024-05-01T12:00:00Z"] {
-            #expect(Timestamp.parse(bad) == nil, "\(bad)")
+            #expect(UTCTimestamp.date(bad) == nil, "\(bad)")
         }
         // Whole seconds are written without a calendar: the same text Foundation writes, in any year.
         var generator = SystemRandomNumberGenerator()
@@ -162,7 +162,7 @@ struct OperationInputTests {
             + (0 ..< 2_000).map { _ in Int64.random(in: -62_135_596_800 ... 253_402_300_799, using: &generator) }
         for seconds in samples {
             let date = Date(timeIntervalSince1970: Double(seconds))
-            #expect(Timestamp.format(date) == date.formatted(Date.ISO8601FormatStyle()), "\(seconds)")
+            #expect(UTCTimestamp.format(date) == date.formatted(Date.ISO8601FormatStyle()), "\(seconds)")
         }
     }
 

@@ -1,4 +1,5 @@
 import GatewayCore
+import GatewaySupport
 import Synchronization
 import Testing
 

@@ -231,14 +231,14 @@ struct AccountTests {
         let clock = TestClock()
         try await TestGateway.with(notes, yaml: notesYAML, configure: { $0.clock = clock }) { gateway in
             let (token, _) = try await gateway.register("expirer")
-            let expires = Timestamp.format(clock.now().addingTimeInterval(3600))
+            let expires = UTCTimestamp.format(clock.now().addingTimeInterval(3600))
             let key = try await gateway.createKey(token: token, grant: #"{"label": "short", "scopes": ["*"], "expiresAt": "\#(expires)"}"#)
             let apiKey = HTTPField.Name("X-Api-Key")!
             #expect(try await gateway.gateway.handle(.get, "/v1/notes/echo?name=x", headers: [apiKey: key.secret]).status == 200)
             clock.advance(by: 7200)
             gateway.gateway.forgetCredentials()
             #expect(try await gateway.gateway.handle(.get, "/v1/notes/echo?name=x", headers: [apiKey: key.secret]).status == 401)
-            let past = Timestamp.format(clock.now().addingTimeInterval(-60))
+            let past = UTCTimestamp.format(clock.now().addingTimeInterval(-60))
             let refused = try await gateway.gateway.handle(.post, "/v1/me/keys", headers: [.authorization: "Bearer \(token)", .contentType: "application/json"],
                                                            body: ByteBuffer(string: #"{"label": "old", "scopes": ["*"], "expiresAt": "\#(past)"}"#))
             #expect(refused.status == 422)

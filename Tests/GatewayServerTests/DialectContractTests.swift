@@ -1,6 +1,7 @@
 import Foundation
 import GatewayCore
 import GatewayServer
+import GatewaySupport
 import GatewayTesting
 import HTTPTypes
 import NIOCore

@@ -1,6 +1,7 @@
 import Foundation
 import GatewayCore
 @testable import GatewayServer
+import GatewaySupport
 import GatewayTesting
 import SQLKit
 import Testing

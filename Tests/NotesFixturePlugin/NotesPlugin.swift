@@ -97,8 +97,7 @@ public struct NotesPlugin: AuthorizingPlugin {
                 .replies(Note.self) { input, context in
                     let note = try await store.create(input.body, owner: context.principal.userID)
                     if let owner = note.owner {
-                        try await context.plugin.notifier.post(UserNotification(userID: owner, plugin: "notes", title: "Note created",
-                                                                                body: note.title, link: "/v1/notes/notes/\(note.id)"))
+                        try await context.plugin.notify(userID: owner, title: "Note created", body: note.title, link: "/v1/notes/notes/\(note.id)")
                     }
                     return Reply(note, status: 201, headers: [.location: "/v1/notes/notes/\(note.id)", .eTag: note.etag])
                 },

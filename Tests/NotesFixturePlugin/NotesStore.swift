@@ -18,12 +18,12 @@ struct NotesStore: Sendable {
 
         var note: Note {
             Note(id: id, owner: owner, title: title, body: body, version: version,
-                 createdAt: Timestamp.parse(created_at) ?? .distantPast, updatedAt: Timestamp.parse(updated_at) ?? .distantPast)
+                 createdAt: UTCTimestamp.date(created_at) ?? .distantPast, updatedAt: UTCTimestamp.date(updated_at) ?? .distantPast)
         }
     }
 
     func create(_ draft: NoteDraft, owner: String?) async throws -> Note {
-        let now = Timestamp.format(clock.now())
+        let now = UTCTimestamp.format(clock.now())
         let row = Row(id: UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased(), owner: owner,
                       title: draft.title, body: draft.body, version: 1, created_at: now, updated_at: now)
         try await database.insert(into: "notes_items").model(row).run()
@@ -47,7 +47,7 @@ struct NotesStore: Sendable {
             }
             try await db.update("notes_items")
                 .set("title", to: draft.title).set("body", to: draft.body)
-                .set("version", to: row.version + 1).set("updated_at", to: Timestamp.format(clock.now()))
+                .set("version", to: row.version + 1).set("updated_at", to: UTCTimestamp.format(clock.now()))
                 .where("id", .equal, id).run()
             var updated = row
             updated.title = draft.title

@@ -1,5 +1,6 @@
 import Foundation
 import GatewayCore
+import GatewayServer
 import GatewayTesting
 import Hummingbird
 import NIOCore

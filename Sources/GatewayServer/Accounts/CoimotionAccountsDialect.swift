@@ -1,5 +1,6 @@
 import Foundation
 import GatewayCore
+import GatewaySupport
 
 /// The COIMOTION accounts API (`core/user/...`, legacy-apis.md §1) over the same accounts and
 /// sessions as the native API. Passwords arrive as the client's prehash

@@ -17,12 +17,12 @@ struct GatewayAccountDirectory: AccountDirectory {
         return Self.record(user)
     }
 
-    func signIn(identifier: String, password: String, address: String) async throws -> AccountSession {
+    func signIn(identifier: String, password: String, address: String) async throws -> (token: String, expiresAt: Date, account: AccountRecord) {
         // An identifier with '@' that names a registered email signs in that account; otherwise it is a username.
         let user = try await throttle.verify(store, identifier: identifier, secret: .plain(password), address: address, acceptsEmail: true)
         guard let user else { throw GatewayError.unauthorized("The username or password is wrong.") }
         let session = try await store.createSession(userID: user.id)
-        return AccountSession(token: session.token, expiresAt: session.expiresAt, account: Self.record(user))
+        return (token: session.token, expiresAt: session.expiresAt, account: Self.record(user))
     }
 
     func signOut(token: String) async throws {
@@ -79,11 +79,11 @@ struct GatewayAccountDirectory: AccountDirectory {
         try await authenticator.principal(for: credential, address: address)
     }
 
-    func issueKey(for userID: String?, _ request: KeyRequest) async throws -> IssuedKey {
+    func issueKey(for userID: String?, _ request: KeyRequest) async throws -> (id: String, secret: String) {
         let issued = try await store.createKey(userID: userID, grant: AccountStore.KeyGrant(
             label: request.label, scopes: request.scopes, resources: request.resources, allowedAddresses: request.allowedAddresses,
             expiresAt: request.expiresAt))
-        return IssuedKey(id: issued.key.id, secret: issued.secret)
+        return (id: issued.key.id, secret: issued.secret)
     }
 
     func revokeKey(id: String, of userID: String?) async throws -> Bool {

@@ -44,7 +44,10 @@ extension Gateway {
             var logger = options.logger
             logger[metadataKey: "plugin"] = .string(id)
             return PluginContext(pluginID: id, logger: logger, metrics: metrics.factory, database: database.sql, clock: options.clock, http: http,
-                                 notifier: inbox, history: inbox, events: events, cache: cache, accounts: directory,
+                                 notify: { try await inbox.post(userID: $0, plugin: $1, title: $2, body: $3, link: $4) },
+                                 recordView: { try await inbox.record(userID: $0, plugin: $1, resource: $2, title: $3) },
+                                 lease: { [database = database.sql, logger] name, work in LeasedService(name, database: database, logger: logger, work: work) },
+                                 events: events, cache: cache, accounts: directory,
                                  baseDirectory: options.baseDirectory, appKeys: Set(configuration.auth.appKeys), secrets: secrets,
                                  environment: options.environment)
         }

@@ -20,7 +20,7 @@ public struct AsyncUpstreamClient: UpstreamHTTPClient {
     let client: HTTPClient
     let egress: EgressGuard
 
-    public init(client: HTTPClient = .shared, resolver: any EgressResolver = SystemEgressResolver()) {
+    package init(client: HTTPClient = .shared, resolver: any EgressResolver = SystemEgressResolver()) {
         self.client = client
         self.egress = EgressGuard(resolver: resolver)
     }
@@ -69,11 +69,11 @@ public struct AsyncUpstreamClient: UpstreamHTTPClient {
     static let defaultMaxConnections = 512
     private static let proxyingClients = Mutex<[Int: HTTPClient]>([:])
 
-    public func send(_ request: UpstreamRequest, maxBodySize: Int) async throws -> UpstreamResponse {
+    public func send(_ request: UpstreamRequest, maxBodySize: Int) async throws -> UpstreamResponse<ByteBuffer> {
         try await GatewayTracing.span("\(request.method.rawValue) upstream", kind: .client) { try await sendInSpan(request, maxBodySize: maxBodySize) }
     }
 
-    private func sendInSpan(_ request: UpstreamRequest, maxBodySize: Int) async throws -> UpstreamResponse {
+    private func sendInSpan(_ request: UpstreamRequest, maxBodySize: Int) async throws -> UpstreamResponse<ByteBuffer> {
         var outbound = Self.outbound(request)
         if let body = request.body { outbound.body = .bytes(body) }
         do {
@@ -93,11 +93,11 @@ public struct AsyncUpstreamClient: UpstreamHTTPClient {
         }
     }
 
-    public func open(_ request: UpstreamRequest, body: ByteStream?) async throws -> StreamedUpstreamResponse {
+    public func open(_ request: UpstreamRequest, body: ByteStream?) async throws -> UpstreamResponse<ByteStream> {
         try await GatewayTracing.span("\(request.method.rawValue) upstream", kind: .client) { try await openInSpan(request, body: body) }
     }
 
-    private func openInSpan(_ request: UpstreamRequest, body: ByteStream?) async throws -> StreamedUpstreamResponse {
+    private func openInSpan(_ request: UpstreamRequest, body: ByteStream?) async throws -> UpstreamResponse<ByteStream> {
         if request.egress != .operatorConfigured { return try await openChecked(request, body: body) }
         // Plain HTTP with the body (if any) at hand: the forwarding client (see its doc for why).
         if body == nil, let target = ForwardingTarget(url: request.url) {
@@ -112,7 +112,7 @@ public struct AsyncUpstreamClient: UpstreamHTTPClient {
         }
         do {
             let response = try await Self.proxying(maxConnections: request.maxConnections).execute(outbound, timeout: Self.timeAmount(request.timeout))
-            return StreamedUpstreamResponse(status: HTTPResponse.Status(code: Int(response.status.code)), headers: Self.fields(response.headers),
+            return UpstreamResponse(status: HTTPResponse.Status(code: Int(response.status.code)), headers: Self.fields(response.headers),
                                             body: ByteStream(response.body))
         } catch {
             throw Self.problem(error, url: request.url)
@@ -121,7 +121,7 @@ public struct AsyncUpstreamClient: UpstreamHTTPClient {
 
     /// ``open(_:body:)`` for a URL a caller set: checked, then sent by a client of its own that
     /// lives until the reply's body is read or dropped.
-    private func openChecked(_ request: UpstreamRequest, body: ByteStream?) async throws -> StreamedUpstreamResponse {
+    private func openChecked(_ request: UpstreamRequest, body: ByteStream?) async throws -> UpstreamResponse<ByteStream> {
         var outbound = Self.outbound(request)
         if let body {
             let length = request.headers[.contentLength].flatMap(Int64.init)
@@ -138,7 +138,7 @@ public struct AsyncUpstreamClient: UpstreamHTTPClient {
         do {
             let response = try await lease.client.execute(outbound, timeout: Self.timeAmount(request.timeout))
             let iterator = ByteStream(response.body).makeAsyncIterator()
-            return StreamedUpstreamResponse(status: HTTPResponse.Status(code: Int(response.status.code)), headers: Self.fields(response.headers),
+            return UpstreamResponse(status: HTTPResponse.Status(code: Int(response.status.code)), headers: Self.fields(response.headers),
                                             body: ByteStream(next: { [lease] in
                                                 _ = lease
                                                 var copy = iterator

@@ -10,16 +10,16 @@ import Darwin
 #endif
 
 /// Resolves host names for the egress check of URLs callers set (``EgressPolicy``).
-public protocol EgressResolver: Sendable {
+package protocol EgressResolver: Sendable {
     /// The addresses `host` names (a name, never a literal address), in the order to try them.
     func addresses(of host: String) async throws -> [IPAddress]
 }
 
 /// The system's resolver: `getaddrinfo`, as a connection to the name would use, run off the event loops.
-public struct SystemEgressResolver: EgressResolver {
-    public init() {}
+package struct SystemEgressResolver: EgressResolver {
+    package init() {}
 
-    public func addresses(of host: String) async throws -> [IPAddress] {
+    package func addresses(of host: String) async throws -> [IPAddress] {
         try await NIOThreadPool.singleton.runIfActive { try Self.lookup(host) }
     }
 

@@ -54,7 +54,7 @@ final class ForwardingClient: Sendable {
 
     /// Sends `request` (its body, if any, whole) to `target` and returns the reply's status and
     /// fields once they arrive; the body follows as the caller reads it.
-    func open(_ request: UpstreamRequest, target: ForwardingTarget, fields: HTTPHeaders) async throws -> StreamedUpstreamResponse {
+    func open(_ request: UpstreamRequest, target: ForwardingTarget, fields: HTTPHeaders) async throws -> UpstreamResponse<ByteStream> {
         var headers = fields
         if !headers.contains(name: "host") { headers.add(name: "host", value: target.authority) }
         headers.remove(name: "content-length")
@@ -105,10 +105,10 @@ final class ForwardingClient: Sendable {
         }
         switch answer.body {
         case .whole(let buffer):
-            return StreamedUpstreamResponse(status: status, headers: replyFields, body: ByteStream(buffer.readableBytes == 0 ? [] : [buffer]))
+            return UpstreamResponse(status: status, headers: replyFields, body: ByteStream(buffer.readableBytes == 0 ? [] : [buffer]))
         case .streamed(let body):
             let url = request.url
-            return StreamedUpstreamResponse(status: status, headers: replyFields, body: ByteStream(next: { [iterator = IteratorBox(body.makeAsyncIterator())] in
+            return UpstreamResponse(status: status, headers: replyFields, body: ByteStream(next: { [iterator = IteratorBox(body.makeAsyncIterator())] in
                 do {
                     return try await iterator.next()
                 } catch let error as ForwardingError {

@@ -1,5 +1,6 @@
 import Foundation
 import GatewayCore
+import GatewaySupport
 import Logging
 import NIOConcurrencyHelpers
 import PostgresKit

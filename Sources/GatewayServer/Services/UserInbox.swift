@@ -4,7 +4,7 @@ import SQLKit
 
 /// The per-user inbox and activity history that plugins post to, stored in the gateway's own
 /// tables (`gateway_notifications`, `gateway_history`). Writes are durable when the call returns.
-public struct UserInbox: Notifier, ActivityRecorder {
+public struct UserInbox: Sendable {
     public let database: any SQLDatabase
     public let clock: any WallClock
 
@@ -13,11 +13,12 @@ public struct UserInbox: Notifier, ActivityRecorder {
         self.clock = clock
     }
 
-    public func post(_ notification: UserNotification) async throws {
+    /// Posts a message to the inbox of `userID`, from `plugin`.
+    public func post(userID: String, plugin: String, title: String, body: String, link: String?) async throws {
         try await database.insert(into: "gateway_notifications")
             .columns("id", "user_id", "plugin", "title", "body", "link", "created_at")
-            .values(SQLBind(UUID().uuidString.lowercased()), SQLBind(notification.userID), SQLBind(notification.plugin),
-                    SQLBind(notification.title), SQLBind(notification.body), SQLBind(notification.link), SQLBind(clock.now().timeIntervalSince1970))
+            .values(SQLBind(UUID().uuidString.lowercased()), SQLBind(userID), SQLBind(plugin),
+                    SQLBind(title), SQLBind(body), SQLBind(link), SQLBind(clock.now().timeIntervalSince1970))
             .run()
     }
 

@@ -1,3 +1,4 @@
+import GatewaySupport
 import Logging
 import NIOCore
 import SQLKit

@@ -1,6 +1,7 @@
 @preconcurrency import AsyncKit
 import Foundation
 import GatewayCore
+import GatewaySupport
 import Logging
 import NIOCore
 import NIOPosix

@@ -67,7 +67,7 @@ public struct MigrationRunner: Sendable {
                     }
                     try await db.insert(into: "gateway_migrations")
                         .columns("owner", "version", "name", "applied_at")
-                        .values(SQLBind(owner), SQLBind(step.version), SQLBind(step.name), SQLBind(Timestamp.format(Date())))
+                        .values(SQLBind(owner), SQLBind(step.version), SQLBind(step.name), SQLBind(UTCTimestamp.format(Date())))
                         .run()
                     applied.append(Applied(plugin: owner, version: step.version, name: step.name))
                 }

@@ -1,5 +1,6 @@
 @preconcurrency import AsyncKit
 import GatewayCore
+import GatewaySupport
 import Logging
 import NIOConcurrencyHelpers
 import NIOCore

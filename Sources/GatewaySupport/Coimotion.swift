@@ -1,4 +1,5 @@
 import Foundation
+import GatewayCore
 import HTTPTypes
 import NIOCore
 
@@ -157,7 +158,7 @@ public enum Coimotion {
         _ handler: @escaping @Sendable (Call, OperationContext) async throws -> Reply
     ) -> @Sendable (RouteRequest, OperationContext) async throws -> RouteReply {
         { request, context in
-            let call = try parse(request, appKeys: context.plugin.appKeys, secrets: context.plugin.secrets)
+            let call = try parse(request, appKeys: context.plugin.appKeys, matches: context.plugin.secretMatches)
             var reply = try await handler(call, context)
             if context.credentialRefused, reply.token == .unchanged { reply.token = .end }
             return try response(reply)
@@ -166,8 +167,9 @@ public enum Coimotion {
 
     /// Decodes a call's body. Throws 400 for a body that is not a JSON object, and
     /// ``GatewayError/unknownApplication(_:)`` when the app key is not one of `appKeys` (as
-    /// `secrets` checks them).
-    public static func parse(_ request: RouteRequest, appKeys: Set<String>, secrets: ConfiguredSecrets = .asWritten) throws -> Call {
+    /// `matches` compares a presented key with a configured one: ``PluginContext/secretMatches(_:configured:)``).
+    public static func parse(_ request: RouteRequest, appKeys: Set<String>,
+                             matches: (_ presented: String, _ configured: String) -> Bool) throws -> Call {
         let object = try bodyObject(request)
         var parameters: [String: String] = [:]
         for (name, value) in object where name != "_key" && name != "token" {
@@ -181,7 +183,7 @@ public enum Coimotion {
         }
         let call = Call(parameters: parameters, appKey: object["_key"] as? String, token: object["token"] as? String,
                         pathParameters: request.pathParameters)
-        guard let key = call.appKey, appKeys.contains(where: { secrets.matches(key, configured: $0) }) else {
+        guard let key = call.appKey, appKeys.contains(where: { matches(key, $0) }) else {
             throw GatewayError.unknownApplication("The app key is missing or not registered with this gateway.")
         }
         return call

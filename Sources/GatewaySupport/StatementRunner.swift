@@ -1,4 +1,5 @@
 import Foundation
+import GatewayCore
 import SQLKit
 
 /// A value bound to a statement that ``SQLStatementRunner`` runs.
