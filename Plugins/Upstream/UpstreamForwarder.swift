@@ -46,7 +46,9 @@ struct UpstreamForwarder: Sendable {
             // The wait for the head includes sending the body: a streamed upload (any size, any
             // client speed) gets an hour for both instead of the route's timeout; the client's
             // idle read timeout (60 s) still bounds a service that stops answering.
-            let upstream = UpstreamRequest(method: route.method, url: base + target, headers: headers, body: request.body,
+            // A request without a body goes out without one (no `Content-Length: 0` on a GET).
+            let whole = body == nil && request.body.readableBytes > 0 ? request.body : nil
+            let upstream = UpstreamRequest(method: route.method, url: base + target, headers: headers, body: whole,
                                            timeout: body == nil ? route.timeout : max(route.timeout, Self.uploadTimeout),
                                            maxConnections: settings.maxConnections)
             let response: UpstreamResponse<ByteStream>

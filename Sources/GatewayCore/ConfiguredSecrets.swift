@@ -5,7 +5,8 @@
 /// clients — is public, so it works only while the gateway listens on a loopback address. On a
 /// reachable listener the host generates a replacement at the first start (printed once, stored
 /// only as its SHA-256), and from then on only the replacement matches where the shipped value
-/// is configured. Plugins compare every configured secret through ``matches(_:configured:)``.
+/// is configured. Plugins compare every configured secret through
+/// ``PluginContext/secretMatches(_:configured:)``, which asks ``matches(_:configured:)``.
 package struct ConfiguredSecrets: Sendable {
     private let replacements: [String: @Sendable (String) -> Bool]
 

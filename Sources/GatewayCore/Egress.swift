@@ -166,9 +166,6 @@ package struct IPAddress: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// The part of the network the address belongs to (IPv4 forms inside IPv6 as their IPv4 address).
-    /// Whether the address is a public one (not loopback, private, link-local, reserved, ...).
-    package var isPublic: Bool { scope == .public }
-
     package var scope: AddressScope {
         isIPv4 ? Self.scope(ipv4: bytes) : Self.scope(ipv6: self)
     }

@@ -54,8 +54,7 @@ enum InputDecoder {
     }
 
     /// The function that turns a call's raw input into typed, validated input parts, prepared
-    /// once per operation or dialect route: what each request would otherwise ask the runtime
-    /// (dynamic casts, type comparisons) is decided here.
+    /// once per route: which parts to decode and which to validate is decided here, not per request.
     static func decoder<Path: Decodable & Sendable, Query: Decodable & Sendable, Body: Decodable & Sendable>(
         path _: Path.Type, query _: Query.Type, body _: Body.Type
     ) -> @Sendable (RouteRequest) throws -> RouteInput<Path, Query, Body> {
@@ -79,10 +78,9 @@ enum InputDecoder {
         }
     }
 
-    /// The validation of an input part of type `T`, prepared once per operation: when `T` is
-    /// ``ValidatableInput``, a function that validates a value of it in place (no dynamic cast and
-    /// no conformance lookup per request); nil otherwise.
-
+    /// The validation of an input part of type `T`, prepared once per route: when `T` is
+    /// ``ValidatableInput``, a function that validates a value of it (the conformance is looked up
+    /// once, here); nil otherwise.
     static func validator<T>(for type: T.Type) -> (@Sendable (borrowing T, String) throws -> Void)? {
         guard let validatable = type as? any ValidatableInput.Type else { return nil }
         return validator(validatable, as: T.self)

@@ -531,14 +531,11 @@ public protocol JSONWritable: Encodable {
 }
 
 /// How an operation's output of type `T` writes itself, prepared once per operation.
-@usableFromInline
 enum JSONWriter {
-    @usableFromInline
     typealias Writer<T> = @Sendable (borrowing T, inout [UInt8]) -> Void
 
     /// When `T` is ``JSONWritable``, a function that writes a value of it (no dynamic cast and no
     /// conformance lookup per reply); nil otherwise.
-    @usableFromInline
     static func writer<T>(for type: T.Type) -> Writer<T>? {
         guard let writable = type as? any JSONWritable.Type else { return nil }
         return writer(writable, as: T.self)

@@ -3,7 +3,6 @@ import Foundation
 /// Named string parameters as the pipeline has them: path parameters by name, or query
 /// parameters in request order (a name may repeat). Read in place: a request's few parameters are
 /// searched rather than regrouped into a dictionary of arrays first.
-@usableFromInline
 enum ParameterValues {
     case named([String: String])
     case pairs([(name: String, value: String)])

@@ -106,10 +106,6 @@ public struct PluginContext: Sendable {
     /// The application keys legacy clients may present (`auth.appKeys` in plugins.yaml): the
     /// COIMOTION `_key`, checked by the COIMOTION dialects.
     public var appKeys: Set<String> { storage.appKeys }
-    /// How the secrets of plugins.yaml are checked (a demo secret that ships with the gateway is
-    /// replaced on a reachable listener).
-    package var secrets: ConfiguredSecrets { storage.secrets }
-
     /// Whether a key a client presented is the secret `configured` in plugins.yaml: compared in
     /// constant time, and, for a demo secret that ships with the gateway, against the secret that
     /// replaced it on a reachable listener. Compare presented keys with configured ones only so.

@@ -26,13 +26,14 @@ import NIOCore
 ///     .handle { request, context in ... }
 ///
 /// Route.define(.get, "/live", summary: "Live updates")                  // a WebSocket
-///     .access(.authenticated)
+///     .access(.user)
 ///     .socket { request, connection, context in ... }
 /// ```
 public struct Route: Sendable {
     /// The stable, dotted name of a native operation: `<plugin id>.<verb>` such as
     /// `suggest.complete`, unique in the gateway. Empty for a dialect's routes and WebSockets: the
-    /// host names them `<plugin>.<dialect> METHOD <path>`.
+    /// host names them `<plugin>.<dialect> METHOD <path>` (`WS` for a WebSocket's method; a native
+    /// WebSocket's dialect is `native`).
     public let name: String
     /// The HTTP method (`GET` for a WebSocket).
     public let method: HTTPRequest.Method
@@ -88,9 +89,10 @@ public struct Route: Sendable {
     }
 
     /// Runs an HTTP route on raw input: decodes, validates, calls the handler. Throws
-    /// ``GatewayError`` for bad input; rethrows whatever the handler throws.
+    /// ``GatewayError`` for bad input; rethrows whatever the handler throws. (A WebSocket route
+    /// runs only when a client upgrades: called this way it answers 400.)
     public func callAsFunction(_ request: RouteRequest, context: OperationContext) async throws -> RouteReply {
-        guard case .http(let run) = handler else { throw GatewayError.methodNotAllowed(request.method.rawValue, allowed: ["GET"]) }
+        guard case .http(let run) = handler else { throw GatewayError.badRequest("\(path) is a WebSocket: upgrade to it.") }
         return try await run(request, context)
     }
 
@@ -297,18 +299,6 @@ public struct RouteBuilder<Path: Decodable & Sendable, Query: Decodable & Sendab
         decoding(output: RawReply.self, handler)
     }
 
-    /// Finishes with a handler that serves a WebSocket: the host upgrades only a caller the
-    /// route's ``Route/access`` rule admits (401 or 403 before upgrading; a socket is a read), and
-    /// the handler authorizes what the client asks for over it with
-    /// ``OperationContext/authorizeSocketRequest(_:as:)``. It serves one connection until the
-    /// client goes or it returns.
-    public func socket(
-        _ handler: @escaping @Sendable (RouteRequest, any WebSocketConnection, OperationContext) async throws -> Void
-    ) -> Route {
-        Route(settings: settings, io: RouteTypes(path: Path.self, query: Query.self, body: NoInput.self, output: NoContent.self),
-              bodyMediaTypes: [], handler: .socket(handler))
-    }
-
     private func decoding<Output: Encodable>(
         output: Output.Type, _ handler: @escaping @Sendable (RouteInput<Path, Query, Body>, OperationContext) async throws -> RouteReply
     ) -> Route {
@@ -323,18 +313,35 @@ public struct RouteBuilder<Path: Decodable & Sendable, Query: Decodable & Sendab
 }
 
 extension RouteBuilder where Path == NoInput, Query == NoInput, Body == NoInput {
+    /// Finishes with a handler that serves a WebSocket: the host upgrades only a caller the
+    /// route's ``Route/access`` rule admits (401 or 403 before upgrading; a socket is a read), and
+    /// the handler authorizes what the client asks for over it with
+    /// ``OperationContext/authorizeSocketRequest(_:as:)``. It serves one connection until the
+    /// client goes or it returns. Opening the socket costs the route's ``Route/cost``; the handler
+    /// reads the upgrade request's parameters itself (a socket takes no typed input).
+    public func socket(
+        _ handler: @escaping @Sendable (RouteRequest, any WebSocketConnection, OperationContext) async throws -> Void
+    ) -> Route {
+        Route(settings: settings, io: RouteTypes(path: NoInput.self, query: NoInput.self, body: NoInput.self, output: NoContent.self),
+              bodyMediaTypes: [], handler: .socket(handler))
+    }
+
     /// Finishes with a handler that reads the request raw: a dialect's route that parses its old
-    /// clients' requests itself.
+    /// clients' requests itself. A body, of any media type, is read whole first (up to
+    /// `server.maxBodySize`).
     public func handle(_ handler: @escaping @Sendable (RouteRequest, OperationContext) async throws -> RouteReply) -> Route {
-        Route(settings: settings, io: RouteTypes(path: NoInput.self, query: NoInput.self, body: NoInput.self, output: RawReply.self),
-              bodyMediaTypes: [], handler: .http(handler))
+        let takesBody = settings.method != .get && settings.method != .head
+        return Route(settings: settings, io: RouteTypes(path: NoInput.self, query: NoInput.self, body: takesBody ? ForwardedBody.self : NoInput.self,
+                                                        output: RawReply.self),
+                     bodyMediaTypes: takesBody ? ["*/*"] : [], handler: .http(handler))
     }
 
     /// Finishes with a handler that takes the request and gives the reply as they are — the way of
     /// a plugin that forwards requests elsewhere (a proxy), whose input has no type to decode into.
     /// Its path may end in `{rest...}`, given to the handler as it came (still percent-encoded,
     /// without its leading `/`). With `streamsBody`, a body is handed over as it arrives
-    /// (``RouteRequest/bodyStream``), never held whole.
+    /// (``RouteRequest/bodyStream``), never held whole — on the native API: a dialect's route reads
+    /// its body whole first, since its credential may be in it.
     public func forwards(streamsBody: Bool = true,
                          _ handler: @escaping @Sendable (RouteRequest, OperationContext) async throws -> RouteReply) -> Route {
         let method = settings.method
@@ -544,6 +551,22 @@ public struct RouteReply: Sendable {
     public var bytes: ByteBuffer {
         if case .bytes(let bytes, _) = body { return bytes }
         return ByteBuffer()
+    }
+
+    /// The reply as it is sent whole (a dialect's rendered error): a JSON value encoded, and the
+    /// body's content type, if it names one, in the header fields. A stream is not read: empty.
+    package func whole() -> (headers: HTTPFields, body: ByteBuffer) {
+        var fields = headers
+        switch body {
+        case .empty, .stream:
+            return (fields, ByteBuffer())
+        case .json(let value):
+            fields[.contentType] = "application/json"
+            return (fields, (try? JSONStreamEncoder.encodeBuffer(value)) ?? ByteBuffer())
+        case .bytes(let bytes, let contentType):
+            if let contentType { fields[.contentType] = contentType }
+            return (fields, bytes)
+        }
     }
 
     /// A text reply.

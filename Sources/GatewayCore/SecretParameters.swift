@@ -2,9 +2,8 @@
 /// `***` in their place wherever it records a path (the access log, trace spans), so that a
 /// secret sent in a path never reaches a log file or a trace collector.
 ///
-/// A route marks one with ``RouteBuilder/secret(_:)``,
-/// which adds the tag ``tag(_:)`` (also shown by `gateway routes`); routes built another way pass
-/// that tag among their tags.
+/// A route marks one with ``RouteBuilder/secret(_:)``, which adds the tag ``tag(_:)`` (also
+/// shown by `gateway routes`).
 package enum SecretParameters {
     static let prefix = "secret:"
 

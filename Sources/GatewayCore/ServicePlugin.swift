@@ -150,7 +150,7 @@ public struct AuthorizationRequest: Sendable {
     /// The dialect the route belongs to; nil for an operation of the native API.
     public let dialect: String?
     public let method: HTTPRequest.Method
-    /// The route's tags (``Route/tags``, ``Route/tags``).
+    /// The route's tags (``Route/tags``).
     public let tags: [String]
     /// The percent-decoded path parameters.
     public let pathParameters: [String: String]

@@ -577,7 +577,7 @@ extension Gateway {
     public func exampleRequests(base: String) -> [String] {
         var lines: [String] = []
         for plugin in plugins {
-            let operations = plugin.instance.routes
+            let operations = plugin.instance.operations
             if let operation = operations.first(where: { $0.method == .get && $0.access == .public && $0.example != nil }), let example = operation.example {
                 let path = example.hasPrefix("?") ? Gateway.joinPath(plugin.mount, "") + example : Gateway.joinPath(plugin.mount, example)
                 lines.append("curl '\(base)\(path)'   # \(operation.summary)")

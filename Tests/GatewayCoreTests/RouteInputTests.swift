@@ -213,4 +213,28 @@ struct OperationInputTests {
             return
         }
     }
+
+    @Test("a reply sent whole carries its JSON encoded and its body's content type in its fields")
+    func wholeReplies() throws {
+        let json = RouteReply(status: .badRequest, headers: [.retryAfter: "1"], body: .json(["code": 3]))
+        let (jsonFields, jsonBody) = json.whole()
+        #expect(String(buffer: jsonBody) == #"{"code":3}"# && jsonFields[.contentType] == "application/json" && jsonFields[.retryAfter] == "1")
+        let typed = RouteReply(body: .bytes(ByteBuffer(string: "<x/>"), contentType: "application/xml"))
+        #expect(typed.whole().headers[.contentType] == "application/xml" && String(buffer: typed.whole().body) == "<x/>")
+        let plain = RouteReply.text("hi")
+        #expect(plain.whole().headers[.contentType] == "text/plain; charset=utf-8" && String(buffer: plain.whole().body) == "hi")
+    }
+
+    @Test("a raw handler of a method with a body reads it; of a GET it reads none; a WebSocket is not called as HTTP")
+    func rawRoutes() async throws {
+        let post = Route.define("test.raw", .post, "/raw", summary: "raw").handle { request, _ in RouteReply(body: request.body) }
+        #expect(post.io.hasBody && post.bodyMediaTypes == ["*/*"])
+        let echoed = try await post(RouteRequest(method: .post, path: "/raw", body: ByteBuffer(string: "abc")), context: Self.context)
+        #expect(String(buffer: echoed.bytes) == "abc")
+        let get = Route.define("test.rawget", .get, "/raw", summary: "raw").handle { _, _ in RouteReply() }
+        #expect(!get.io.hasBody && get.bodyMediaTypes.isEmpty)
+        let socket = Route.define(.get, "/live", summary: "live").socket { _, _, _ in }
+        #expect(socket.isWebSocket)
+        await #expect(throws: GatewayError.self) { _ = try await socket(RouteRequest(), context: Self.context) }
+    }
 }

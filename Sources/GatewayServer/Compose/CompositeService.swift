@@ -89,8 +89,8 @@ struct CompositeService: HostService {
     func run(_ composite: CompiledComposite, request: RouteRequest, context: OperationContext) async throws -> RouteReply {
         let settings = composite.settings
         var body: JSONValue?
-        if case let bytes = request.body, bytes.readableBytes > 0 {
-            do { body = try JSONValue.parse(bytes) } catch { throw GatewayError.badRequest("The body is not JSON: \(error)") }
+        if request.body.readableBytes > 0 {
+            do { body = try JSONValue.parse(request.body) } catch { throw GatewayError.badRequest("The body is not JSON: \(error)") }
         }
         var environment = Environment(path: request.pathParameters, query: request.queryParameters, body: body)
         let needs = composite.needs

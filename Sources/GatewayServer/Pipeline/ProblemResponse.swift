@@ -59,14 +59,15 @@ enum ProblemResponse {
         }
         let problem = known ?? .internalError()
         guard let dialect else { return make(problem, path: exchange.path, requestID: exchange.requestID) }
-        var rendered = dialect.renderError(problem)
+        let rendered = dialect.renderError(problem)
+        var (headers, body) = rendered.whole()
         // The error's own fields (`Retry-After`, `Allow`), unless the rendering set them; a
         // challenge only on a 401 the dialect kept as one.
-        for name in Set(problem.headers.map(\.name)) where rendered.headers[name] == nil {
+        for name in Set(problem.headers.map(\.name)) where headers[name] == nil {
             if name == .wwwAuthenticate && rendered.status != .unauthorized { continue }
-            rendered.headers[fields: name] = problem.headers[fields: name]
+            headers[fields: name] = problem.headers[fields: name]
         }
-        return Response(status: rendered.status, headers: rendered.headers, body: .init(byteBuffer: rendered.bytes))
+        return Response(status: rendered.status, headers: headers, body: .init(byteBuffer: body))
     }
 
     /// Maps any error to a ``GatewayError``: its own kind, Hummingbird's HTTP errors by status,

@@ -11,6 +11,8 @@ struct MountedWebSocket: Sendable {
     let pluginID: String
     let dialect: Dialect
     let route: Route
+    /// The route's handler (a WebSocket route's; the assembly mounts no other kind here).
+    let serve: @Sendable (RouteRequest, any WebSocketConnection, OperationContext) async throws -> Void
     let plugin: PluginContext
     /// The plugin's hook, when it is an ``AuthorizingPlugin``.
     let authorize: (@Sendable (AuthorizationRequest) async throws -> Void)?
@@ -19,6 +21,7 @@ struct MountedWebSocket: Sendable {
         self.pluginID = pluginID
         self.dialect = dialect
         self.route = route
+        if case .socket(let handler) = route.handler { serve = handler } else { serve = { _, _, _ in } }
         self.plugin = plugin
         if let authorizing = instance as? any AuthorizingPlugin {
             authorize = { request in try await authorizing.authorize(request) }
@@ -109,7 +112,7 @@ extension Gateway {
             return .dontUpgrade
         }
         // Opening the socket is a request of its own, charged to the caller's rate limit.
-        guard (try? await limit(principal, mounted.pluginID, 1)) != nil else {
+        guard (try? await limit(principal, mounted.pluginID, mounted.route.cost)) != nil else {
             return .dontUpgrade
         }
         let requestID = RequestID.of(head.headerFields)
@@ -124,21 +127,18 @@ extension Gateway {
         }, socketCheck: { [fields] caller, parameters in
             try await mounted.authorizeRequest(caller, parameters: parameters, headers: fields)
         })
-        guard case .socket(let serve) = mounted.route.handler else { return .dontUpgrade }
-        var socketRequest = request
-        socketRequest.headers = fields
-        return .upgrade([:]) { [socketRequest] inbound, outbound, _ in
+        return .upgrade([:]) { inbound, outbound, _ in
             try await HummingbirdSocket.serve(inbound: inbound, outbound: outbound) { socket in
-                try await serve(socketRequest, socket, context)
+                try await mounted.serve(request, socket, context)
             }
         }
     }
 
     /// Answers a refused upgrade with `response` and closes the connection.
     private static func refuse(_ response: RouteReply, on channel: any Channel) async {
+        let (fields, body) = response.whole()
         var headers = HTTPHeaders()
-        for field in response.headers { headers.add(name: field.name.canonicalName, value: field.value) }
-        let body = response.bytes
+        for field in fields { headers.add(name: field.name.canonicalName, value: field.value) }
         headers.replaceOrAdd(name: "Content-Length", value: String(body.readableBytes))
         headers.replaceOrAdd(name: "Connection", value: "close")
         let head = HTTPResponseHead(version: .http1_1, status: HTTPResponseStatus(statusCode: Int(response.status.code)), headers: headers)
