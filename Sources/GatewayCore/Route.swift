@@ -177,6 +177,8 @@ package struct RouteTypes: @unchecked Sendable {
 
 /// The settings a ``RouteBuilder`` gathers.
 package struct RouteSettings: @unchecked Sendable {
+    // Unchecked only for the two documented-shape metatypes (immutable values; `any
+    // Decodable.Type` is not yet `Sendable` in the language), as in ``RouteTypes``.
     let name: String?
     let method: HTTPRequest.Method
     let path: String
