@@ -32,7 +32,7 @@ struct CalendarImporter: Importer {
         return String(decoding: start, as: UTF8.self).uppercased().contains("BEGIN:VCALENDAR")
     }
 
-    func importFile(_ file: URL, options: [String: String], progress: any ImportProgress) async throws -> ImportReport {
+    func importFile(_ file: URL, options: [String: String], progress: @escaping @Sendable (_ done: Int, _ total: Int?) -> Void) async throws -> ImportReport {
         let unknown = Set(options.keys).subtracting(["city", "category", "strict"])
         guard unknown.isEmpty else {
             throw GatewayError.invalid(field: unknown.sorted()[0], "is not an option of the iCalendar importer (it takes --city ID, --category ID and --strict)")
@@ -53,7 +53,7 @@ struct CalendarImporter: Importer {
     }
 
     /// Imports a calendar held in memory (an upload).
-    func importCalendar(_ data: Data, city: Int?, category: Int?, strict: Bool, progress: any ImportProgress) async throws -> ImportReport {
+    func importCalendar(_ data: Data, city: Int?, category: Int?, strict: Bool, progress: @escaping @Sendable (_ done: Int, _ total: Int?) -> Void) async throws -> ImportReport {
         let calendar = try Self.reading { () throws(ICalendarError) in try ICalendarParser(strict: strict).parse(data) }
         return try await store(calendar, city: city, category: category, progress: progress)
     }
@@ -79,13 +79,13 @@ struct CalendarImporter: Importer {
     static let pastOccurrences = 100
 
     /// Writes the calendar's events in one transaction.
-    func store(_ calendar: ICalendar, city: Int?, category: Int?, progress: any ImportProgress) async throws -> ImportReport {
+    func store(_ calendar: ICalendar, city: Int?, category: Int?, progress: @escaping @Sendable (_ done: Int, _ total: Int?) -> Void) async throws -> ImportReport {
         let store = service.store
         let now = service.context.clock.now()
         let zone = city.map { service.zone(of: $0) } ?? service.defaultZone
         let horizon = now.addingTimeInterval(service.settings.recurrenceHorizon.seconds)
         let categoryIDs = Dictionary(service.settings.categories.map { ($0.title.lowercased(), $0.id) }, uniquingKeysWith: { first, _ in first })
-        progress.update(done: 0, total: calendar.events.count)
+        progress(0, calendar.events.count)
         // Every recurrence over one window, with one budget of steps for the whole file
         // (`ICalendarLimits.maxCalendarRecurrenceIterations`): a file of rules that never match
         // costs bounded time, whatever their number.
@@ -97,7 +97,7 @@ struct CalendarImporter: Importer {
             var known: [String: EventStore.EventRow] = [:]
             var venues: [String: (id: Int64, name: String)] = [:]
             for (index, event) in calendar.events.enumerated() {
-                if index % 100 == 0 { progress.update(done: index, total: calendar.events.count) }
+                if index % 100 == 0 { progress(index, calendar.events.count) }
                 guard let title = event.summary?.trimmingCharacters(in: .whitespacesAndNewlines), !title.isEmpty else {
                     rejected.append(.init(line: event.line, reason: "the VEVENT has no SUMMARY (an event needs a title)"))
                     continue
@@ -164,8 +164,8 @@ struct CalendarImporter: Importer {
         }
         await store.changed(events: touched)
         let rejected = calendar.problems.map { ImportReport.Rejection(line: $0.line, reason: $0.reason) } + skipped
-        progress.update(done: calendar.events.count, total: calendar.events.count)
-        await service.context.cache.invalidate(tags: ["events"])
+        progress(calendar.events.count, calendar.events.count)
+        await service.context.purgeCache(tags: ["events"])
         return ImportReport(imported: imported, rejected: rejected.sorted { $0.line < $1.line })
     }
 

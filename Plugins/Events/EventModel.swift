@@ -498,7 +498,7 @@ struct DayRange: Sendable, Equatable {
 
 // MARK: What the document states of the inputs (their validation above enforces the same)
 
-extension EventListQuery: ConstrainedFields {
+extension EventListQuery {
     public static let fieldRules: [String: FieldRule] = [
         "from": DayRange.dayRule.described("The first day, yyyy-MM-dd in the city's time zone (default today)."),
         "to": DayRange.dayRule.described("The last day, inclusive (default from + 7 days): not before from, at most 366 days after it."),
@@ -512,7 +512,7 @@ extension EventsPlugin {
     static let idCursorRule = FieldRule.pattern("^[+-]?[0-9]{1,18}$").described("The `nextCursor` of the page before.")
 }
 
-extension NearQuery: ConstrainedFields {
+extension NearQuery {
     public static let fieldRules: [String: FieldRule] = [
         "lat": .number(-90...90), "lon": .number(-180...180),
         "radius": .number(1...50_000).described("Metres (default 2,000)."),
@@ -520,35 +520,35 @@ extension NearQuery: ConstrainedFields {
     ]
 }
 
-extension SearchQuery: ConstrainedFields {
+extension SearchQuery {
     public static let fieldRules: [String: FieldRule] = [
         "q": .nonBlank(maxLength: 100), "limit": PageQuery.limitRule, "cursor": EventsPlugin.idCursorRule,
     ]
 }
 
-extension EventPath: ConstrainedFields {
+extension EventPath {
     public static let fieldRules: [String: FieldRule] = [
         "id": FieldRule.pattern("^[1-9][0-9]{0,17}(\\.ics)?$").described("The event's id; with `.ics`, the event as iCalendar."),
     ]
 }
 
-extension NumberPath: ConstrainedFields {
+extension NumberPath {
     public static let fieldRules: [String: FieldRule] = ["id": .integer(atLeast: 1)]
 }
 
-extension CalendarQuery: ConstrainedFields {
+extension CalendarQuery {
     public static let fieldRules: [String: FieldRule] = ["from": DayRange.dayRule, "to": DayRange.dayRule]
 }
 
-extension ReservationListQuery: ConstrainedFields {
+extension ReservationListQuery {
     public static let fieldRules: [String: FieldRule] = ["limit": PageQuery.limitRule, "cursor": EventsPlugin.idCursorRule]
 }
 
-extension VenueListQuery: ConstrainedFields {
+extension VenueListQuery {
     public static let fieldRules: [String: FieldRule] = ["limit": PageQuery.limitRule, "cursor": EventsPlugin.idCursorRule]
 }
 
-extension EventInput: ConstrainedFields {
+extension EventInput {
     static let webAddress = FieldRule.pattern("^(\(EventRules.webAddressPattern))?$").and(.text(maxLength: 2000))
         .described("An http or https URL (an empty string clears it).")
     public static let fieldRules: [String: FieldRule] = [
@@ -560,25 +560,25 @@ extension EventInput: ConstrainedFields {
     ]
 }
 
-extension ShowingInput: ConstrainedFields {
+extension ShowingInput {
     public static let fieldRules = ShowingPatch.fieldRules
 }
 
-extension ShowingPatch: ConstrainedFields {
+extension ShowingPatch {
     public static let fieldRules: [String: FieldRule] = [
         "start": EventRules.instantRule, "end": EventRules.instantRule.described("At or after start, at most 400 days later."),
         "capacity": .integer(0...10_000_000).described("Seats; none given means unlimited."), "priceText": .text(maxLength: 500),
     ]
 }
 
-extension VenueInput: ConstrainedFields {
+extension VenueInput {
     public static let fieldRules: [String: FieldRule] = [
         "name": .nonBlank(maxLength: 500), "address": .text(maxLength: 1000),
         "lat": FieldRule.number(-90...90).described("Given with lon."), "lon": FieldRule.number(-180...180).described("Given with lat."),
     ]
 }
 
-extension DecisionInput: ConstrainedFields {
+extension DecisionInput {
     public static let fieldRules: [String: FieldRule] = ["reason": .text(maxLength: 1000)]
 }
 

@@ -75,7 +75,7 @@ public struct EventsPlugin: ServicePlugin {
     public func loadDemoData() async throws {
         try await EventDemoData.load(into: service)
         for path in configuration.demoCalendars {
-            let report = try await calendarImporter.importFile(context.resolve(path: path), options: [:], progress: SilentProgress())
+            let report = try await calendarImporter.importFile(context.resolve(path: path), options: [:], progress: { _, _ in })
             context.logger.info("Demo calendar loaded", metadata: ["file": "\(path)", "events": "\(report.imported)", "rejected": "\(report.rejected.count)"])
         }
     }
@@ -373,7 +373,7 @@ public struct EventsPlugin: ServicePlugin {
                     try service.checkCity(input.query.city, pointer: "city")
                     try service.checkCategory(input.query.category, pointer: "category")
                     return try await importer.importCalendar(input.body.bytes, city: input.query.city, category: input.query.category,
-                                                             strict: input.query.strict ?? false, progress: SilentProgress())
+                                                             strict: input.query.strict ?? false, progress: { _, _ in })
                 },
         ]
     }
@@ -404,9 +404,4 @@ public struct CalendarBody: RawBodyInput {
     public init(from decoder: any Decoder) throws {
         bytes = Data(try decoder.singleValueContainer().decode(String.self).utf8)
     }
-}
-
-/// Progress nobody watches (HTTP imports and demo data).
-struct SilentProgress: ImportProgress {
-    func update(done: Int, total: Int?) {}
 }

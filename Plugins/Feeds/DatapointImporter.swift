@@ -20,7 +20,7 @@ struct DatapointImporter: Importer {
         ["csv", "txt"].contains(file.pathExtension.lowercased())
     }
 
-    func importFile(_ file: URL, options: [String: String], progress: any ImportProgress) async throws -> ImportReport {
+    func importFile(_ file: URL, options: [String: String], progress: @escaping @Sendable (_ done: Int, _ total: Int?) -> Void) async throws -> ImportReport {
         guard let feedText = options["feed"], let streamID = options["datastream"] else {
             throw GatewayError.badRequest("Name the target with --feed ID --datastream ID.")
         }
@@ -100,14 +100,14 @@ struct DatapointImporter: Importer {
                 try await service.ingest(batch, into: stream)
                 imported += batch.count
                 batch.removeAll(keepingCapacity: true)
-                progress.update(done: index + 1 - firstData, total: total)
+                progress(index + 1 - firstData, total)
             }
         }
         if !batch.isEmpty {
             try await service.ingest(batch, into: stream)
             imported += batch.count
         }
-        progress.update(done: total, total: total)
+        progress(total, total)
         return ImportReport(imported: imported, rejected: rejected)
     }
 

@@ -217,7 +217,7 @@ struct FeedService: Sendable {
 
     /// Tells live subscribers and the cache that a feed (and some of its datastreams) changed.
     func changed(feed: Int64, streams: [String], deleted: Bool = false) async {
-        await context.cache.invalidate(tags: [Self.cacheTag(feed)])
+        await context.purgeCache(tags: [Self.cacheTag(feed)])
         let kind = deleted ? "deleted" : "changed"
         if streams.isEmpty {
             await context.events.publish(GatewayEvent(topic: "feeds/\(feed)", payload: ByteBuffer(string: #"{"feed":\#(feed),"event":"\#(kind)"}"#)))

@@ -184,7 +184,7 @@ struct DeliveryView: Codable, Sendable, Equatable {
 // once), so these types only document them; a test holds them to the members the reading accepts.
 
 /// A feed's members, to create or change it (on a create `title` is required; `null` clears a member).
-struct FeedInput: Codable, Sendable, ConstrainedFields {
+struct FeedInput: Codable, Sendable, ValidatableInput {
     static let fieldRules: [String: FieldRule] = [
         "title": FieldRule.nonBlank(maxLength: FeedRules.maxTitle).described("Required on a create."),
         "description": .text(maxLength: FeedRules.maxText),
@@ -224,7 +224,7 @@ struct FeedInput: Codable, Sendable, ConstrainedFields {
 }
 
 /// A feed's members, to create it: ``FeedInput`` with its `title`.
-struct NewFeedInput: Decodable, Sendable, ConstrainedFields {
+struct NewFeedInput: Decodable, Sendable, ValidatableInput {
     static let fieldRules = FeedInput.fieldRules
 
     var feed: FeedInput
@@ -235,7 +235,7 @@ struct NewFeedInput: Decodable, Sendable, ConstrainedFields {
 }
 
 /// Where a feed is, to set it; null clears a member.
-struct LocationInput: Codable, Sendable, ConstrainedFields {
+struct LocationInput: Codable, Sendable, ValidatableInput {
     static let fieldRules: [String: FieldRule] = [
         "name": .text(maxLength: FeedRules.maxLocationText),
         "domain": FeedRules.orNull(FieldRule(keywords: ["type": .string("string")]).and(.oneOf(FeedLocation.domains))),
@@ -269,7 +269,7 @@ struct LocationInput: Codable, Sendable, ConstrainedFields {
 }
 
 /// A datastream's members, to create it (in a feed's `datastreams` or on its own).
-struct DatastreamInput: Codable, Sendable, ConstrainedFields {
+struct DatastreamInput: Codable, Sendable, ValidatableInput {
     static let fieldRules: [String: FieldRule] = DatastreamChange.fieldRules.merging(["id": FeedRules.datastreamIDRule]) { $1 }
 
     var id: String
@@ -292,7 +292,7 @@ struct DatastreamInput: Codable, Sendable, ConstrainedFields {
 }
 
 /// A datastream's members, to change it (the path names it: a body's `id` is ignored).
-struct DatastreamChange: Codable, Sendable, ConstrainedFields {
+struct DatastreamChange: Codable, Sendable, ValidatableInput {
     static let fieldRules: [String: FieldRule] = [
         "tags": FeedRules.tagsRule,
         "currentValue": FeedRules.orNull(FeedRules.valueRule).described("Records a datapoint at `at` (default now)."),
@@ -316,7 +316,7 @@ struct DatastreamChange: Codable, Sendable, ConstrainedFields {
 }
 
 /// The unit of a datastream's values, to set it; null clears a member.
-struct UnitInput: Codable, Sendable, ConstrainedFields {
+struct UnitInput: Codable, Sendable, ValidatableInput {
     static let fieldRules: [String: FieldRule] = [
         "label": .text(maxLength: FeedRules.maxUnitText), "symbol": .text(maxLength: FeedRules.maxUnitText), "type": .text(maxLength: FeedRules.maxUnitText),
     ]
@@ -336,7 +336,7 @@ struct UnitInput: Codable, Sendable, ConstrainedFields {
 }
 
 /// Datastreams to create.
-struct DatastreamsInput: Codable, Sendable, ConstrainedFields {
+struct DatastreamsInput: Codable, Sendable, ValidatableInput {
     static let fieldRules: [String: FieldRule] = ["datastreams": .list(1...FeedRules.maxDatastreams)]
 
     var datastreams: [DatastreamInput]
@@ -348,7 +348,7 @@ struct DatapointsInput: Codable, Sendable {
 }
 
 /// One datapoint to record; `at` defaults to now.
-struct DatapointInput: Codable, Sendable, ConstrainedFields {
+struct DatapointInput: Codable, Sendable, ValidatableInput {
     static let fieldRules: [String: FieldRule] = [
         "at": FeedRules.timeRule.described("At most `maxFutureSkew` (default 5 minutes) ahead; default now."),
         "value": FeedRules.valueRule,
@@ -367,7 +367,7 @@ struct DatapointInput: Codable, Sendable, ConstrainedFields {
 }
 
 /// A trigger's members, to create it.
-struct TriggerInput: Codable, Sendable, ConstrainedFields {
+struct TriggerInput: Codable, Sendable, ValidatableInput {
     static let fieldRules: [String: FieldRule] = [
         "feed": FeedRules.anyOf([
             FieldRule(keywords: ["type": .string("integer")]).and(.integer(1...FeedRules.largestFeedNumber)),
@@ -391,7 +391,7 @@ struct TriggerInput: Codable, Sendable, ConstrainedFields {
 }
 
 /// A trigger's members, to change it: those left out stay as they are.
-struct TriggerChange: Codable, Sendable, ConstrainedFields {
+struct TriggerChange: Codable, Sendable, ValidatableInput {
     static let fieldRules = TriggerInput.fieldRules
 
     var feed: Int64?
@@ -403,7 +403,7 @@ struct TriggerChange: Codable, Sendable, ConstrainedFields {
 
 // MARK: What the document states of the inputs (the readings enforce the same)
 
-extension FeedsPlugin.ListParameters: ConstrainedFields {
+extension FeedsPlugin.ListParameters: ValidatableInput {
     static let fieldRules: [String: FieldRule] = [
         "status": FieldRule.oneOf(FeedsPlugin.statusFilters).described("live, frozen or all (default all)."),
         "lat": FieldRule.number(-90...90).described("Given with lon."),
@@ -418,7 +418,7 @@ extension FeedsPlugin.ListParameters: ConstrainedFields {
     ]
 }
 
-extension FeedsPlugin.HistoryParameters: ConstrainedFields {
+extension FeedsPlugin.HistoryParameters: ValidatableInput {
     static let fieldRules: [String: FieldRule] = [
         "start": FeedRules.timeRule, "end": FeedRules.timeRule, "duration": HistoryDuration.rule,
         "limit": FieldRule(keywords: ["type": .string("integer")]).and(.integer(HistoryQuery.limits)).described("1 to 1000 (default 100)."),
@@ -430,14 +430,14 @@ extension FeedsPlugin.HistoryParameters: ConstrainedFields {
     ]
 }
 
-extension FeedsPlugin.RangeParameters: ConstrainedFields {
+extension FeedsPlugin.RangeParameters: ValidatableInput {
     static let fieldRules: [String: FieldRule] = ["start": FeedRules.timeRule, "end": FeedRules.timeRule, "duration": HistoryDuration.rule]
 }
 
-extension FeedsPlugin.TriggerPath: ConstrainedFields {
+extension FeedsPlugin.TriggerPath: ValidatableInput {
     static let fieldRules: [String: FieldRule] = ["trigger": FeedRules.feedIDRule.described("A trigger's id.")]
 }
 
-extension FeedsPlugin.TriggerListParameters: ConstrainedFields {
+extension FeedsPlugin.TriggerListParameters: ValidatableInput {
     static let fieldRules: [String: FieldRule] = ["feed": FeedRules.feedIDRule.described("Only the triggers of this feed.")]
 }

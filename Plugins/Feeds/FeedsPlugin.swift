@@ -114,23 +114,23 @@ public struct FeedsPlugin: AuthorizingPlugin {
         var principal = Principal(kind: .apiKey(keyID: "demo"), isAdmin: true, address: "local")
         principal.displayName = "demo"
         let feed = try await service.createFeed(draft, principal)
-        _ = try await DatapointImporter(service: service).importFile(file, options: ["feed": String(feed.id), "datastream": "glucose"], progress: SilentProgress())
+        _ = try await DatapointImporter(service: service).importFile(file, options: ["feed": String(feed.id), "datastream": "glucose"], progress: { _, _ in })
     }
 
     // MARK: Native shapes
 
-    struct FeedPath: Codable, Sendable, ConstrainedFields {
+    struct FeedPath: Codable, Sendable, ValidatableInput {
         static let fieldRules: [String: FieldRule] = ["feed": FeedRules.feedIDRule]
         var feed: String
     }
 
-    struct StreamPath: Codable, Sendable, ConstrainedFields {
+    struct StreamPath: Codable, Sendable, ValidatableInput {
         static let fieldRules: [String: FieldRule] = ["feed": FeedRules.feedIDRule, "stream": FeedRules.datastreamIDRule]
         var feed: String
         var stream: String
     }
 
-    struct PointPath: Codable, Sendable, ConstrainedFields {
+    struct PointPath: Codable, Sendable, ValidatableInput {
         static let fieldRules: [String: FieldRule] = ["feed": FeedRules.feedIDRule, "stream": FeedRules.datastreamIDRule, "at": FeedRules.timeRule]
         var feed: String
         var stream: String
@@ -236,7 +236,7 @@ public struct FeedsPlugin: AuthorizingPlugin {
         }
     }
 
-    struct ValueBody: Codable, Sendable, ConstrainedFields {
+    struct ValueBody: Codable, Sendable, ValidatableInput {
         static let fieldRules: [String: FieldRule] = ["value": FeedRules.valueRule]
         var value: JSONValue
     }
@@ -624,11 +624,6 @@ public struct FeedsPlugin: AuthorizingPlugin {
         }
         return micros
     }
-}
-
-/// Progress nobody watches (the demo load).
-struct SilentProgress: ImportProgress {
-    func update(done: Int, total: Int?) {}
 }
 
 /// Removes datapoints past each feed's retention, periodically.

@@ -136,8 +136,9 @@ final class LegacyKeys: Sendable {
     /// Issues a gateway key and records the v2 key beside it; returns it with its secret.
     func create(label: String, privateAccess: Bool, expiresAt: Int64?, permissions: [LegacyPermission], userID: String?) async throws -> (key: LegacyKey, secret: String) {
         let seal = try await seal()
-        let issued = try await context.accounts.issueKey(for: userID, KeyRequest(
-            label: label, scopes: ["\(context.pluginID):*"], expiresAt: expiresAt.map { UTCTimestamp.date(micros: $0) }))
+        let issued = try await context.accounts.issueKey(
+            for: userID, label: label, scopes: ["\(context.pluginID):*"], resources: nil, allowedAddresses: nil,
+            expiresAt: expiresAt.map { UTCTimestamp.date(micros: $0) })
         let key = LegacyKey(keyID: issued.id, sealedKey: try seal.seal(issued.secret), userID: userID, label: label, privateAccess: privateAccess,
                             expiresAt: expiresAt, permissions: permissions, created: store.now())
         try await store.database.raw("""

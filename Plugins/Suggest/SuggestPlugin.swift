@@ -75,7 +75,7 @@ public struct SuggestPlugin: ServicePlugin {
 
     public func loadDemoData() async throws {
         for path in configuration.dictionaries {
-            let report = try await TermImporter(store: store).importFile(context.resolve(path: path), options: [:], progress: NoProgress())
+            let report = try await TermImporter(store: store).importFile(context.resolve(path: path), options: [:], progress: { _, _ in })
             context.logger.info("loaded demo dictionary", metadata: ["file": "\(path)", "terms": "\(report.imported)", "rejected": "\(report.rejected.count)"])
         }
     }
@@ -115,7 +115,7 @@ public struct SuggestPlugin: ServicePlugin {
 
     // MARK: Native API
 
-    struct CompleteQuery: Codable, Sendable, ValidatableInput, ConstrainedFields {
+    struct CompleteQuery: Codable, Sendable, ValidatableInput {
         /// The suggestions one call may ask for.
         static let limits = 1...50
         /// The longest query, in characters (Unicode code points, as the document counts them).
@@ -335,7 +335,7 @@ public struct SuggestPlugin: ServicePlugin {
         }
     }
 
-    struct NewTerm: Codable, Sendable, ValidatableInput, ConstrainedFields {
+    struct NewTerm: Codable, Sendable, ValidatableInput {
         /// The longest keyword, text and dictionary name, in characters (Unicode code points).
         static let longestKeyword = 200
         static let longestText = 500
@@ -467,9 +467,4 @@ public struct SuggestPlugin: ServicePlugin {
                 renderError: { error in .text(error.detail, status: error.status) })
         ]
     }
-}
-
-/// A progress sink that ignores updates (demo data loads quietly).
-struct NoProgress: ImportProgress {
-    func update(done: Int, total: Int?) {}
 }

@@ -57,16 +57,16 @@ struct TermImporter: Importer {
         return (terms, rejected)
     }
 
-    func importFile(_ file: URL, options: [String: String], progress: any ImportProgress) async throws -> ImportReport {
+    func importFile(_ file: URL, options: [String: String], progress: @escaping @Sendable (_ done: Int, _ total: Int?) -> Void) async throws -> ImportReport {
         let data = try Data(contentsOf: file)
         guard let text = String(validating: data, as: UTF8.self) else {
             throw GatewayError.invalid(field: "file", "\(file.lastPathComponent) is not UTF-8 text")
         }
         let dictionary = options["dictionary"] ?? file.deletingPathExtension().lastPathComponent
         let (terms, rejected) = Self.parse(text, dictionary: dictionary)
-        progress.update(done: 0, total: terms.count)
+        progress(0, terms.count)
         try await store.replace(dictionary: dictionary, with: terms)
-        progress.update(done: terms.count, total: terms.count)
+        progress(terms.count, terms.count)
         return ImportReport(imported: terms.count, rejected: rejected)
     }
 }

@@ -4,13 +4,13 @@ import GatewayCore
 /// The native API of groups (`/v1/todo/groups`): the groups the NEC BaaS dialect serves at
 /// `groups/{name}`, whose members object ACL entries `g:{name}` admit.
 extension TodoPlugin {
-    struct GroupPath: Codable, Sendable, ConstrainedFields {
+    struct GroupPath: Codable, Sendable, ValidatableInput {
         static let fieldRules: [String: FieldRule] = ["name": NativeSchemas.groupNameRule]
         var name: String
     }
 
     /// A group's members and ACL as sent: members left out stay as they are.
-    struct GroupInput: Codable, Sendable, ConstrainedFields {
+    struct GroupInput: Codable, Sendable, ValidatableInput {
         static let fieldRules: [String: FieldRule] = [
             "users": FieldRule.list(maxCount: GroupDirectory.maximumMembers).described("User ids (each must be a user)."),
             "groups": FieldRule.list(maxCount: GroupDirectory.maximumMembers, of: .pattern(NativeSchemas.groupNamePattern)).described("Group names (each must be a group)."),
@@ -22,7 +22,7 @@ extension TodoPlugin {
         var acl: GroupACL?
     }
 
-    struct MembersInput: Codable, Sendable, ConstrainedFields {
+    struct MembersInput: Codable, Sendable, ValidatableInput {
         static let fieldRules = GroupInput.fieldRules
 
         var users: [String]?

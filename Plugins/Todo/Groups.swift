@@ -29,7 +29,7 @@ struct UserGroup: Sendable, Equatable {
 /// Who may do what to a group: its owner everything; `r` read, `u` change its members, `d`
 /// delete it, `w` all three, `admin` change its ACL. Entries are user ids, `anonymous`,
 /// `authenticated` or `g:{group}`.
-struct GroupACL: Sendable, Equatable, Codable, ConstrainedFields {
+struct GroupACL: Sendable, Equatable, Codable, ValidatableInput {
     static let fieldRules: [String: FieldRule] = Dictionary(uniqueKeysWithValues: ["r", "w", "u", "d", "admin"].map {
         ($0, FieldRule.each(.pattern(NativeSchemas.aclEntryPattern)))
     })
@@ -76,7 +76,7 @@ final class GroupDirectory: Sendable {
     let clock: any WallClock
     let events: (any EventBus)?
     let accounts: any AccountDirectory
-    let cache: (any CacheInvalidator)?
+    let purgeCache: (@Sendable (_ tags: [String]) async -> Void)?
     private let state = Mutex<[String: UserGroup]>([:])
     /// This instance, so that it skips its own announcements.
     let instance = UUID().uuidString
@@ -88,8 +88,8 @@ final class GroupDirectory: Sendable {
     /// The most groups an actor's ACL check looks at (the SQL of a query names each).
     static let maximumGroupsPerUser = 100
 
-    init(database: any SQLDatabase, clock: any WallClock, events: (any EventBus)?, accounts: any AccountDirectory, cache: (any CacheInvalidator)? = nil) {
-        self.cache = cache
+    init(database: any SQLDatabase, clock: any WallClock, events: (any EventBus)?, accounts: any AccountDirectory, purgeCache: (@Sendable (_ tags: [String]) async -> Void)? = nil) {
+        self.purgeCache = purgeCache
         self.database = database
         self.clock = clock
         self.events = events
@@ -315,7 +315,7 @@ final class GroupDirectory: Sendable {
     /// Reads the groups again here and tells the other instances.
     private func changed() async throws {
         try await reload()
-        await cache?.invalidate(tags: [Self.readsTag])
+        await purgeCache?([Self.readsTag])
         await events?.publish(GatewayEvent(topic: Self.topic, payload: ByteBuffer(string: instance)))
     }
 }

@@ -72,7 +72,7 @@ struct NebulaDialect: Sendable {
                 var account = try await accounts.register(username: name, email: email, password: password)
                 try await accounts.addMember(account.id, to: Self.realm(request))
                 if let options = body[path: ["options"]], options != .null {
-                    account = try await accounts.updateAccount(id: account.id, AccountChange(options: options))
+                    account = try await accounts.updateAccount(id: account.id, username: nil, email: nil, password: nil, options: options)
                 }
                 return try Self.json(Self.render(account, groups: nil), status: 201)
             },

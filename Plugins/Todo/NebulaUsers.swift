@@ -57,9 +57,9 @@ extension NebulaDialect {
                     guard case .string(let text) = value else { throw GatewayError.invalid(field: "/\(key)", "must be a string") }
                     return text
                 }
-                let change = AccountChange(username: try text("username"), email: try text("email"), password: try text("password"),
-                                           options: members["options"].flatMap { $0 == .null ? nil : $0 })
-                let updated = try await accounts.updateAccount(id: account.id, change)
+                let updated = try await accounts.updateAccount(id: account.id, username: try text("username"), email: try text("email"),
+                                                               password: try text("password"),
+                                                               options: members["options"].flatMap { $0 == .null ? nil : $0 })
                 return try Self.json(Self.render(updated, groups: groups(of: updated.id)))
             },
             route(.delete, "/1/{tenant}/users/{id}", "Delete a user (the user themself or the master key)") { request, actor, context in

@@ -8,7 +8,7 @@ struct ObjectService: Sendable {
     let buckets: BucketRegistry
     let store: ObjectStore
     let groups: GroupDirectory
-    let cache: any CacheInvalidator
+    let purgeCache: @Sendable (_ tags: [String]) async -> Void
     let maxQueryLimit: Int
 
     /// Fields the store sets; a client sending them (as a read-modify-write client does) is ignored.
@@ -30,7 +30,7 @@ struct ObjectService: Sendable {
     /// Purges the cached replies of `bucket`. The native operations declare their invalidation
     /// and the host runs it; the dialect's writes call this.
     func invalidate(_ bucket: String) async {
-        await cache.invalidate(tags: [Self.cacheTag(bucket)])
+        await purgeCache([Self.cacheTag(bucket)])
     }
 
     // MARK: Checks

@@ -84,9 +84,10 @@ public struct TodoPlugin: AuthorizingPlugin {
         let store = ObjectStore(database: context.database, clock: context.clock, maxObjectBytes: configuration.maxObjectBytes)
         let registry = BucketRegistry(configured: buckets, store: store, clock: context.clock)
         try await registry.load()
-        let groups = GroupDirectory(database: context.database, clock: context.clock, events: context.events, accounts: context.accounts, cache: context.cache)
+        let groups = GroupDirectory(database: context.database, clock: context.clock, events: context.events, accounts: context.accounts,
+                                    purgeCache: context.purgeCache(tags:))
         try await groups.reload()
-        service = ObjectService(buckets: registry, store: store, groups: groups, cache: context.cache, maxQueryLimit: configuration.maxQueryLimit)
+        service = ObjectService(buckets: registry, store: store, groups: groups, purgeCache: context.purgeCache(tags:), maxQueryLimit: configuration.maxQueryLimit)
     }
 
     /// Applies the other instances' group changes to this instance's groups.
@@ -104,11 +105,11 @@ public struct TodoPlugin: AuthorizingPlugin {
 
     // MARK: Native shapes
 
-    struct BucketPath: Codable, Sendable, ConstrainedFields {
+    struct BucketPath: Codable, Sendable, ValidatableInput {
         static let fieldRules: [String: FieldRule] = ["bucket": NativeSchemas.bucketNameRule]
         var bucket: String
     }
-    struct ObjectPath: Codable, Sendable, ConstrainedFields {
+    struct ObjectPath: Codable, Sendable, ValidatableInput {
         static let fieldRules: [String: FieldRule] = ["bucket": NativeSchemas.bucketNameRule, "id": NativeSchemas.objectIDRule]
         var bucket: String
         var id: String
@@ -116,7 +117,7 @@ public struct TodoPlugin: AuthorizingPlugin {
 
     /// A query in the query string. `limit` is documented by the operation: its largest value is
     /// the configured `maxQueryLimit`.
-    struct QueryParameters: Codable, Sendable, ConstrainedFields {
+    struct QueryParameters: Codable, Sendable, ValidatableInput {
         static let fieldRules: [String: FieldRule] = [
             "where": FieldRule(keywords: ["contentMediaType": .string("application/json")])
                 .described("A JSON object of conditions: field paths with values or $eq $ne $lt $lte $gt $gte $in $nin $all $exists $regex $not, and $and $or $nor. Empty: every object."),

@@ -10,7 +10,7 @@ struct FeedManager: Sendable {
     let limits: GTFSLimits
 
     func importFile(_ file: URL, feed: String, source: String, strict: Bool, skipUnchanged: Bool = false,
-                    progress: any ImportProgress) async throws -> GTFSImportResult {
+                    progress: @escaping @Sendable (_ done: Int, _ total: Int?) -> Void) async throws -> GTFSImportResult {
         let result: GTFSImportResult
         do {
             result = try await GTFSFeedImport(store: runtime.store, limits: limits)
@@ -20,7 +20,7 @@ struct FeedManager: Sendable {
         }
         if !result.unchanged {
             try await runtime.reload()
-            await context.cache.invalidate(tags: ["transit"])
+            await context.purgeCache(tags: ["transit"])
         }
         return result
     }
@@ -34,16 +34,16 @@ struct FeedManager: Sendable {
             let file = FileManager.default.temporaryDirectory.appendingPathComponent("gtfs-\(UUID().uuidString).zip")
             try Data(reply.body.readableBytesView).write(to: file)
             defer { try? FileManager.default.removeItem(at: file) }
-            return try await importFile(file, feed: source.id, source: source.source, strict: false, skipUnchanged: true, progress: SilentProgress())
+            return try await importFile(file, feed: source.id, source: source.source, strict: false, skipUnchanged: true, progress: { _, _ in })
         }
         return try await importFile(context.resolve(path: source.source), feed: source.id, source: source.source, strict: false,
-                                    skipUnchanged: true, progress: SilentProgress())
+                                    skipUnchanged: true, progress: { _, _ in })
     }
 
     func delete(_ feed: String) async throws -> Bool {
         guard try await runtime.store.deleteFeed(feed) else { return false }
         try await runtime.reload()
-        await context.cache.invalidate(tags: ["transit"])
+        await context.purgeCache(tags: ["transit"])
         return true
     }
 }
@@ -62,7 +62,7 @@ struct GTFSImporter: Importer {
         return (try? handle.read(upToCount: 4)) == Data([0x50, 0x4B, 0x03, 0x04])
     }
 
-    func importFile(_ file: URL, options: [String: String], progress: any ImportProgress) async throws -> ImportReport {
+    func importFile(_ file: URL, options: [String: String], progress: @escaping @Sendable (_ done: Int, _ total: Int?) -> Void) async throws -> ImportReport {
         let feed = options["feed"] ?? GTFSFeedImport.feedID(from: file)
         let strict = options["strict"].map { $0.isEmpty || $0 == "true" || $0 == "1" } ?? false
         let result = try await feeds.importFile(file, feed: feed, source: file.path, strict: strict, progress: progress)
@@ -76,12 +76,12 @@ struct FeedWatcher: Service {
     let runtime: TransitRuntime
     let every: Duration
     /// Replies made from what this instance served before are dropped when it takes another's data.
-    let cache: any CacheInvalidator
+    let purgeCache: @Sendable (_ tags: [String]) async -> Void
     let logger: Logger
 
     func run() async throws {
         // The realtime messages stored before this instance started.
-        if (try? await runtime.syncRealtime()) == true { await cache.invalidate(tags: ["transit"]) }
+        if (try? await runtime.syncRealtime()) == true { await purgeCache(["transit"]) }
         while !Task.isShuttingDownGracefully && !Task.isCancelled {
             try? await cancelWhenGracefulShutdown { try await Task.sleep(for: every) }
             guard !Task.isShuttingDownGracefully && !Task.isCancelled else { return }
@@ -96,7 +96,7 @@ struct FeedWatcher: Service {
                 }
                 // Realtime messages another instance polled or was sent.
                 if try await runtime.syncRealtime() { changed = true }
-                if changed { await cache.invalidate(tags: ["transit"]) }
+                if changed { await purgeCache(["transit"]) }
             } catch {
                 logger.warning("transit feed check failed", metadata: ["error": "\(error)"])
             }
@@ -148,7 +148,7 @@ struct RealtimePoller: Service {
     let source: TransitPlugin.RealtimeSource
     let runtime: TransitRuntime
     let http: any UpstreamHTTPClient
-    let cache: any CacheInvalidator
+    let purgeCache: @Sendable (_ tags: [String]) async -> Void
     let logger: Logger
 
     func run() async throws {
@@ -159,7 +159,7 @@ struct RealtimePoller: Service {
                 let reply = try await http.send(UpstreamRequest(url: source.tripUpdates, timeout: timeout), maxBodySize: RealtimeDecoder.maxMessageBytes)
                 if reply.status.code == 200 {
                     try await runtime.receiveRealtime(feed: feed, message: Data(reply.body.readableBytesView))
-                    await cache.invalidate(tags: ["transit"])
+                    await purgeCache(["transit"])
                 } else {
                     runtime.recordFailure(feed: feed, "\(source.tripUpdates) answered \(reply.status.code)")
                 }

@@ -160,7 +160,7 @@ public struct FeedPath: Codable, Sendable {
     public var feed: String
 }
 
-public struct NearStopsQuery: Codable, Sendable, ValidatableInput, ConstrainedFields {
+public struct NearStopsQuery: Codable, Sendable, ValidatableInput {
     public static let fieldRules: [String: FieldRule] = [
         "lat": TransitInput.latitudeRule, "lon": TransitInput.longitudeRule,
         "radius": FieldRule.number(above: 0).described("Metres (default the plugin's `defaultRadius`; larger values are capped at its `maxRadius`)."),
@@ -181,7 +181,7 @@ public struct NearStopsQuery: Codable, Sendable, ValidatableInput, ConstrainedFi
     }
 }
 
-public struct StopSearchQuery: Codable, Sendable, ValidatableInput, ConstrainedFields {
+public struct StopSearchQuery: Codable, Sendable, ValidatableInput {
     /// The longest search, in characters (Unicode code points).
     static let longestQuery = 200
 
@@ -202,7 +202,7 @@ public struct StopSearchQuery: Codable, Sendable, ValidatableInput, ConstrainedF
     }
 }
 
-public struct ArrivalsQuery: Codable, Sendable, ValidatableInput, ConstrainedFields {
+public struct ArrivalsQuery: Codable, Sendable, ValidatableInput {
     /// The minutes a window may reach before and after `time`.
     static let windowMinutes = 0...1440
 
@@ -228,7 +228,7 @@ public struct ArrivalsQuery: Codable, Sendable, ValidatableInput, ConstrainedFie
     }
 }
 
-public struct ScheduleQuery: Codable, Sendable, ValidatableInput, ConstrainedFields {
+public struct ScheduleQuery: Codable, Sendable, ValidatableInput {
     public static let fieldRules: [String: FieldRule] = ["date": FieldRule.date.described("`yyyy-MM-dd` in the agency's time zone (default today there).")]
 
     /// `yyyy-MM-dd` in the agency's zone; default today there.
@@ -240,7 +240,7 @@ public struct ScheduleQuery: Codable, Sendable, ValidatableInput, ConstrainedFie
     }
 }
 
-public struct TripQuery: Codable, Sendable, ValidatableInput, ConstrainedFields {
+public struct TripQuery: Codable, Sendable, ValidatableInput {
     public static let fieldRules: [String: FieldRule] = [
         "serviceDate": FieldRule.date.described("The service date, `yyyy-MM-dd` (default the day the trip runs nearest to `time`)."),
         "time": TransitInput.instantRule,

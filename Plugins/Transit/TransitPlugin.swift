@@ -103,7 +103,7 @@ public struct TransitPlugin: ServicePlugin {
     public func loadDemoData() async throws {
         for path in configuration.demoFeeds {
             let url = context.resolve(path: path)
-            let result = try await feeds.importFile(url, feed: GTFSFeedImport.feedID(from: url), source: path, strict: false, progress: SilentProgress())
+            let result = try await feeds.importFile(url, feed: GTFSFeedImport.feedID(from: url), source: path, strict: false, progress: { _, _ in })
             context.logger.info("Demo feed loaded", metadata: ["feed": "\(result.feed)", "stops": "\(result.summary.stops)",
                                                               "stopTimes": "\(result.summary.stopTimes)"])
         }
@@ -112,7 +112,7 @@ public struct TransitPlugin: ServicePlugin {
     public var importers: [any Importer] { [GTFSImporter(feeds: feeds)] }
 
     public var services: [any Service] {
-        var services: [any Service] = [FeedWatcher(runtime: runtime, every: configuration.watchInterval.duration, cache: context.cache, logger: context.logger)]
+        var services: [any Service] = [FeedWatcher(runtime: runtime, every: configuration.watchInterval.duration, purgeCache: context.purgeCache(tags:), logger: context.logger)]
         // Configured feeds are fetched and imported by one instance of a cluster; the others pick
         // the new version up through their watcher.
         if !configuration.feeds.isEmpty {
@@ -125,7 +125,7 @@ public struct TransitPlugin: ServicePlugin {
             if let realtime = feed.realtime {
                 services.append(context.leased("transit.realtime.\(feed.id)",
                                                work: RealtimePoller(feed: feed.id, source: realtime, runtime: runtime, http: context.http,
-                                                                    cache: context.cache, logger: context.logger)))
+                                                                    purgeCache: context.purgeCache(tags:), logger: context.logger)))
             }
         }
         return services
@@ -283,7 +283,7 @@ public struct TransitPlugin: ServicePlugin {
                     try input.body.bytes.write(to: file)
                     defer { try? FileManager.default.removeItem(at: file) }
                     let result = try await feeds.importFile(file, feed: input.path.feed, source: "upload", strict: input.query.strict ?? false,
-                                                            progress: SilentProgress())
+                                                            progress: { _, _ in })
                     return ImportReport(imported: result.summary.stopTimes, rejected: result.rejected)
                 },
             Route.define("transit.feeds.delete", .delete, "/feeds/{feed}", summary: "Stop serving a feed and delete it (administrators, or users granted transit:write)")
@@ -306,9 +306,4 @@ public struct TransitPlugin: ServicePlugin {
                 },
         ]
     }
-}
-
-/// Progress nobody watches (HTTP imports, demo data, refreshes).
-struct SilentProgress: ImportProgress {
-    func update(done: Int, total: Int?) {}
 }

@@ -342,7 +342,7 @@ struct ImportCommand: AsyncParsableCommand {
             throw ValidationError("\(plugin) has no importer for \(url.lastPathComponent) (it reads: \(loaded.instance.importers.map(\.summary).joined(separator: "; ")))")
         }
         do {
-            let report = try await importer.importFile(url, options: pairs, progress: ProgressBar())
+            let report = try await importer.importFile(url, options: pairs, progress: ProgressBar.update)
             FileHandle.standardError.write(Data("\n".utf8))
             print("imported \(report.imported) records; rejected \(report.rejected.count)")
             for rejection in report.rejected.prefix(50) { print("  line \(rejection.line): \(rejection.reason)") }
@@ -356,8 +356,8 @@ struct ImportCommand: AsyncParsableCommand {
 }
 
 /// Draws `[#####     ] 52%` on standard error.
-struct ProgressBar: ImportProgress {
-    func update(done: Int, total: Int?) {
+enum ProgressBar {
+    @Sendable static func update(done: Int, total: Int?) {
         guard let total, total > 0 else {
             FileHandle.standardError.write(Data("\r\(done) records".utf8))
             return

@@ -19,10 +19,11 @@ public protocol AccountDirectory: Sendable {
     /// neither every account, oldest first, with `total` counting them all. `limit` is capped by
     /// the gateway (at most 1,000 a call).
     func accounts(username: String?, email: String?, skip: Int, limit: Int) async throws -> (accounts: [AccountRecord], total: Int?)
-    /// Changes an account; nil members stay as they are. A new password ends every session of the
-    /// account on every instance. 404 when there is none, 409 when the new username or email is
-    /// taken (``GatewayError/duplicate`` names which), 422 for a bad value.
-    func updateAccount(id: String, _ change: AccountChange) async throws -> AccountRecord
+    /// Changes an account; what is nil stays as it is. An empty `email` removes the address;
+    /// `options` is free JSON the account's user keeps on it (an object). A new password ends every
+    /// session of the account on every instance. 404 when there is none, 409 when the new username
+    /// or email is taken (``GatewayError/duplicate`` names which), 422 for a bad value.
+    func updateAccount(id: String, username: String?, email: String?, password: String?, options: JSONValue?) async throws -> AccountRecord
     /// Deletes an account with its sessions and keys (they stop working on every instance at
     /// once); false when there is none.
     func deleteAccount(id: String) async throws -> Bool
@@ -35,9 +36,13 @@ public protocol AccountDirectory: Sendable {
     /// expired or revoked; 403 when a key is used from an address it does not allow.
     func principal(for credential: Credential, address: String) async throws -> Principal
     /// Issues an API key for `userID` (nil: a master key, which acts as an administrator), for
-    /// dialects whose old API managed keys itself. The secret is returned only now.
-    /// 422 when the request is invalid.
-    func issueKey(for userID: String?, _ request: KeyRequest) async throws -> (id: String, secret: String)
+    /// dialects whose old API managed keys itself, with the gateway's key API's meaning of each
+    /// part: `scopes` (`<plugin>:read`, `<plugin>:write`, `<plugin>:*` or `*`), `resources` (per
+    /// plugin, the only resource ids the key may touch; nil: unrestricted), `allowedAddresses`
+    /// (exact or IPv4 CIDR; nil: any) and `expiresAt`. The secret is returned only now. 422 when
+    /// the request is invalid.
+    func issueKey(for userID: String?, label: String, scopes: [String], resources: [String: [String]]?, allowedAddresses: [String]?,
+                  expiresAt: Date?) async throws -> (id: String, secret: String)
     /// Revokes key `id` of `userID`; false when there is no such key. Takes effect at once here.
     func revokeKey(id: String, of userID: String?) async throws -> Bool
 
@@ -55,26 +60,6 @@ public protocol AccountDirectory: Sendable {
     /// The members of `realm` its master key may see (``isAdministrable(_:by:)``), looked up or
     /// listed as ``accounts(username:email:skip:limit:)`` does.
     func members(of realm: String, username: String?, email: String?, skip: Int, limit: Int) async throws -> (accounts: [AccountRecord], total: Int?)
-}
-
-/// What an issued key may do (see the gateway's key API for the meaning of each member).
-public struct KeyRequest: Sendable, Equatable {
-    public var label: String
-    /// `<plugin>:read`, `<plugin>:write`, `<plugin>:*` or `*`.
-    public var scopes: [String]
-    /// Per plugin, the only resource ids the key may touch (nil: unrestricted).
-    public var resources: [String: [String]]?
-    /// Client addresses (exact or IPv4 CIDR) the key is accepted from (nil: any).
-    public var allowedAddresses: [String]?
-    public var expiresAt: Date?
-
-    public init(label: String, scopes: [String], resources: [String: [String]]? = nil, allowedAddresses: [String]? = nil, expiresAt: Date? = nil) {
-        self.label = label
-        self.scopes = scopes
-        self.resources = resources
-        self.allowedAddresses = allowedAddresses
-        self.expiresAt = expiresAt
-    }
 }
 
 /// An account as plugins see it.
@@ -95,23 +80,6 @@ public struct AccountRecord: Sendable, Equatable, Codable {
         self.displayName = displayName
         self.createdAt = createdAt
         self.updatedAt = updatedAt
-        self.options = options
-    }
-}
-
-/// What ``AccountDirectory/updateAccount(id:_:)`` changes; nil members stay as they are.
-public struct AccountChange: Sendable, Equatable {
-    public var username: String?
-    /// A new email address; an empty string removes it.
-    public var email: String?
-    public var password: String?
-    /// Free JSON the account's user keeps on it (an object).
-    public var options: JSONValue?
-
-    public init(username: String? = nil, email: String? = nil, password: String? = nil, options: JSONValue? = nil) {
-        self.username = username
-        self.email = email
-        self.password = password
         self.options = options
     }
 }

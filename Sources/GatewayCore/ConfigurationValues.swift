@@ -41,7 +41,7 @@ package struct ConfigurationValueError: Error, Sendable {
 /// A configuration value written as text — a duration, a size, a rate. Every such value decodes
 /// from its text the same way, with one error text naming examples of its kind, and encodes back
 /// to its shortest spelling (its `description`), so plugins' defaults round-trip through plugins.yaml.
-protocol ConfigurationText: Codable, CustomStringConvertible {
+package protocol ConfigurationText: Codable, CustomStringConvertible {
     /// Parses `text`; nil when it is not a value of this kind.
     init?(parsing text: String)
     /// What the value is, for the error text: `duration`.
@@ -52,17 +52,17 @@ protocol ConfigurationText: Codable, CustomStringConvertible {
 
 extension ConfigurationText {
     /// What the decoder says of text that is not a value of this kind.
-    static func problem(_ text: String) -> String {
+    package static func problem(_ text: String) -> String {
         "\"\(text.prefix(60))\" is not a \(kind) (use \(examples))"
     }
 
-    init(textFrom decoder: any Decoder) throws {
+    package init(textFrom decoder: any Decoder) throws {
         let text = try decoder.singleValueContainer().decode(String.self)
         guard let value = Self(parsing: text) else { throw ConfigurationValueError(message: Self.problem(text)) }
         self = value
     }
 
-    func encodeText(to encoder: any Encoder) throws {
+    package func encodeText(to encoder: any Encoder) throws {
         var container = encoder.singleValueContainer()
         try container.encode(description)
     }
@@ -160,38 +160,5 @@ public struct ByteSize: ConfigurationText, Sendable, Hashable {
             return "\(bytes / factor)\(unit)"
         }
         return String(bytes)
-    }
-}
-
-/// A rate in a configuration file: `60/min`, `30/s`, `1000/h` or `10000/day`.
-public struct RateSpec: ConfigurationText, Sendable, Hashable {
-    public init(from decoder: any Decoder) throws { try self.init(textFrom: decoder) }
-    public func encode(to encoder: any Encoder) throws { try encodeText(to: encoder) }
-
-    /// How many requests...
-    public var count: Int
-    /// ...per this many seconds.
-    public var period: Double
-
-    public init(count: Int, period: Double) {
-        self.count = count
-        self.period = period
-    }
-
-    public static let kind = "rate"
-    public static let examples = "60/min, 30/s, 1000/h"
-
-    public init?(parsing text: String) {
-        let parts = text.replacingOccurrences(of: " ", with: "").split(separator: "/")
-        guard parts.count == 2, let count = Int(parts[0]), count > 0, count <= 1_000_000_000 else { return nil }
-        let periods: [String: Double] = ["s": 1, "sec": 1, "second": 1, "m": 60, "min": 60, "minute": 60, "h": 3600, "hour": 3600, "d": 86_400, "day": 86_400]
-        guard let period = periods[String(parts[1])] else { return nil }
-        self.count = count
-        self.period = period
-    }
-
-    public var description: String {
-        let unit = [1: "s", 60: "min", 3600: "h", 86_400: "day"][Int(period)] ?? "\(period)s"
-        return "\(count)/\(unit)"
     }
 }

@@ -8,7 +8,7 @@
 /// but the operation refuses fails it, and so does one the document forbids but the operation takes.
 ///
 /// ```swift
-/// extension NearQuery: ConstrainedFields {
+/// extension NearQuery: ValidatableInput {
 ///     static let fieldRules: [String: FieldRule] = [
 ///         "lat": .number(-90...90), "lon": .number(-180...180),
 ///         "radius": .number(1...50_000).described("Metres (default 2,000)."),
@@ -144,20 +144,6 @@ public struct FieldRule: Sendable, Equatable {
         }
         return result
     }
-}
-
-/// An input type (path, query or body) whose fields carry ``FieldRule``s, so the OpenAPI document
-/// describes what its validation enforces. Field names are the coding keys.
-public protocol ConstrainedFields {
-    /// The rule of each field that has one, by its JSON name.
-    static var fieldRules: [String: FieldRule] { get }
-    /// Alternatives of which the input must have at least one, when no single member is required
-    /// (`[["username"], ["email"]]`: a username or an email address). Empty by default.
-    static var requiredAlternatives: [[String]] { get }
-}
-
-extension ConstrainedFields {
-    public static var requiredAlternatives: [[String]] { [] }
 }
 
 extension KeyedDecodingContainer {

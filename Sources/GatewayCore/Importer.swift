@@ -12,14 +12,10 @@ public protocol Importer: Sendable {
     var summary: String { get }
     /// Whether this importer reads `file` (by extension or a sniff of its start).
     func accepts(_ file: URL) -> Bool
-    /// Loads `file`. `options` come from the command line (`--feed 504` → `["feed": "504"]`).
-    func importFile(_ file: URL, options: [String: String], progress: any ImportProgress) async throws -> ImportReport
-}
-
-/// Receives an import's progress (the CLI draws a bar from it).
-public protocol ImportProgress: Sendable {
-    /// `done` units of `total` (nil when unknown) are processed.
-    func update(done: Int, total: Int?)
+    /// Loads `file`. `options` come from the command line (`--feed 504` → `["feed": "504"]`);
+    /// `progress` hears that `done` units of `total` (nil when unknown) are processed (the CLI
+    /// draws a bar from it).
+    func importFile(_ file: URL, options: [String: String], progress: @escaping @Sendable (_ done: Int, _ total: Int?) -> Void) async throws -> ImportReport
 }
 
 /// What an import did.

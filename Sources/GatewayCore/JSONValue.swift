@@ -526,7 +526,7 @@ extension JSONValue: RawBodyInput {
 /// ``writeJSON(into:)`` instead of encoding it, while the OpenAPI document still describes the type
 /// from its `Codable` shape. The two must agree: a conforming type guarantees that what it writes
 /// decodes as the type.
-public protocol JSONWritable: Encodable {
+package protocol JSONWritable: Encodable {
     func writeJSON(into bytes: inout [UInt8])
 }
 
@@ -555,18 +555,18 @@ enum JSONWriter {
 /// them again, and the OpenAPI document describes it as any JSON value. For operations that splice
 /// stored JSON into their replies instead of parsing and re-encoding it; the operation guarantees
 /// the bytes are one valid JSON value.
-public struct JSONDocument: Encodable, Sendable {
-    public var bytes: ByteBuffer
+package struct JSONDocument: Encodable, Sendable {
+    package var bytes: ByteBuffer
 
-    public init(bytes: ByteBuffer) {
+    package init(bytes: ByteBuffer) {
         self.bytes = bytes
     }
 
-    public init(_ value: JSONValue) {
+    package init(_ value: JSONValue) {
         bytes = value.serialized()
     }
 
-    public func encode(to encoder: any Encoder) throws {
+    package func encode(to encoder: any Encoder) throws {
         var container = encoder.singleValueContainer()
         try container.encode(try JSONValue.parse(bytes, maximumDepth: 512))
     }

@@ -32,13 +32,13 @@ extension Page: Decodable where Item: Decodable {
 }
 
 /// An output that is one page of a list: the host links the next page (`Link: <...>; rel="next"`).
-public protocol PagedOutput {
+package protocol PagedOutput {
     /// The cursor of the next page; nil on the last page.
     var nextCursor: String? { get }
 }
 
 /// The query of a native list: `limit` (1 to 1000, default 50) and `cursor` (a page's `nextCursor`).
-public struct PageQuery: Codable, Sendable, Equatable, ValidatableInput, ConstrainedFields {
+public struct PageQuery: Codable, Sendable, Equatable, ValidatableInput {
     public static let fieldRules: [String: FieldRule] = ["limit": limitRule, "cursor": cursorRule]
 
     public var limit: Int?

@@ -27,7 +27,7 @@ public struct PluginContext: Sendable {
         let recordView: @Sendable (_ userID: String, _ plugin: String, _ resource: String, _ title: String) async throws -> Void
         let lease: @Sendable (String, any Service) -> any Service
         let events: any EventBus
-        let cache: any CacheInvalidator
+        let purgeCache: @Sendable ([String]) async -> Void
         let accounts: any AccountDirectory
         let baseDirectory: URL
         let appKeys: Set<String>
@@ -38,7 +38,7 @@ public struct PluginContext: Sendable {
              http: any UpstreamHTTPClient, notify: @escaping @Sendable (String, String, String, String, String?) async throws -> Void,
              recordView: @escaping @Sendable (String, String, String, String) async throws -> Void,
              lease: @escaping @Sendable (String, any Service) -> any Service, events: any EventBus,
-             cache: any CacheInvalidator, accounts: any AccountDirectory, baseDirectory: URL, appKeys: Set<String>,
+             purgeCache: @escaping @Sendable ([String]) async -> Void, accounts: any AccountDirectory, baseDirectory: URL, appKeys: Set<String>,
              secrets: ConfiguredSecrets, environment: [String: String]) {
             self.appKeys = appKeys
             self.secrets = secrets
@@ -53,7 +53,7 @@ public struct PluginContext: Sendable {
             self.recordView = recordView
             self.lease = lease
             self.events = events
-            self.cache = cache
+            self.purgeCache = purgeCache
             self.accounts = accounts
             self.baseDirectory = baseDirectory
         }
@@ -97,8 +97,10 @@ public struct PluginContext: Sendable {
     public func leased(_ name: String, work: any Service) -> any Service { storage.lease(name, work) }
     /// Publishes changes for live subscribers, on this instance and (with PostgreSQL) on every instance.
     public var events: any EventBus { storage.events }
-    /// Purges cached replies by tag.
-    public var cache: any CacheInvalidator { storage.cache }
+    /// Removes every cached reply carrying any of `tags` (on every instance sharing the database).
+    public func purgeCache(tags: [String]) async {
+        await storage.purgeCache(tags)
+    }
     /// The gateway's accounts, for dialects that register users and sign them in.
     public var accounts: any AccountDirectory { storage.accounts }
     /// The folder relative paths in the plugin's configuration are resolved against (the folder of plugins.yaml).
@@ -122,11 +124,12 @@ public struct PluginContext: Sendable {
         clock: any WallClock, http: any UpstreamHTTPClient,
         notify: @escaping @Sendable (_ userID: String, _ plugin: String, _ title: String, _ body: String, _ link: String?) async throws -> Void,
         recordView: @escaping @Sendable (_ userID: String, _ plugin: String, _ resource: String, _ title: String) async throws -> Void,
-        lease: @escaping @Sendable (_ name: String, _ work: any Service) -> any Service, events: any EventBus, cache: any CacheInvalidator, accounts: any AccountDirectory, baseDirectory: URL, appKeys: Set<String> = [],
+        lease: @escaping @Sendable (_ name: String, _ work: any Service) -> any Service, events: any EventBus,
+        purgeCache: @escaping @Sendable (_ tags: [String]) async -> Void, accounts: any AccountDirectory, baseDirectory: URL, appKeys: Set<String> = [],
         secrets: ConfiguredSecrets = .asWritten, environment: [String: String] = ProcessInfo.processInfo.environment
     ) {
         storage = Storage(pluginID: pluginID, logger: logger, metrics: metrics, database: database, clock: clock, http: http,
-                          notify: notify, recordView: recordView, lease: lease, events: events, cache: cache, accounts: accounts,
+                          notify: notify, recordView: recordView, lease: lease, events: events, purgeCache: purgeCache, accounts: accounts,
                           baseDirectory: baseDirectory, appKeys: appKeys, secrets: secrets, environment: environment)
     }
 
@@ -231,8 +234,3 @@ public protocol EventBus: Sendable {
     func subscribe(to topic: String) -> AsyncStream<GatewayEvent>
 }
 
-/// Purges cached replies.
-public protocol CacheInvalidator: Sendable {
-    /// Removes every cached reply carrying any of `tags` (on every instance sharing the database).
-    func invalidate(tags: [String]) async
-}

@@ -388,12 +388,25 @@ public struct NoContent: Codable, Sendable, Equatable {
     public init() {}
 }
 
-/// Input that checks itself after decoding. Return every problem, not just the first: the client
-/// gets them all in one 422 reply.
+/// An input type (path, query or body) that checks itself beyond decoding, and whose fields carry
+/// ``FieldRule``s so the OpenAPI document describes what its validation enforces (field names are
+/// the coding keys). Every member has a default: conform for the rules, the check, or both.
 public protocol ValidatableInput {
-    /// The problems with this value; empty when it is valid. Pointers are relative to the input
-    /// part (`/title` in a body, `limit` in a query).
+    /// The rule of each field that has one, by its JSON name. Empty by default.
+    static var fieldRules: [String: FieldRule] { get }
+    /// Alternatives of which the input must have at least one, when no single member is required
+    /// (`[["username"], ["email"]]`: a username or an email address). Empty by default.
+    static var requiredAlternatives: [[String]] { get }
+    /// The problems with this value; empty when it is valid (the default). Return every problem,
+    /// not just the first: the client gets them all in one 422 reply. Pointers are relative to the
+    /// input part (`/title` in a body, `limit` in a query).
     func validate() -> [GatewayError.FieldError]
+}
+
+extension ValidatableInput {
+    public static var fieldRules: [String: FieldRule] { [:] }
+    public static var requiredAlternatives: [[String]] { [] }
+    public func validate() -> [GatewayError.FieldError] { [] }
 }
 
 /// A body taken as raw bytes (CSV, plain text, files) rather than decoded from JSON.
@@ -535,7 +548,7 @@ public struct RouteReply: Sendable {
     /// The reply's header fields; a name may repeat (several `Set-Cookie` or `Link` fields).
     public var headers: HTTPFields
     public var body: Body
-    /// For a ``PagedOutput``: the next page's cursor, which the host links (`Link: <...>; rel="next"`).
+    /// For a page of a list (``Page``): the next page's cursor, which the host links (`Link: <...>; rel="next"`).
     public var nextCursor: String?
 
     public init(status: HTTPResponse.Status = .ok, headers: HTTPFields = [:], body: Body) {

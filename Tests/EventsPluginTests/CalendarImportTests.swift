@@ -10,7 +10,7 @@ import SQLKit
 import Testing
 
 /// Progress an import reports, for checking that it reports some.
-final class RecordedProgress: ImportProgress, @unchecked Sendable {
+final class RecordedProgress: @unchecked Sendable {
     private let lock = NSLock()
     private var updates: [(Int, Int?)] = []
     func update(done: Int, total: Int?) { lock.withLock { updates.append((done, total)) } }
@@ -67,7 +67,7 @@ struct CalendarImportTests {
             let file = try write(Self.concerts())
             defer { try? FileManager.default.removeItem(at: file) }
             let progress = RecordedProgress()
-            let report = try await importer(gateway).importFile(file, options: ["city": "15"], progress: progress)
+            let report = try await importer(gateway).importFile(file, options: ["city": "15"], progress: progress.update)
             #expect(report == ImportReport(imported: 2, rejected: []))
             #expect(progress.last?.0 == 2 && progress.last?.1 == 2)
 
@@ -100,7 +100,7 @@ struct CalendarImportTests {
 
             let changed = try write(Self.concerts(title: "Weekly concert (new hall)", count: 2))
             defer { try? FileManager.default.removeItem(at: changed) }
-            #expect(try await importer(gateway).importFile(changed, options: ["city": "15"], progress: RecordedProgress()).imported == 2)
+            #expect(try await importer(gateway).importFile(changed, options: ["city": "15"], progress: RecordedProgress().update).imported == 2)
             let again = try await gateway.call(.get, "/v1/events/\(id)")
             #expect(again.json["title"]?.string == "Weekly concert (new hall)", "the same event, updated")
             #expect(again.json["showings"]?.arrayValue?.compactMap { $0["start"]?.string } == [
@@ -115,9 +115,9 @@ struct CalendarImportTests {
     @Test("the US holidays calendar: 723 all-day events, none rejected, none duplicated on a second import", arguments: TestStorage.available)
     func holidays(storage: TestStorage) async throws {
         try await withEvents(storage) { gateway in
-            let report = try await importer(gateway).importFile(Self.holidays, options: [:], progress: RecordedProgress())
+            let report = try await importer(gateway).importFile(Self.holidays, options: [:], progress: RecordedProgress().update)
             #expect(report == ImportReport(imported: 723, rejected: []))
-            _ = try await importer(gateway).importFile(Self.holidays, options: [:], progress: RecordedProgress())
+            _ = try await importer(gateway).importFile(Self.holidays, options: [:], progress: RecordedProgress().update)
             let count = try await gateway.gateway.database.sql.raw("SELECT COUNT(*) AS n FROM events_events").first()?.decode(column: "n", as: Int.self)
             #expect(count == 723)
             // Thanksgiving 2026 (26 November), a day in the plugin's zone.
@@ -156,9 +156,9 @@ struct CalendarImportTests {
             // Options of the command line.
             let file = try write(broken)
             defer { try? FileManager.default.removeItem(at: file) }
-            await #expect(throws: GatewayError.self) { try await importer(gateway).importFile(file, options: ["strict": "true"], progress: RecordedProgress()) }
-            await #expect(throws: GatewayError.self) { try await importer(gateway).importFile(file, options: ["city": "x"], progress: RecordedProgress()) }
-            await #expect(throws: GatewayError.self) { try await importer(gateway).importFile(file, options: ["cty": "15"], progress: RecordedProgress()) }
+            await #expect(throws: GatewayError.self) { try await importer(gateway).importFile(file, options: ["strict": "true"], progress: RecordedProgress().update) }
+            await #expect(throws: GatewayError.self) { try await importer(gateway).importFile(file, options: ["city": "x"], progress: RecordedProgress().update) }
+            await #expect(throws: GatewayError.self) { try await importer(gateway).importFile(file, options: ["cty": "15"], progress: RecordedProgress().update) }
         }
     }
 
@@ -174,7 +174,7 @@ struct CalendarImportTests {
             }
             text += "END:VCALENDAR\r\n"
             let report = try await gateway.eventsPlugin.calendarImporter.importCalendar(Data(text.utf8), city: nil, category: nil, strict: false,
-                                                                                        progress: RecordedProgress())
+                                                                                        progress: RecordedProgress().update)
             #expect(report.imported == 301)
             let showings = try await gateway.gateway.database.sql.raw("SELECT COUNT(*) AS n FROM events_showings").first()?.decode(column: "n", as: Int.self)
             #expect(showings == 10_000 + 300)
@@ -190,8 +190,8 @@ struct CalendarImportTests {
             let inNewYork = try write(text("X-WR-TIMEZONE:America/New_York\r\n"))
             let inCity = try write(text(""))
             defer { for file in [inNewYork, inCity] { try? FileManager.default.removeItem(at: file) } }
-            _ = try await importer(gateway).importFile(inNewYork, options: ["city": "15"], progress: RecordedProgress())
-            _ = try await importer(gateway).importFile(inCity, options: ["city": "99"], progress: RecordedProgress())
+            _ = try await importer(gateway).importFile(inNewYork, options: ["city": "15"], progress: RecordedProgress().update)
+            _ = try await importer(gateway).importFile(inCity, options: ["city": "99"], progress: RecordedProgress().update)
             let starts = try await gateway.gateway.database.sql.raw("SELECT starts_at FROM events_showings ORDER BY id").all()
                 .map { Date(timeIntervalSince1970: Double(try $0.decode(column: "starts_at", as: Int64.self))) }
             #expect(starts.map { UTCTimestamp.format($0) } == ["2026-12-01T15:00:00Z", "2026-12-01T15:00:00Z"])
@@ -223,7 +223,7 @@ struct CalendarImportTests {
         // The exported calendar, imported into a fresh gateway: the same event and showings.
         try await withEvents(storage) { gateway in
             let report = try await gateway.eventsPlugin.calendarImporter.importCalendar(Data(exported.0.utf8), city: 15, category: nil, strict: true,
-                                                                                        progress: RecordedProgress())
+                                                                                        progress: RecordedProgress().update)
             #expect(report == ImportReport(imported: 1, rejected: []))
             let listed = try await gateway.call(.get, "/v1/events?city=15&from=2026-11-24&to=2026-12-31")
             let id = try #require(listed.json.items.first?["id"]?.int)

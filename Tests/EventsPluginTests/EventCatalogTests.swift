@@ -96,7 +96,7 @@ struct EventCatalogTests {
                 LOCATION:駁二藝術特區\r\nGEO:22.6200;120.2820\r\nCATEGORIES:音樂\r\nEND:VEVENT\r\nEND:VCALENDAR\r\n
                 """
             let plugin = try gateway.eventsPlugin
-            let report = try await plugin.calendarImporter.importCalendar(Data(calendar.utf8), city: 15, category: nil, strict: false, progress: SilentProgress())
+            let report = try await plugin.calendarImporter.importCalendar(Data(calendar.utf8), city: 15, category: nil, strict: false, progress: { _, _ in })
             #expect(report.imported == 1)
             let listed = try await gateway.call(.get, "/v1/events?city=15&category=1", headers: [.cacheControl: "no-cache"])
             #expect(listed.json.items.map { $0["title"]?.string } == ["匯入的音樂會"], "\(listed.text)")

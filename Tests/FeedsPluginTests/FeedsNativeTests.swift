@@ -285,7 +285,7 @@ struct DatapointReadingTests {
 
 @Suite("feeds import")
 struct FeedsImportTests {
-    final class Progress: ImportProgress, @unchecked Sendable {
+    final class Progress: @unchecked Sendable {
         var updates: [(Int, Int?)] = []
         func update(done: Int, total: Int?) { updates.append((done, total)) }
     }
@@ -302,7 +302,7 @@ struct FeedsImportTests {
                 .write(to: file, atomically: true, encoding: .utf8)
             let importer = try #require(try gateway.feedsPlugin.importers.first { $0.accepts(file) })
             let progress = Progress()
-            let report = try await importer.importFile(file, options: ["feed": "\(id)", "datastream": "glucose"], progress: progress)
+            let report = try await importer.importFile(file, options: ["feed": "\(id)", "datastream": "glucose"], progress: progress.update)
             #expect(report.imported == 3)
             #expect(report.rejected.map(\.line) == [4, 5, 6], "\(report.rejected)")
             #expect(report.rejected[2].reason.contains("line 3"))
@@ -310,14 +310,14 @@ struct FeedsImportTests {
             let history = try await gateway.call(.get, "/v1/feeds/\(id)/datastreams/glucose/datapoints?start=2010-03-24T00:00:00Z&duration=1day")
             #expect(history.json["datapoints"]?.arrayValue?.compactMap { $0["value"]?.numberValue } == [258, 260, 254])
             #expect(history.json["datapoints"]?[0]?["at"] == .string("2010-03-24T09:51:00.000000Z"), "times without a zone are UTC")
-            let again = try await importer.importFile(file, options: ["feed": "\(id)", "datastream": "glucose"], progress: progress)
+            let again = try await importer.importFile(file, options: ["feed": "\(id)", "datastream": "glucose"], progress: progress.update)
             #expect(again.imported == 3)
             #expect(try await gateway.call(.get, "/v1/feeds/\(id)/datastreams/glucose/datapoints?start=2010-03-24T00:00:00Z&duration=1day").text == history.text)
             await #expect(throws: GatewayError.self) {
-                try await importer.importFile(file, options: ["feed": "999", "datastream": "x"], progress: progress)
+                try await importer.importFile(file, options: ["feed": "999", "datastream": "x"], progress: progress.update)
             }
             await #expect(throws: GatewayError.self) {
-                try await importer.importFile(file, options: ["datastream": "x"], progress: progress)
+                try await importer.importFile(file, options: ["datastream": "x"], progress: progress.update)
             }
         }
     }

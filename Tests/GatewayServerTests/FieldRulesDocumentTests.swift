@@ -5,10 +5,10 @@ import Testing
 
 @testable import GatewayServer
 
-/// Inputs whose rules (``FieldRule``, ``ConstrainedFields``, ``Route/inputRules``) must
+/// Inputs whose rules (``FieldRule``, ``ValidatableInput``, ``Route/inputRules``) must
 /// reach /openapi.json as JSON Schema keywords.
 enum FieldRulesFixtures {
-    fileprivate struct Search: Decodable, Sendable, ConstrainedFields {
+    fileprivate struct Search: Decodable, Sendable, ValidatableInput {
         var q: String
         var limit: Int?
         var sort: String?
@@ -18,7 +18,7 @@ enum FieldRulesFixtures {
         ]
     }
 
-    fileprivate struct Contact: Decodable, Sendable, ConstrainedFields {
+    fileprivate struct Contact: Decodable, Sendable, ValidatableInput {
         var name: String
         var email: String?
         var phone: String?

@@ -68,7 +68,7 @@ struct TransitAuthorizationMatrixTests {
                         // A fresh feed for every cell, so that each caller has one to delete.
                         let doomed = try feed("D\(cell)")
                         _ = try await gateway.transitPlugin.feeds.importFile(doomed, feed: "doomed\(cell)", source: doomed.path, strict: false,
-                                                                             progress: SilentProgress())
+                                                                             progress: { _, _ in })
                         path = path.replacingOccurrences(of: "{feed}", with: "doomed\(cell)")
                     case "transit.feeds.realtime":
                         path = path.replacingOccurrences(of: "{feed}", with: "sample")

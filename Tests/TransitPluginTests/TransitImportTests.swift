@@ -11,7 +11,7 @@ import Testing
 @Suite("transit: GTFS import, good and bad feeds")
 struct TransitImportTests {
     func importFeed(_ gateway: TestGateway, _ files: [String: String], feed: String = "test", strict: Bool = false) async throws -> GTFSImportResult {
-        try await gateway.transitPlugin.feeds.importFile(try FeedFiles.zip(files), feed: feed, source: "test", strict: strict, progress: SilentProgress())
+        try await gateway.transitPlugin.feeds.importFile(try FeedFiles.zip(files), feed: feed, source: "test", strict: strict, progress: { _, _ in })
     }
 
     /// The message of the error an import throws.
@@ -147,7 +147,7 @@ struct TransitImportTests {
             let corrupt = FileManager.default.temporaryDirectory.appendingPathComponent("corrupt-\(UUID().uuidString).zip")
             try Data("PK\u{03}\u{04} this is not a zip archive at all".utf8).write(to: corrupt)
             do {
-                _ = try await gateway.transitPlugin.feeds.importFile(corrupt, feed: "test", source: "test", strict: false, progress: SilentProgress())
+                _ = try await gateway.transitPlugin.feeds.importFile(corrupt, feed: "test", source: "test", strict: false, progress: { _, _ in })
                 Issue.record("a corrupt zip imported")
             } catch let error as GatewayError {
                 #expect(error.status == 422)
@@ -171,7 +171,7 @@ struct TransitImportTests {
         try await withTransit(feed: nil) { gateway in
             func problem(_ zip: URL) async throws -> String {
                 do {
-                    _ = try await gateway.transitPlugin.feeds.importFile(zip, feed: "damaged", source: "test", strict: false, progress: SilentProgress())
+                    _ = try await gateway.transitPlugin.feeds.importFile(zip, feed: "damaged", source: "test", strict: false, progress: { _, _ in })
                     Issue.record("a damaged zip imported")
                     return ""
                 } catch let error as GatewayError {
@@ -204,9 +204,9 @@ struct TransitImportTests {
             #expect(try gateway.transitPlugin.runtime.network.feeds.isEmpty)
 
             // The sample feed zipped with ZIP64 records throughout (Python's zipfile, its limits lowered), in a folder.
-            let plain = try await gateway.transitPlugin.feeds.importFile(sampleFeed, feed: "sample", source: "test", strict: false, progress: SilentProgress())
+            let plain = try await gateway.transitPlugin.feeds.importFile(sampleFeed, feed: "sample", source: "test", strict: false, progress: { _, _ in })
             let zip64 = try await gateway.transitPlugin.feeds.importFile(projectRoot.appendingPathComponent("Tests/TransitPluginTests/Fixtures/gtfs-sample-zip64.zip"),
-                                                                           feed: "sample", source: "zip64", strict: false, progress: SilentProgress())
+                                                                           feed: "sample", source: "zip64", strict: false, progress: { _, _ in })
             #expect(zip64.summary == plain.summary)
             #expect(zip64.summary.stopTimes > 0)
         }
@@ -222,7 +222,7 @@ struct TransitImportTests {
             let zip = try FeedFiles.zip(files)
             #expect(try FileManager.default.attributesOfItem(atPath: zip.path)[.size] as? Int ?? 0 < 200_000)
             do {
-                _ = try await gateway.transitPlugin.feeds.importFile(zip, feed: "bomb", source: "test", strict: false, progress: SilentProgress())
+                _ = try await gateway.transitPlugin.feeds.importFile(zip, feed: "bomb", source: "test", strict: false, progress: { _, _ in })
                 Issue.record("the bomb imported")
             } catch let error as GatewayError {
                 #expect(error.detail.contains("larger than 1 MB uncompressed"), "\(error.detail)")
@@ -286,12 +286,12 @@ struct TransitImportTests {
             let importer = try #require(try gateway.transitPlugin.importers.first)
             #expect(importer.accepts(sampleFeed))
             let progress = RecordedProgress()
-            let report = try await importer.importFile(sampleFeed, options: ["feed": "demo", "strict": ""], progress: progress)
+            let report = try await importer.importFile(sampleFeed, options: ["feed": "demo", "strict": ""], progress: progress.update)
             #expect(report.imported == 600)
             #expect(progress.last.map { $0.0 == $0.1 } == true)
             #expect(try gateway.transitPlugin.runtime.network.feeds.map(\.id) == ["demo"])
             do {
-                _ = try await importer.importFile(sampleFeed, options: ["feed": "Not A Feed"], progress: progress)
+                _ = try await importer.importFile(sampleFeed, options: ["feed": "Not A Feed"], progress: progress.update)
                 Issue.record("a bad feed id was taken")
             } catch let error as GatewayError {
                 #expect(error.status == 422)
@@ -301,7 +301,7 @@ struct TransitImportTests {
 }
 
 /// Progress an import reports.
-final class RecordedProgress: ImportProgress, @unchecked Sendable {
+final class RecordedProgress: @unchecked Sendable {
     private let lock = NSLock()
     private var updates: [(Int, Int?)] = []
     func update(done: Int, total: Int?) { lock.withLock { updates.append((done, total)) } }

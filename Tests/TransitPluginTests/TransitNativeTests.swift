@@ -11,7 +11,7 @@ struct TransitNativeTests {
     func imports(storage: TestStorage) async throws {
         try await withTransit(storage, feed: nil) { gateway in
             let result = try await gateway.transitPlugin.feeds.importFile(sampleFeed, feed: "sample", source: "test", strict: true,
-                                                                          progress: SilentProgress())
+                                                                          progress: { _, _ in })
             #expect(result.rejected.isEmpty)
             // 11 trips, 3 of them frequency templates: STBA every 30 min from 6:00 to 22:00 (32), CITY1 and CITY2 52 each.
             #expect(result.summary == FeedSummary(agencies: 1, stops: 9, routes: 5, trips: 144, stopTimes: 600, services: 2, shapes: 0,

@@ -262,7 +262,7 @@ struct TransitFeedSourceTests {
             defer { task.cancel() }
             // Another instance's import: rows written straight through the store, this instance not told.
             _ = try await GTFSFeedImport(store: plugin.runtime.store, limits: GTFSLimits())
-                .run(zip: sampleFeed, feed: "sample", source: "elsewhere", strict: false, progress: SilentProgress())
+                .run(zip: sampleFeed, feed: "sample", source: "elsewhere", strict: false, progress: { _, _ in })
             #expect(plugin.runtime.network.feeds.isEmpty)
             for _ in 0..<300 where plugin.runtime.network.feeds.isEmpty { try await Task.sleep(for: .milliseconds(100)) }
             #expect(plugin.runtime.network.feeds.map(\.id) == ["sample"])

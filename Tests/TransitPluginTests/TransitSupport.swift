@@ -38,7 +38,7 @@ func withTransit<R: Sendable>(_ storage: TestStorage = .sqlite, yaml: String = t
                               feed: URL? = sampleFeed, _ body: @Sendable (TestGateway) async throws -> R) async throws -> R {
     try await TestGateway.with(transit, yaml: yaml, storage: storage, configure: { $0.clock = clock }) { gateway in
         if let feed {
-            _ = try await gateway.transitPlugin.feeds.importFile(feed, feed: "sample", source: feed.path, strict: false, progress: SilentProgress())
+            _ = try await gateway.transitPlugin.feeds.importFile(feed, feed: "sample", source: feed.path, strict: false, progress: { _, _ in })
         }
         return try await body(gateway)
     }

@@ -56,7 +56,7 @@ struct GTFSFeedImport {
     }
 
     func run(zip: URL, feed: String, source: String, strict: Bool, skipUnchanged: Bool = false,
-             progress: any ImportProgress) async throws -> GTFSImportResult {
+             progress: @escaping @Sendable (_ done: Int, _ total: Int?) -> Void) async throws -> GTFSImportResult {
         guard Self.validFeedID(feed) else {
             throw GatewayError.invalid(field: "feed", "'\(feed.prefix(80))' is not a feed id (lowercase letters, digits and '-', at most 64)")
         }
@@ -128,7 +128,7 @@ struct GTFSFeedImport {
             try await store.activate(TransitStore.FeedRecord(
                 id: feed, version: version, agencyID: reader.defaultAgency, timeZone: reader.timeZone, source: source, digest: digest,
                 importedAt: store.now(), summary: reader.summary))
-            progress.update(done: Int(totalBytes), total: Int(totalBytes))
+            progress(Int(totalBytes), Int(totalBytes))
             return GTFSImportResult(feed: feed, summary: reader.summary, rejected: reader.rejections)
         } catch {
             try? await store.removeVersion(version)
@@ -154,7 +154,7 @@ private struct FeedReader {
     let feed: String
     let strict: Bool
     let limits: GTFSLimits
-    let progress: any ImportProgress
+    let progress: @Sendable (_ done: Int, _ total: Int?) -> Void
     let totalBytes: Int64
     var doneBytes: Int64 = 0
 
@@ -169,7 +169,7 @@ private struct FeedReader {
     var shapes: Set<String> = []
     var trips: Set<String> = []
 
-    init(database: any SQLDatabase, version: Int64, feed: String, strict: Bool, limits: GTFSLimits, progress: any ImportProgress, totalBytes: Int64) {
+    init(database: any SQLDatabase, version: Int64, feed: String, strict: Bool, limits: GTFSLimits, progress: @escaping @Sendable (_ done: Int, _ total: Int?) -> Void, totalBytes: Int64) {
         self.database = database
         self.version = version
         self.feed = feed
@@ -200,10 +200,10 @@ private struct FeedReader {
                 try reject(table, error.message)
             }
             count += 1
-            if count % 10_000 == 0 { progress.update(done: Int(doneBytes + min(size, table.bytesRead)), total: Int(totalBytes)) }
+            if count % 10_000 == 0 { progress(Int(doneBytes + min(size, table.bytesRead)), Int(totalBytes)) }
         }
         doneBytes += size
-        progress.update(done: Int(doneBytes), total: Int(totalBytes))
+        progress(Int(doneBytes), Int(totalBytes))
     }
 
     mutating func readAgencies(_ url: URL, taken: [String: String]) async throws {

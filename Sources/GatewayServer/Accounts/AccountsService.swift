@@ -25,7 +25,7 @@ struct AccountsService: HostService {
     let throttle: LoginThrottle
     let registration: AuthSettings.Registration
     let database: any SQLDatabase
-    let cache: any CacheInvalidator
+    let cache: any ResponseCacheStore
     let resets: PasswordResets
     let reloads: ReloadHandle
     let keyRules: KeyRules
@@ -40,7 +40,7 @@ struct AccountsService: HostService {
     }
 
     init(store: AccountStore, authenticator: AccountAuthenticator, throttle: LoginThrottle, registration: AuthSettings.Registration,
-         cache: any CacheInvalidator, resets: PasswordResets, reloads: ReloadHandle, keyRules: KeyRules = KeyRules()) {
+         cache: any ResponseCacheStore, resets: PasswordResets, reloads: ReloadHandle, keyRules: KeyRules = KeyRules()) {
         self.keyRules = keyRules
         self.resets = resets
         self.reloads = reloads
@@ -67,7 +67,7 @@ struct AccountsService: HostService {
 
     // MARK: Inputs and outputs
 
-    struct RegisterBody: Codable, Sendable, ValidatableInput, ConstrainedFields {
+    struct RegisterBody: Codable, Sendable, ValidatableInput {
         var username: String
         var password: String
         var displayName: String?
@@ -99,7 +99,7 @@ struct AccountsService: HostService {
         var user: AccountStore.User
     }
 
-    struct ProfilePatch: Codable, Sendable, ValidatableInput, ConstrainedFields {
+    struct ProfilePatch: Codable, Sendable, ValidatableInput {
         var displayName: String?
         var profile: [String: String]?
 
@@ -117,7 +117,7 @@ struct AccountsService: HostService {
         }
     }
 
-    struct PasswordChange: Codable, Sendable, ConstrainedFields {
+    struct PasswordChange: Codable, Sendable, ValidatableInput {
         var currentPassword: String
         var newPassword: String
 
@@ -132,7 +132,7 @@ struct AccountsService: HostService {
     }
 
 
-    struct Purge: Codable, Sendable, ConstrainedFields {
+    struct Purge: Codable, Sendable, ValidatableInput {
         var tags: [String]?
         var all: Bool?
 
@@ -305,7 +305,7 @@ enum AccountRules {
     ]).described("At most 50 fields; names up to 64 characters, values up to 1000.")
 }
 
-extension AccountStore.KeyGrant: ConstrainedFields {
+extension AccountStore.KeyGrant: ValidatableInput {
     private static let octet = "(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
     public static let fieldRules: [String: FieldRule] = [
         "label": .nonBlank(maxLength: 200),

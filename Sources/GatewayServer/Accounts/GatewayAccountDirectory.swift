@@ -39,19 +39,19 @@ struct GatewayAccountDirectory: AccountDirectory {
         return (found.users.map(Self.record), found.total)
     }
 
-    func updateAccount(id: String, _ change: AccountChange) async throws -> AccountRecord {
+    func updateAccount(id: String, username: String?, email: String?, password: String?, options value: JSONValue?) async throws -> AccountRecord {
         var options: String?
-        if let value = change.options {
+        if let value {
             guard case .object = value else { throw GatewayError.invalid(field: "/options", "must be a JSON object") }
             options = value.jsonText
             guard options!.utf8.count <= 64 * 1024 else { throw GatewayError.invalid(field: "/options", "must be at most 64 KB of JSON") }
         }
-        if let password = change.password, let problem = AccountStore.passwordProblem(password) { throw GatewayError.invalid(field: "/password", problem) }
+        if let password, let problem = AccountStore.passwordProblem(password) { throw GatewayError.invalid(field: "/password", problem) }
         let before = try await store.user(id: id)
-        var user = try await store.updateUser(id: id, username: change.username, email: change.email, options: options)
+        var user = try await store.updateUser(id: id, username: username, email: email, options: options)
         // A new address is unverified until its owner opens the link mailed to it.
         if user.email != before?.email { resets.verifications.offer(user) }
-        if let password = change.password {
+        if let password {
             try await store.setPassword(userID: id, secret: .plain(password))
             authenticator.forget(userID: id)
             user = try await store.user(id: id) ?? user
@@ -79,10 +79,10 @@ struct GatewayAccountDirectory: AccountDirectory {
         try await authenticator.principal(for: credential, address: address)
     }
 
-    func issueKey(for userID: String?, _ request: KeyRequest) async throws -> (id: String, secret: String) {
+    func issueKey(for userID: String?, label: String, scopes: [String], resources: [String: [String]]?, allowedAddresses: [String]?,
+                  expiresAt: Date?) async throws -> (id: String, secret: String) {
         let issued = try await store.createKey(userID: userID, grant: AccountStore.KeyGrant(
-            label: request.label, scopes: request.scopes, resources: request.resources, allowedAddresses: request.allowedAddresses,
-            expiresAt: request.expiresAt))
+            label: label, scopes: scopes, resources: resources, allowedAddresses: allowedAddresses, expiresAt: expiresAt))
         return (id: issued.key.id, secret: issued.secret)
     }
 

@@ -5,12 +5,12 @@ import GatewayCore
 /// `gateway user grant`). A grant lets the user write shared data under an
 /// ``AccessRule/granted(_:)`` route; it takes effect on the user's next request.
 enum GrantOperations {
-    struct UserName: Codable, Sendable, ConstrainedFields {
+    struct UserName: Codable, Sendable, ValidatableInput {
         static let fieldRules: [String: FieldRule] = ["username": AccountRules.username]
         var username: String
     }
 
-    struct Grants: Codable, Sendable, ConstrainedFields {
+    struct Grants: Codable, Sendable, ValidatableInput {
         static let fieldRules: [String: FieldRule] = [
             "scopes": FieldRule.list(0...100, of: .pattern("^[a-z][a-z0-9-]{0,39}:(\\*|[a-z0-9-]{1,40})$"))
                 .described("`<plugin>:write`, `<plugin>:read`, `<plugin>:*` or an upstream route's `<plugin>:<scope>`."),

@@ -48,7 +48,7 @@ enum InboxOperations {
         var viewed_at: Double
     }
 
-    struct ListQuery: Codable, Sendable, ValidatableInput, ConstrainedFields {
+    struct ListQuery: Codable, Sendable, ValidatableInput {
         static let fieldRules: [String: FieldRule] = [
             "limit": PageQuery.limitRule,
             "cursor": FieldRule.pattern("^[0-9]{1,15}(\\.[0-9]{1,6})?$").described("The `nextCursor` of the page before."),

@@ -6,7 +6,7 @@ import NIOCore
 /// The native password reset: ask for a link, set the password with its token, and the small
 /// page the link opens (a form that posts the new password back).
 enum PasswordResetOperations {
-    struct RequestBody: Codable, Sendable, ConstrainedFields {
+    struct RequestBody: Codable, Sendable, ValidatableInput {
         var username: String?
         var email: String?
 
@@ -14,7 +14,7 @@ enum PasswordResetOperations {
         static let requiredAlternatives = [["username"], ["email"]]
     }
 
-    struct ConfirmBody: Codable, Sendable, ConstrainedFields {
+    struct ConfirmBody: Codable, Sendable, ValidatableInput {
         var token: String
         var password: String
 

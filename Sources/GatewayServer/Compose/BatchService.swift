@@ -28,7 +28,7 @@ struct BatchService: HostService {
         var calls: [Call]
     }
 
-    struct Call: Decodable, Sendable, ConstrainedFields {
+    struct Call: Decodable, Sendable, ValidatableInput {
         static let fieldRules: [String: FieldRule] = [
             "id": FieldRule.text(1...100).described("Names the call (default: its position, from 0); unique in the batch."),
             "method": FieldRule.pattern("^(" + ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"].map { name in

@@ -39,8 +39,8 @@ struct CompositeService: HostService {
                 guard let target = step.operation.flatMap({ operations[$0] }) else { continue }
                 for (field, value) in step.input ?? [:] where value == .string("{{request.path.\(name)}}") {
                     var found: [FieldRule] = []
-                    if let typed = (target.io.path as? any ConstrainedFields.Type)?.fieldRules[field] { found.append(typed) }
-                    if let typed = (target.io.query as? any ConstrainedFields.Type)?.fieldRules[field] { found.append(typed) }
+                    if let typed = (target.io.path as? any ValidatableInput.Type)?.fieldRules[field] { found.append(typed) }
+                    if let typed = (target.io.query as? any ValidatableInput.Type)?.fieldRules[field] { found.append(typed) }
                     if let given = target.inputRules["path.\(field)"] ?? target.inputRules["query.\(field)"] { found.append(given) }
                     for rule in found { rules["path.\(name)"] = rules["path.\(name)"].map { $0.and(rule) } ?? rule }
                 }

@@ -91,9 +91,9 @@ private final class ValueRecord {
     var additionalProperties: ValueRecord?
     var items: [ValueRecord] = []
     var nullable = false
-    /// The declared rules of the fields (``ConstrainedFields``), by name.
+    /// The declared rules of the fields (``ValidatableInput``), by name.
     var rules: [String: FieldRule] = [:]
-    /// Member sets of which one must be present (``ConstrainedFields/requiredAlternatives``).
+    /// Member sets of which one must be present (``ValidatableInput/requiredAlternatives``).
     var requiredAlternatives: [[String]] = []
 
     init() {}
@@ -231,7 +231,7 @@ private final class ReflectionSession {
         // A type may reject the placeholders (a validated value, an enum without known cases);
         // the keys it asked for before throwing are still the best description available.
         let value = try? T(from: decoder)
-        if let constrained = type as? any ConstrainedFields.Type {
+        if let constrained = type as? any ValidatableInput.Type {
             record.rules = constrained.fieldRules
             record.requiredAlternatives = constrained.requiredAlternatives
         }

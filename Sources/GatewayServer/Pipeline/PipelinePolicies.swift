@@ -143,9 +143,11 @@ public struct CachedReply: Sendable {
 
 /// The response cache the pipeline's cache stages use: lookup after authorization, store after the
 /// handler, invalidate by tag.
-public protocol ResponseCacheStore: CacheInvalidator {
+public protocol ResponseCacheStore: Sendable {
     func lookup(_ key: String) async -> CachedReply?
     func store(_ key: String, _ reply: CachedReply) async
+    /// Removes every cached reply carrying any of `tags` (on every instance sharing the database).
+    func invalidate(tags: [String]) async
 }
 
 /// A cache that stores nothing: every lookup misses (used when caching is switched off).

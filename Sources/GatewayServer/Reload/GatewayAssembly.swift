@@ -47,7 +47,7 @@ extension Gateway {
                                  notify: { try await inbox.post(userID: $0, plugin: $1, title: $2, body: $3, link: $4) },
                                  recordView: { try await inbox.record(userID: $0, plugin: $1, resource: $2, title: $3) },
                                  lease: { [database = database.sql, logger] name, work in LeasedService(name, database: database, logger: logger, work: work) },
-                                 events: events, cache: cache, accounts: directory,
+                                 events: events, purgeCache: { [cache] in await cache.invalidate(tags: $0) }, accounts: directory,
                                  baseDirectory: options.baseDirectory, appKeys: Set(configuration.auth.appKeys), secrets: secrets,
                                  environment: options.environment)
         }
