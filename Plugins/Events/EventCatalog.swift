@@ -62,7 +62,6 @@ final class EventCatalog: Sendable {
         }
 
         /// Whether the event may have `category`: exact for ids 0–63, a first filter for others.
-        @inline(__always)
         func mayHave(_ category: Int) -> Bool { categories & (1 << UInt64(truncatingIfNeeded: category & 63)) != 0 }
     }
 
@@ -258,7 +257,6 @@ final class EventCatalog: Sendable {
     // MARK: Lists
 
     /// Whether a showing lies (partly) inside a window: what every list and page means by "in".
-    @inline(__always)
     static func overlaps(start: Int64, end: Int64, window: (start: Int64, end: Int64)) -> Bool {
         start < window.end && (end > window.start || start >= window.start)
     }

@@ -115,7 +115,7 @@ public struct EventsPlugin: ServicePlugin {
                 .query(EventListQuery.self)
                 .rules(filters)
                 .cache(listed)
-                .returns(EventPage.self) { input, _ in
+                .returns(Page<EventSummary>.self) { input, _ in
                     let query = input.query
                     try service.checkCity(query.city, pointer: "city")
                     try service.checkCategory(query.category, pointer: "category")
@@ -124,9 +124,9 @@ public struct EventsPlugin: ServicePlugin {
                         guard let parsed = EventStore.Cursor(text) else { throw GatewayError.invalid(field: "cursor", "is not a cursor of this list") }
                         cursor = parsed
                     }
-                    return EventPage(try await store.list(city: query.city, category: query.category,
-                                                          window: service.window(city: query.city, from: query.from, to: query.to),
-                                                          limit: query.limit ?? 50, cursor: cursor))
+                    return try await store.list(city: query.city, category: query.category,
+                                                window: service.window(city: query.city, from: query.from, to: query.to),
+                                                limit: query.limit ?? 50, cursor: cursor)
                 },
             Route.define("events.near", .get, "/near", summary: "Published events at venues near a point, nearest first")
                 .example("/near?lat=22.62&lon=120.34&radius=2000")
@@ -134,17 +134,17 @@ public struct EventsPlugin: ServicePlugin {
                 .query(NearQuery.self)
                 .rules(["query.category": category])
                 .cache(listed)
-                .returns(EventPage.self) { input, _ in
+                .returns(Page<EventSummary>.self) { input, _ in
                     let query = input.query
                     try service.checkCategory(query.category, pointer: "category")
-                    return EventPage(try await store.near(lat: query.lat, lon: query.lon, radius: query.radius ?? 2000, category: query.category,
-                                                          window: service.window(city: nil, from: query.from, to: query.to), limit: query.limit ?? 50))
+                    return try await store.near(lat: query.lat, lon: query.lon, radius: query.radius ?? 2000, category: query.category,
+                                                window: service.window(city: nil, from: query.from, to: query.to), limit: query.limit ?? 50)
                 },
             Route.define("events.search", .get, "/search", summary: "Published events whose title, description, organizer or venue contains the text")
                 .query(SearchQuery.self)
                 .rules(filters)
                 .cache(listed)
-                .returns(EventPage.self) { input, _ in
+                .returns(Page<EventSummary>.self) { input, _ in
                     let query = input.query
                     try service.checkCity(query.city, pointer: "city")
                     try service.checkCategory(query.category, pointer: "category")
@@ -153,7 +153,7 @@ public struct EventsPlugin: ServicePlugin {
                         guard let id = Int64(text) else { throw GatewayError.invalid(field: "cursor", "is not a cursor of this list") }
                         before = id
                     }
-                    return EventPage(try await store.search(query.q, city: query.city, category: query.category, limit: query.limit ?? 50, before: before))
+                    return try await store.search(query.q, city: query.city, category: query.category, limit: query.limit ?? 50, before: before)
                 },
             Route.define("events.calendar", .get, ".ics", summary: "A subscribable iCalendar of published events")
                 .details("The same filters as the list; without `from` and `to` the calendar covers 30 days back to the recurrence horizon ahead.")

@@ -71,7 +71,6 @@ struct IndexTable<Element>: @unchecked Sendable {
     let base: UnsafeMutablePointer<Element>
     let count: Int
 
-    @inline(__always)
     subscript(index: Int) -> Element { base[index] }
 
     var buffer: UnsafeBufferPointer<Element> { UnsafeBufferPointer(start: base, count: count) }

@@ -103,7 +103,6 @@ struct KeyTable: Sendable {
     }
 
     /// Three-way comparison of two byte strings (shorter first when one is a prefix of the other).
-    @inline(__always)
     static func compare(_ a: UnsafeBufferPointer<UInt8>, _ aStart: Int, _ aLength: Int,
                         _ b: UnsafeBufferPointer<UInt8>, _ bStart: Int, _ bLength: Int) -> Int {
         let common = min(aLength, bLength)
@@ -115,7 +114,6 @@ struct KeyTable: Sendable {
     }
 
     /// The byte of key `index` at `depth`, or -1 when the key is shorter.
-    @inline(__always)
     func byte(_ index: Int, at depth: Int) -> Int {
         if depth < Self.headBytes {
             let head = heads[index]
@@ -144,7 +142,6 @@ struct KeyTable: Sendable {
     }
 
     /// The run of `range` whose `byte` is `value`, by two binary searches (`byte` is sorted over `range`).
-    @inline(__always)
     private static func run(of value: Int, in range: Range<Int>, byte: (Int) -> Int) -> Range<Int> {
         var low = range.lowerBound
         var high = range.upperBound

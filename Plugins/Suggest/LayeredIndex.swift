@@ -122,7 +122,6 @@ final class LayeredIndex: Sendable {
         let hits: [SuggestionIndex.Hit]
 
         /// The index and the term number in it of a hit's `term`.
-        @inline(__always)
         func source(of term: Int32) -> (index: SuggestionIndex, term: Int) {
             term >= 0 ? (view.base, Int(term)) : (view.overlay, Int(-1 - term))
         }

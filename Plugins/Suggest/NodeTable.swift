@@ -73,20 +73,17 @@ final class NodeTable: @unchecked Sendable {
         hitList = memory.table(hits)
     }
 
-    @inline(__always)
     private func header(_ node: Int32, _ field: Int) -> Int {
         Int(records.load(fromByteOffset: Int(node) + field, as: UInt32.self))
     }
 
     /// Reads the first word of node `node`'s record (its header and first children's bytes), for
     /// a walk that is about to visit many nodes to load their lines at once.
-    @inline(__always)
     func touch(_ node: Int32) -> UInt64 {
         records.load(fromByteOffset: Int(node), as: UInt64.self)
     }
 
     /// Node `node`'s children, by byte.
-    @inline(__always)
     func children(of node: Int32) -> UnsafeBufferPointer<SuggestionIndex.Child> {
         let count = header(node, 0)
         let start = records + Int(node) + ((Self.headerSize + count + 15) & ~15)
@@ -94,7 +91,6 @@ final class NodeTable: @unchecked Sendable {
     }
 
     /// Node `node`'s child for the next byte `byte`, if any.
-    @inline(__always)
     func child(of node: Int32, byte: UInt8) -> SuggestionIndex.Child? {
         let record = records + Int(node)
         let count = header(node, 0)
@@ -110,13 +106,11 @@ final class NodeTable: @unchecked Sendable {
     }
 
     /// Node `node`'s best keys, as ranks.
-    @inline(__always)
     func best(of node: Int32) -> UnsafeBufferPointer<Int32> {
         UnsafeBufferPointer(start: bestList.base + header(node, 4), count: header(node, 8))
     }
 
     /// Node `node`'s best keys as a lookup answers them (term number × 2, plus 1 for a whole keyword).
-    @inline(__always)
     func bestHits(of node: Int32) -> UnsafeBufferPointer<Int32> {
         UnsafeBufferPointer(start: hitList.base + header(node, 4), count: header(node, 8))
     }

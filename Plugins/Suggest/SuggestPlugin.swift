@@ -294,7 +294,6 @@ public struct SuggestPlugin: ServicePlugin {
 
         /// One item from its highlight on: `[start,end]],"keyword":…}`, from the index's bytes.
         /// `text` gives the term's text for the highlights the fast path does not handle.
-        @inline(__always)
         private static func writeItem(_ term: Int, from reader: TermBytes.Reader, query: String, pattern: UnsafeBufferPointer<UInt32>?,
                                       into bytes: inout [UInt8], text: () -> String) {
             switch pattern.map({ SuggestionIndex.highlightSpanFast(pattern: $0, in: reader.text(of: term)) }) ?? .unsupported {

@@ -274,7 +274,6 @@ public final class SuggestionIndex: Sendable {
     }
 
     /// The child of large node `node` for the next byte `byte`, if any.
-    @inline(__always)
     private func child(of node: Int32, byte: UInt8) -> Child? {
         nodes.child(of: node, byte: byte)
     }
@@ -503,15 +502,11 @@ public final class SuggestionIndex: Sendable {
         }
     }
 
-    @inline(__always)
     private static func isIdeograph(_ value: UInt32) -> Bool { (0x4E00...0x9FFF).contains(value) || (0x3400...0x4DBF).contains(value) }
-    @inline(__always)
     private static func isInert(_ value: UInt32) -> Bool {
         value == 0x2013 || value == 0x2014 || value == 0x2018 || value == 0x2019 || value == 0x201C || value == 0x201D
     }
-    @inline(__always)
     private static func lower(_ value: UInt32) -> UInt32 { value >= 0x41 && value <= 0x5A ? value | 0x20 : value }
-    @inline(__always)
     private static func isSpace(_ value: UInt32) -> Bool { value == 0x20 || (0x09...0x0D).contains(value) }
 
     /// Writes the scalars of the (valid) UTF-8 `utf8`, ASCII lowercased, into `buffer` (at least as

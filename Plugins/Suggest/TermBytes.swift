@@ -96,14 +96,12 @@ final class TermBytes: @unchecked Sendable {
         let storage: UnsafeMutablePointer<UInt8>
 
         /// Appends term `term`'s part of a reply item (`],"keyword":"…","text":"…","weight":…}`).
-        @inline(__always)
         func writeItemPart(of term: Int, into bytes: inout [UInt8]) {
             let entry = entries[term]
             bytes.append(contentsOf: UnsafeBufferPointer(start: storage + Int(entry.start), count: Int(entry.length)))
         }
 
         /// The UTF-8 of term `term`'s text.
-        @inline(__always)
         func text(of term: Int) -> UnsafeBufferPointer<UInt8> {
             let entry = entries[term]
             return UnsafeBufferPointer(start: storage + Int(entry.textStart), count: Int(entry.textLength))
@@ -113,7 +111,6 @@ final class TermBytes: @unchecked Sendable {
         /// first byte of the part and of the text. A reply asks this of all its terms before
         /// writing any, so that the first reads of their scattered bytes overlap rather than wait
         /// one at a time.
-        @inline(__always)
         func itemPartLength(of term: Int) -> Int {
             let entry = entries[term]
             return Int(entry.length) + Int(storage[Int(entry.start)] & 1) + (entry.textLength > 0 ? Int(storage[Int(entry.textStart)] & 1) : 0)

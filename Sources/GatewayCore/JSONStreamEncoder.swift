@@ -55,13 +55,11 @@ final class JSONStreamWriter {
 
     /// Closes the containers above `depth` (the index in `open` of the container about to be
     /// written to): a nested container is finished once its parent writes again.
-    @inline(__always)
     func closeAbove(_ depth: Int) {
         while open.count > depth + 1 { bytes.append(open.removeLast().close) }
     }
 
     /// Starts a member of the container at `depth`: closes deeper ones and writes the comma.
-    @inline(__always)
     func beginMember(at depth: Int) {
         closeAbove(depth)
         if open[depth].hasMembers { bytes.append(UInt8(ascii: ",")) } else { open[depth].hasMembers = true }
@@ -93,7 +91,6 @@ final class JSONStreamWriter {
     static let `true`: StaticString = "true"
     static let `false`: StaticString = "false"
 
-    @inline(__always)
     func write(bool: Bool) {
         JSONValue.write(literal: bool ? Self.true : Self.false, into: &bytes)
     }

@@ -212,11 +212,10 @@ extension JSONValue {
 
     /// Whether any of the eight bytes of `word` is below 0x20, a quote or a backslash (exact for
     /// "none": a word this says false of needs no escape).
-    @inline(__always)
     static func mayNeedEscape(_ word: UInt64) -> Bool {
         let ones: UInt64 = 0x0101_0101_0101_0101
         let highs: UInt64 = 0x8080_8080_8080_8080
-        @inline(__always) func hasZero(_ value: UInt64) -> Bool { (value &- ones) & ~value & highs != 0 }
+        func hasZero(_ value: UInt64) -> Bool { (value &- ones) & ~value & highs != 0 }
         // Bytes below 0x20 (bytes from 0x80 up never count: `~word` clears their high bit).
         let control = (word &- 0x2020_2020_2020_2020) & ~word & highs != 0
         return control || hasZero(word ^ 0x2222_2222_2222_2222) || hasZero(word ^ 0x5C5C_5C5C_5C5C_5C5C)
@@ -534,20 +533,10 @@ package protocol JSONWritable: Encodable {
 enum JSONWriter {
     typealias Writer<T> = @Sendable (borrowing T, inout [UInt8]) -> Void
 
-    /// When `T` is ``JSONWritable``, a function that writes a value of it (no dynamic cast and no
-    /// conformance lookup per reply); nil otherwise.
+    /// When `T` is ``JSONWritable``, a function that writes a value of it; nil otherwise.
     static func writer<T>(for type: T.Type) -> Writer<T>? {
-        guard let writable = type as? any JSONWritable.Type else { return nil }
-        return writer(writable, as: T.self)
-    }
-
-    private static func writer<W: JSONWritable, T>(_: W.Type, as _: T.Type) -> Writer<T> {
-        // W is T itself (opened from T's metatype), so a T's storage is a W's.
-        { value, bytes in
-            withUnsafePointer(to: value) { pointer in
-                UnsafeRawPointer(pointer).assumingMemoryBound(to: W.self).pointee.writeJSON(into: &bytes)
-            }
-        }
+        guard type is any JSONWritable.Type else { return nil }
+        return { value, bytes in (copy value as? any JSONWritable)?.writeJSON(into: &bytes) }
     }
 }
 

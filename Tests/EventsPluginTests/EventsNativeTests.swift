@@ -246,31 +246,6 @@ struct EventsNativeTests {
         }
     }
 
-    @Test("a list page writes the same JSON as its Encodable shape")
-    func pageJSON() throws {
-        let venue = Venue(id: 7, name: "Hall \"A\" \\ 衛武營", address: nil, city: 15, lat: 22.6237, lon: 120.342, owner: "u1")
-        let bare = Venue(id: 8, name: "Bare", address: "Street 1\n2F", city: nil, lat: nil, lon: nil, owner: nil)
-        let showings = [
-            Showing(id: 1, event: 3, start: Date(timeIntervalSince1970: 1_795_492_800), end: Date(timeIntervalSince1970: 1_795_500_000.5), allDay: false,
-                    venue: venue, priceText: "300元", isFree: false, capacity: 100, seatsRemaining: 7),
-            Showing(id: 2, event: 3, start: Date(timeIntervalSince1970: 0), end: Date(timeIntervalSince1970: 86_400), allDay: true,
-                    venue: bare, priceText: nil, isFree: true, capacity: nil, seatsRemaining: nil),
-            Showing(id: 4, event: 3, start: Date(timeIntervalSince1970: -86_400), end: Date(timeIntervalSince1970: 0), allDay: false,
-                    venue: nil, priceText: "", isFree: false, capacity: 0, seatsRemaining: 0),
-        ]
-        let items = [
-            EventSummary(id: 3, title: "港都管樂之夜 \u{1F3BA}", imageURL: "https://img/1.jpg", city: 15, categories: [1, 17], status: .published,
-                         distance: 412.5, showings: showings),
-            EventSummary(id: 9, title: "", imageURL: nil, city: nil, categories: [], status: .cancelled, distance: nil, showings: []),
-        ]
-        for page in [EventPage(Page(items: items, nextCursor: "1795492800_3")), EventPage(Page(items: [], nextCursor: nil))] {
-            var written: [UInt8] = []
-            page.writeJSON(into: &written)
-            let encoded = try JSONStreamEncoder.encodeBuffer(page)
-            #expect(String(decoding: written, as: UTF8.self) == String(buffer: encoded))
-        }
-    }
-
     @Test("the OpenAPI document: typed inputs and replies, the iCalendar routes with their media type")
     func openAPI() async throws {
         try await withEvents { gateway in

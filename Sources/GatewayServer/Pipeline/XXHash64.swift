@@ -16,7 +16,7 @@ enum XXHash64 {
     static func hash(_ bytes: UnsafeRawBufferPointer, seed: UInt64 = 0) -> UInt64 {
         let length = bytes.count
         var offset = 0
-        @inline(__always) func word(_ at: Int) -> UInt64 { UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: at, as: UInt64.self)) }
+        func word(_ at: Int) -> UInt64 { UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: at, as: UInt64.self)) }
 
         var hash: UInt64
         if length >= 32 {
@@ -67,17 +67,14 @@ enum XXHash64 {
         return array.withUnsafeBytes { hash($0, seed: seed) }
     }
 
-    @inline(__always)
     private static func rotate(_ value: UInt64, _ bits: UInt64) -> UInt64 {
         (value << bits) | (value >> (64 - bits))
     }
 
-    @inline(__always)
     private static func round(_ accumulator: UInt64, _ input: UInt64) -> UInt64 {
         rotate(accumulator &+ input &* prime2, 31) &* prime1
     }
 
-    @inline(__always)
     private static func merge(_ accumulator: UInt64, _ lane: UInt64) -> UInt64 {
         (accumulator ^ round(0, lane)) &* prime1 &+ prime4
     }

@@ -81,7 +81,6 @@ public enum GatewayTracing {
 
     /// Runs `body` in a child span of the current one when tracing is on; else just runs it (and
     /// the span's name, often made from the route's, is never made).
-    @inline(__always)
     static func span<T>(_ name: @autoclosure () -> String, kind: SpanKind = .internal, _ body: () async throws -> T) async rethrows -> T {
         guard isEnabled else { return try await body() }
         return try await withSpan(name(), ofKind: kind) { _ in try await body() }
