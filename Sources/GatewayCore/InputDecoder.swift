@@ -79,16 +79,11 @@ enum InputDecoder {
     }
 
     /// The validation of an input part of type `T`, prepared once per route: when `T` is
-    /// ``ValidatableInput``, a function that validates a value of it (the conformance is looked up
-    /// once, here); nil otherwise.
+    /// ``ValidatableInput``, a function that validates a value of it; nil otherwise.
     static func validator<T>(for type: T.Type) -> (@Sendable (borrowing T, String) throws -> Void)? {
-        guard let validatable = type as? any ValidatableInput.Type else { return nil }
-        return validator(validatable, as: T.self)
-    }
-
-    private static func validator<V: ValidatableInput, T>(_: V.Type, as _: T.Type) -> @Sendable (borrowing T, String) throws -> Void {
-        { value, location in
-            try check((copy value as! V).validate(), location: location)
+        guard type is any ValidatableInput.Type else { return nil }
+        return { value, location in
+            try check((copy value as? any ValidatableInput)?.validate() ?? [], location: location)
         }
     }
 
