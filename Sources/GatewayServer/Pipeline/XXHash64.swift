@@ -8,8 +8,9 @@
 /// authenticating it. Kept beside swift-crypto for its measured gain: with SHA-256 (truncated the
 /// same way) instead, `Benchmarks/events/run`'s list under load (4 connections, 20,000 events ×
 /// 10 showings, replies of tens of KB) served 1,533 and 1,382 req/s against 1,850 and 1,559 with
-/// this (two A/B pairs, 2026-11-28): 12–21 % of a list's throughput. SHA-256 costs ~160 µs per
-/// 200 KB on that machine even with the CPU's SHA extensions.
+/// this (two A/B pairs, 2026-11-28): 12–21 % of a list's throughput (the second pair is level
+/// once each run is divided by its own healthz, so 0–21 %). SHA-256 costs ~160 µs per 200 KB on
+/// that machine even with the CPU's SHA extensions.
 enum XXHash64 {
     private static let prime1: UInt64 = 0x9E37_79B1_85EB_CA87
     private static let prime2: UInt64 = 0xC2B2_AE3D_27D4_EB4F
