@@ -76,8 +76,9 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
         .package(url: "https://github.com/vapor/sql-kit.git", from: "3.36.0"),
-        .package(url: "https://github.com/vapor/sqlite-kit.git", from: "4.5.2"),
-        .package(url: "https://github.com/vapor/sqlite-nio.git", from: "1.13.2"),
+        // SQLite: GRDB's pool (one writer, readers beside it under WAL) over the system's libsqlite3
+        // (libsqlite3-dev), and its C API through GRDB's own `GRDBSQLite` product.
+        .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
         .package(url: "https://github.com/vapor/async-kit.git", from: "1.22.0"),
         .package(url: "https://github.com/vapor/postgres-kit.git", from: "2.17.0"),
         .package(url: "https://github.com/mattpolzin/OpenAPIKit.git", from: "6.4.0"),
@@ -130,7 +131,8 @@ let package = Package(
                 .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
                 .product(name: "Yams", package: "Yams"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
-                .product(name: "SQLiteKit", package: "sqlite-kit"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "GRDBSQLite", package: "GRDB.swift"),
                 .product(name: "PostgresKit", package: "postgres-kit"),
                 .product(name: "OpenAPIKit", package: "OpenAPIKit"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
@@ -152,7 +154,6 @@ let package = Package(
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
                 // WebSockets to upstream services (an upstream route with websocket: true).
                 .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
-                .product(name: "SQLiteNIO", package: "sqlite-nio"),
                 .product(name: "AsyncKit", package: "async-kit"),
             ] + products("HTTPTypes", "Logging", "Metrics", "NIOCore", "SQLKit"),
             swiftSettings: strictSettings

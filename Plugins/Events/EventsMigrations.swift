@@ -68,7 +68,7 @@ enum EventsMigrations {
         },
         // A reservation holds its seats in the statement that records it: the insert's trigger adds
         // them to the showing and refuses (undoing the insert) what would exceed its capacity. One
-        // statement, so that on SQLite reservations share the group commit of other writes.
+        // statement, so that a reservation holds SQLite's one writer for one statement, not a transaction.
         Migration(2, "a reservation's insert holds its seats") { db in
             if db.dialect.triggerSyntax.create.contains(.supportsBody) {
                 try await db.raw("""

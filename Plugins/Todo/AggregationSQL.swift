@@ -57,7 +57,8 @@ struct AggregationSQL: Sendable {
         }
         let text = json1 ? "doc" : "doc::text"
         sql.appendLiteral(" SELECT CASE WHEN total <= \(maximumBytes) THEN doc END AS doc FROM (SELECT \(text) AS doc, ord, ")
-        sql.appendLiteral("sum(octet_length(\(text))) OVER (ORDER BY ord ROWS UNBOUNDED PRECEDING) AS total FROM s\(stages.count)) AS results ")
+        let bytes = json1 ? "length(CAST(doc AS BLOB))" : "octet_length(\(text))"
+        sql.appendLiteral("sum(\(bytes)) OVER (ORDER BY ord ROWS UNBOUNDED PRECEDING) AS total FROM s\(stages.count)) AS results ")
         sql.appendLiteral("ORDER BY ord LIMIT \(maximumDocuments + 1)")
         return sql
     }
@@ -99,7 +100,9 @@ struct AggregationSQL: Sendable {
             }
             sql.appendLiteral(") AS doc, row_number() OVER (ORDER BY min(ord)) AS ord FROM (SELECT doc, ord, COALESCE(")
             sql += value(key, of: "doc")
-            sql.appendLiteral(json1 ? ", 'null') AS k FROM \(input)) AS g GROUP BY k" : ", 'null'::jsonb) AS k FROM \(input)) AS g GROUP BY k")
+            // SQLite before 3.44 has no ORDER BY inside an aggregate: its groups' rows come from a
+            // subquery ordered by key and order, which GROUP BY reads in that order.
+            sql.appendLiteral(json1 ? ", 'null') AS k FROM \(input) ORDER BY k, ord) AS g GROUP BY k" : ", 'null'::jsonb) AS k FROM \(input)) AS g GROUP BY k")
         case .sort(let keys):
             let terms = keys.map { sortTerms($0.path, descending: $0.descending) } + ["p.ord"]
             sql.appendLiteral("SELECT p.doc, row_number() OVER (ORDER BY \(terms.joined(separator: ", "))) AS ord FROM \(input) AS p")
@@ -271,6 +274,13 @@ struct AggregationSQL: Sendable {
         func json(_ aggregate: SQLQueryString) -> SQLQueryString {
             json1 ? "CASE WHEN " + aggregate + " IS NOT NULL THEN json_quote(" + aggregate + ") END" : "to_jsonb(" + aggregate + ")"
         }
+        /// A sum or mean as JSON: one past the largest double is written `9e999`, which no JSON
+        /// reader takes (the reply is a 400), as SQLite from 3.42 writes it itself (before, `Inf`,
+        /// which fails the statement).
+        func finite(_ aggregate: SQLQueryString) -> SQLQueryString {
+            "CASE WHEN abs(" + aggregate + ") <= 1.7976931348623157e308 THEN json_quote(" + aggregate + ") WHEN " + aggregate
+                + " IS NOT NULL THEN '9e999' END"
+        }
         func boolean(_ first: SQLQueryString, _ firstName: String, _ second: SQLQueryString, _ secondName: String) -> SQLQueryString {
             let text = json1 ? "'\(firstName)'" : "'\(firstName)'::jsonb"
             let otherText = json1 ? "'\(secondName)'" : "'\(secondName)'::jsonb"
@@ -280,19 +290,19 @@ struct AggregationSQL: Sendable {
         let null: SQLQueryString = json1 ? "'null'" : "'null'::jsonb"
         switch accumulator.kind {
         case .sum:
-            return json1 ? "json_quote(total(" + number + "))" : "to_jsonb(COALESCE(sum(" + number + "), 0))"
+            return json1 ? finite("total(" + number + ")") : "to_jsonb(COALESCE(sum(" + number + "), 0))"
         case .avg:
-            return json("avg(" + number + ")")
+            return json1 ? finite("avg(" + number + ")") : json("avg(" + number + ")")
         case .min:
             return "COALESCE(" + json("min(" + number + ")") + ", " + json("min(" + string + ")") + ", " + boolean(isFalse, "false", isTrue, "true") + ")"
         case .max:
             return "COALESCE(" + boolean(isTrue, "true", isFalse, "false") + ", " + json("max(" + string + ")") + ", " + json("max(" + number + ")") + ")"
         case .first, .last:
             let element = accumulator.kind == .first ? (json1 ? "'$[0]'" : "0") : (json1 ? "'$[#-1]'" : "-1")
-            return json1 ? "(json_group_array(json(COALESCE(" + operand + ", " + null + ")) ORDER BY ord) -> \(unsafeRaw: element))"
+            return json1 ? "(json_group_array(json(COALESCE(" + operand + ", " + null + "))) -> \(unsafeRaw: element))"
                 : "(jsonb_agg(COALESCE(" + operand + ", " + null + ") ORDER BY ord) -> \(unsafeRaw: element))"
         case .push:
-            return json1 ? "COALESCE(json_group_array(json(" + operand + ") ORDER BY ord) FILTER (WHERE " + operand + " IS NOT NULL), '[]')"
+            return json1 ? "COALESCE(json_group_array(json(" + operand + ")) FILTER (WHERE " + operand + " IS NOT NULL), '[]')"
                 : "COALESCE(jsonb_agg(" + operand + " ORDER BY ord) FILTER (WHERE " + operand + " IS NOT NULL), '[]'::jsonb)"
         }
     }

@@ -268,7 +268,7 @@ struct ObjectStore: Sendable {
     }
 
     /// The `INSERT` of new objects. A guest's object has no owner, written as `NULL` (an optional
-    /// bind would go through SQLiteKit's generic `Encodable` path).
+    /// bind would go through the generic `Encodable` path).
     static func insertQuery(_ rows: [NewRow], json1: Bool) -> SQLQueryString {
         var query: SQLQueryString = "INSERT INTO todo_objects (bucket, id, data, owner, readers, acl, tenant, etag, created_at, updated_at) VALUES "
         for (index, row) in rows.enumerated() {

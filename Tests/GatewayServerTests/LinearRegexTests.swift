@@ -158,7 +158,7 @@ struct LinearRegexTests {
             #expect(rows.map(\.v) == [String(repeating: "a", count: 32)])
             // A number is not text: no match, as before.
             #expect(try await sql.raw("SELECT v FROM probe_regexp WHERE v REGEXP '3'").all().isEmpty)
-            // A write (the writer's own handle) and a write in a transaction (its SQLiteNIO connection).
+            // A write (on the writer) and a write in a transaction (a session, on the writer too).
             try await sql.raw("UPDATE probe_regexp SET hit = 1 WHERE v REGEXP \(bind: pattern)").run()
             try await sql.transaction { db in try await db.raw("UPDATE probe_regexp SET hit = hit + 1 WHERE v REGEXP '^b\\z'").run() }
             struct Hit: Decodable { var v: String; var hit: Int }

@@ -62,7 +62,7 @@ struct StatementBudgetTests {
                 #expect(try await session.raw("SELECT 2 AS two").first()?.decode(column: "two", as: Int.self) == 2)
                 try await session.raw("INSERT INTO probe_budget (x) VALUES (1)").run()
             }
-            // A write (on SQLite, the writer's own handle), stopped; the next write is stored.
+            // A write (on SQLite, on the writer outside a session), stopped; the next write is stored.
             let slowWrite: SQLQueryString = storage == .sqlite
                 ? "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 200000000) INSERT INTO probe_budget (x) SELECT count(*) FROM c"
                 : "INSERT INTO probe_budget (x) SELECT 1 FROM pg_sleep(10)"
@@ -134,26 +134,34 @@ struct StatementBudgetTests {
         }
     }
 
-    @Test("SQLite says which statements write")
+    @Test("SQLite: statements that write run on the writer, as SQLite says of the prepared statement")
     func statementKinds() async throws {
-        try await TestStorage.sqlite.withFreshLocation { location, directory in
-            guard case .sqlite(let path) = location else { return }
-            let file = path.hasPrefix("/") ? path : directory.appendingPathComponent(path).path
-            let database = try await GatewayDatabase.open(location, baseDirectory: directory, logger: TestStorage.quietLogger)
-            try await database.sql.raw("CREATE TABLE probe_kinds (x BIGINT)").run()
-            let kinds = try SQLiteStatementKinds(path: file)
-            defer { kinds.close() }
-            for reads in ["SELECT 1", " (SELECT 1)", "values (1)", "EXPLAIN SELECT 1", "WITH a AS (SELECT 1) SELECT * FROM a",
-                          "with recursive c(x) as (select 1 union all select x + 1 from c where x < 3) select * from c",
-                          "WITH a AS (SELECT x FROM probe_kinds) SELECT * FROM a WHERE x REGEXP '^1'"] {
-                #expect(!kinds.writes(reads), "\(reads)")
-            }
-            for writes in ["INSERT INTO probe_kinds VALUES (1)", "WITH a AS (SELECT 1) INSERT INTO probe_kinds SELECT * FROM a",
-                           "WITH a AS (SELECT 1) DELETE FROM probe_kinds WHERE x IN (SELECT * FROM a)", "BEGIN IMMEDIATE", "COMMIT",
-                           "PRAGMA journal_mode=WAL", "CREATE TABLE other (x)", "WITH a AS (SELECT 1) SELECT * FROM no_such_table", "UPDATE x", ""] {
-                #expect(kinds.writes(writes), "\(writes)")
-            }
-            await database.shutdown()
+        for reads in ["SELECT 1", " (SELECT 1)", "values (1)", "EXPLAIN SELECT 1", "WITH a AS (SELECT 1) SELECT * FROM a"] {
+            #expect(!SQLiteStore.writesAlways(reads), "\(reads)")
+        }
+        for writes in ["INSERT INTO probe_kinds VALUES (1)", "BEGIN IMMEDIATE", "COMMIT", "PRAGMA journal_mode=WAL", "CREATE TABLE other (x)", "UPDATE x", ""] {
+            #expect(SQLiteStore.writesAlways(writes), "\(writes)")
+        }
+        try await TestStorage.sqlite.withDatabase { database in
+            let sql = database.sql
+            try await sql.raw("CREATE TABLE probe_kinds (x BIGINT)").run()
+            // A WITH that writes reaches the writer (a reader's connection is read-only: it would fail there).
+            try await sql.raw("WITH a AS (SELECT 1) INSERT INTO probe_kinds SELECT * FROM a").run()
+            try await sql.raw("WITH a AS (SELECT 2) INSERT INTO probe_kinds SELECT * FROM a RETURNING x").run()
+            try await sql.raw("WITH a AS (SELECT 1) DELETE FROM probe_kinds WHERE x IN (SELECT * FROM a)").run()
+            struct Row: Decodable { var x: Int }
+            let rows = try await sql.raw("with recursive c(x) as (select 1 union all select x + 1 from c where x < 3) select x from probe_kinds where x in (select x from c)")
+                .all(decoding: Row.self)
+            #expect(rows.map(\.x) == [2])
+            // A statement that does not prepare fails with SQLite's reason; two statements in one text are refused.
+            let missing = await #expect(throws: (any Error).self) { try await sql.raw("WITH a AS (SELECT 1) SELECT * FROM no_such_table").run() }
+            #expect(DatabaseErrorText.describe(missing!).contains("no such table"), "\(DatabaseErrorText.describe(missing!))")
+            await #expect(throws: (any Error).self) { try await sql.raw("INSERT INTO probe_kinds VALUES (5); DELETE FROM probe_kinds").run() }
+            #expect(try await sql.raw("SELECT x FROM probe_kinds").all(decoding: Row.self).map(\.x) == [2])
+            // A transaction is a session's: one a lone statement begins is rolled back and refused.
+            await #expect(throws: (any Error).self) { try await sql.raw("BEGIN").run() }
+            try await sql.raw("INSERT INTO probe_kinds VALUES (6)").run()
+            #expect(try await sql.raw("SELECT x FROM probe_kinds ORDER BY x").all(decoding: Row.self).map(\.x) == [2, 6])
         }
     }
 }

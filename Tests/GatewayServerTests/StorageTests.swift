@@ -21,17 +21,18 @@ struct StorageTests {
         },
     ]
 
-    @Test("an SQLite connection that cannot be set up fails with the reason and is closed, not dropped open (a debug build would trap on it)")
+    @Test("an SQLite file that is not a database fails to open with the reason, and again the same way (nothing is left open)")
     func unusableSQLiteFile() async throws {
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("not-a-database-\(UUID().uuidString).db").path
+        let directory = FileManager.default.temporaryDirectory
+        let name = "not-a-database-\(UUID().uuidString).db"
+        let path = directory.appendingPathComponent(name).path
         defer { try? FileManager.default.removeItem(atPath: path) }
         try Data((0..<4096).map { UInt8(truncatingIfNeeded: $0 &* 37 &+ 11) }).write(to: URL(fileURLWithPath: path))
-        let source = TunedSQLiteSource(path: path)
         for _ in 0..<3 {
             let error = await #expect(throws: (any Error).self) {
-                _ = try await source.makeConnection(logger: .init(label: "test"), on: MultiThreadedEventLoopGroup.singleton.any()).get()
+                _ = try await GatewayDatabase.open(.sqlite(path: path), baseDirectory: directory, logger: .init(label: "test"))
             }
-            #expect(String(describing: error.map { $0 }).contains("not a database"), "\(String(describing: error))")
+            #expect(error.map { DatabaseErrorText.describe($0) }?.contains("not a database") == true, "\(String(describing: error))")
         }
     }
 
@@ -40,8 +41,7 @@ struct StorageTests {
         try await storage.withDatabase { database in
             let sql = database.sql
             _ = try await MigrationRunner(database: sql, logger: .init(label: "test")).migrate([(owner: "probe", steps: Self.steps)])
-            // 400 single-row inserts at once (SQLite commits them in groups, as one multi-row INSERT
-            // where it can); id 7 is inserted twice.
+            // 400 single-row inserts at once (on SQLite, queued for its one writer); id 7 is inserted twice.
             let ids = Array(0..<400) + [7]
             let outcomes = try await withThrowingTaskGroup(of: (Int, Bool).self) { group in
                 for id in ids {
@@ -74,15 +74,15 @@ struct StorageTests {
         }
     }
 
-    @Test("SQLite's writer: a failure that undoes the whole transaction fails alone, and the writes before it run again")
+    @Test("SQLite's writer: writes queued behind a session each succeed or fail alone, one that rolls back its own transaction too")
     func sqliteWholeTransactionFailure() async throws {
         try await TestStorage.sqlite.withDatabase { database in
             let sql = database.sql
             _ = try await MigrationRunner(database: sql, logger: .init(label: "test")).migrate([(owner: "probe", steps: Self.steps)])
             try await sql.insert(into: "probe_t").columns("id", "name").values(SQLBind(1_000), SQLBind("taken")).run()
             // A session holds the writer while 100 inserts queue, and among them (after the first
-            // 50) an `INSERT OR ROLLBACK` of a taken id: when the session ends they run as one
-            // transaction, which that failure rolls back.
+            // 50) an `INSERT OR ROLLBACK` of a taken id: when the session ends they run in turn, and
+            // that failure undoes nothing but itself.
             async let session: Void = sql.transaction { _ in try await Task.sleep(for: .milliseconds(800)) }
             try await Task.sleep(for: .milliseconds(100))
             let outcomes = try await withThrowingTaskGroup(of: (Int, Bool).self) { group in

@@ -1,7 +1,6 @@
+import GRDB
 import GatewayCore
 import PostgresKit
-import SQLiteKit
-import VaporCSQLite
 
 /// A database error in words an operator can act on, for logs and the command line (never for
 /// clients, who get a plain 500 problem). PostgreSQL's errors describe themselves generically on
@@ -24,8 +23,8 @@ public enum DatabaseErrorText {
             }
             return "PostgreSQL: " + parts.joined(separator: "; ")
         }
-        if let error = error as? SQLiteError {
-            return "SQLite: \(error.message) (\(error.reason))"
+        if let error = error as? DatabaseError {
+            return "SQLite: \(error.message ?? "error") (\(error.extendedResultCode))" + (error.sql.map { "; while running `\($0)`" } ?? "")
         }
         return String(describing: error)
     }
@@ -49,8 +48,7 @@ extension DatabaseErrorText {
     /// Whether `error` is a statement stopped for running past its time budget.
     static func isStatementTimeout(_ error: any Error) -> Bool {
         if let error = error as? PSQLError { return error.serverInfo?[.sqlState] == "57014" }
-        if let error = error as? SQLiteError { return error.reason == .interrupt }
-        if let error = error as? SQLiteWriteError { return error.code & 0xFF == SQLITE_INTERRUPT }
+        if let error = error as? DatabaseError { return error.resultCode == .SQLITE_INTERRUPT }
         return false
     }
 }

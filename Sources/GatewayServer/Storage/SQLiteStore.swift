@@ -1,0 +1,255 @@
+@preconcurrency import AsyncKit
+import Foundation
+import GRDB
+import GRDBSQLite
+import GatewaySupport
+import Synchronization
+
+/// The gateway's SQLite file, through GRDB's `DatabasePool`: WAL mode, one connection that writes
+/// and readers beside it, each connection used by one thread at a time.
+///
+/// - **Where a statement runs.** A statement that only reads (as SQLite says of the prepared
+///   statement: `sqlite3_stmt_readonly`) runs on a reader; every other one on the writer, after
+///   the writes queued before it. A session (``session(_:)``, behind SQLKit's `withSession` and
+///   the gateway's `transaction`) holds the writer for its whole life, and every statement its
+///   task runs goes there, so the process never contends with itself for SQLite's write lock.
+/// - **Waiting.** Reads wait at most `database.acquireTimeout` for a reader (then the request is a
+///   503); writes queue in order.
+/// - **Time.** Each statement carries the budget of the task that runs it (``SQLiteWatchdog``),
+///   and is interrupted past it.
+/// - **Running.** GRDB prepares and keeps the statements; the values are bound and the rows read
+///   with SQLite's C API on GRDB's prepared statement (GRDB's own binding cuts text at a NUL byte,
+///   and its rows would be converted twice).
+final class SQLiteStore: Sendable {
+    /// The oldest SQLite the gateway's SQL runs on: `RETURNING`, and the JSON `->` operators (3.38).
+    static let minimumVersion: Int32 = 3_038_000
+
+    /// A session in progress, as its task (and its child tasks) see it.
+    final class Session: Sendable {
+        private let open = Atomic<Bool>(true)
+        var isOpen: Bool { open.load(ordering: .acquiring) }
+        func end() { open.store(false, ordering: .releasing) }
+    }
+
+    /// The session the current task holds, if any.
+    @TaskLocal static var current: Session?
+
+    let watchdog: SQLiteWatchdog
+    private let pool: DatabasePool
+    private let readers: AsyncGate
+    private let writer = AsyncGate(width: 1)
+    private let acquireTimeout: Duration
+    private let kept = KeptStatementTexts()
+
+    /// Opens (creating it if need be) the database at `path` with up to `readers` reading connections.
+    init(path: String, readers: Int, acquireTimeout: Duration, watchdog: SQLiteWatchdog) throws {
+        guard sqlite3_libversion_number() >= Self.minimumVersion else {
+            throw DatabaseError(resultCode: .SQLITE_MISUSE,
+                                message: "SQLite \(String(cString: sqlite3_libversion())) is older than 3.38, which the gateway needs")
+        }
+        var configuration = Configuration()
+        configuration.label = "gateway"
+        configuration.busyMode = .timeout(10)
+        configuration.maximumReaderCount = max(1, readers)
+        // A session's transaction spans several of GRDB's accesses to the writer.
+        configuration.allowsUnsafeTransactions = true
+        configuration.prepareDatabase { db in
+            // Reads through a memory map of up to 1 GiB of the file: pages come straight from the
+            // OS's cache instead of a read call each (writes still go through the WAL).
+            try db.execute(sql: "PRAGMA mmap_size = 1073741824")
+            if let handle = db.sqliteConnection { SQLiteFunctions.install(on: handle) }
+        }
+        pool = try DatabasePool(path: path, configuration: configuration)
+        self.readers = AsyncGate(width: max(1, readers))
+        self.acquireTimeout = acquireTimeout
+        self.watchdog = watchdog
+    }
+
+    /// Closes every connection (once nothing runs on them).
+    func close() throws {
+        try pool.close()
+    }
+
+    // MARK: Statements
+
+    /// Runs one statement where it belongs, `onRow` called with each row it returns; inside
+    /// `session` (or the current task's session), on the session's writer.
+    func execute(_ sql: String, _ values: [StatementValue], session: Session? = nil,
+                 onRow: @escaping @Sendable (SQLiteRow) -> Void) async throws {
+        let budget = watchdog.current
+        if let session = session ?? Self.current, session.isOpen {
+            _ = try await onWriter { db in try self.run(sql, values, on: db, budget: budget, onRow: onRow) }
+            return
+        }
+        if !Self.writesAlways(sql), try await read(sql, values, budget: budget, onRow: onRow) { return }
+        try await writer.enter(timeout: nil, timedOut: ConnectionPoolTimeoutError.connectionRequestTimeout)
+        defer { writer.leave() }
+        try await onWriter { db in
+            _ = try self.run(sql, values, on: db, budget: budget, onRow: onRow)
+            // A transaction belongs to a session: one a lone statement began would take in the
+            // writes queued after it.
+            if db.isInsideTransaction {
+                try? db.execute(sql: "ROLLBACK")
+                throw DatabaseError(resultCode: .SQLITE_MISUSE, message: "a transaction is begun inside a session (transaction or withSession), not by a lone statement", sql: sql)
+            }
+        }
+    }
+
+    /// Runs `body` holding the writer: every statement its task runs goes to the writer, after the
+    /// writes queued before it; writes queued meanwhile wait for it. A transaction it leaves open
+    /// is rolled back. Within a session, another session is the same one.
+    func session<R>(_ body: (Session) async throws -> R) async throws -> R {
+        if let session = Self.current, session.isOpen { return try await body(session) }
+        try await writer.enter(timeout: nil, timedOut: ConnectionPoolTimeoutError.connectionRequestTimeout)
+        defer { writer.leave() }
+        let session = Session()
+        let outcome: Result<R, any Error>
+        do {
+            outcome = .success(try await Self.$current.withValue(session) { try await body(session) })
+        } catch {
+            outcome = .failure(error)
+        }
+        session.end()
+        try? await onWriter { db in
+            if db.isInsideTransaction { try db.execute(sql: "ROLLBACK") }
+        }
+        return try outcome.get()
+    }
+
+    /// Statements that change the database or its connection whatever they contain: everything
+    /// but `SELECT`, `VALUES`, `EXPLAIN` and `WITH` (which SQLite is asked about, prepared on a reader).
+    static func writesAlways(_ sql: String) -> Bool {
+        switch firstWord(sql) {
+        case "select", "values", "explain", "with": false
+        default: true
+        }
+    }
+
+    /// The first word of `sql`, lowercased (after white space and opening parentheses).
+    static func firstWord(_ sql: String) -> String {
+        var bytes = sql.utf8.drop { $0 == 32 || $0 == 10 || $0 == 13 || $0 == 9 || $0 == 40 }.prefix(8).makeIterator()
+        var word: [UInt8] = []
+        while let byte = bytes.next(), byte != 32, byte != 10, byte != 13, byte != 9, byte != 40 { word.append(byte | 0x20) }
+        return String(decoding: word, as: UTF8.self)
+    }
+
+    /// Runs `sql` on a reader if it only reads; false (without running it) when it writes.
+    private func read(_ sql: String, _ values: [StatementValue], budget: Duration?,
+                      onRow: @escaping @Sendable (SQLiteRow) -> Void) async throws -> Bool {
+        try await readers.enter(timeout: acquireTimeout, timedOut: ConnectionPoolTimeoutError.connectionRequestTimeout)
+        defer { readers.leave() }
+        return try await withCheckedThrowingContinuation { continuation in
+            pool.asyncUnsafeRead { access in
+                continuation.resume(with: Result {
+                    try self.run(sql, values, on: try access.get(), readOnly: true, budget: budget, onRow: onRow)
+                })
+            }
+        }
+    }
+
+    private func onWriter<T: Sendable>(_ work: @escaping @Sendable (Database) throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { continuation in
+            pool.asyncWriteWithoutTransaction { db in
+                continuation.resume(with: Result { try work(db) })
+            }
+        }
+    }
+
+    /// Runs `sql` on `db`, for at most `budget`; false (without running it) when `readOnly` and
+    /// the statement writes.
+    private func run(_ sql: String, _ values: [StatementValue], on db: Database, readOnly: Bool = false, budget: Duration?,
+                     onRow: (SQLiteRow) -> Void) throws -> Bool {
+        guard let connection = db.sqliteConnection else {
+            throw DatabaseError(resultCode: .SQLITE_MISUSE, message: "the database is closed", sql: sql)
+        }
+        let statement = try kept.keeps(sql) ? db.cachedStatement(sql: sql) : db.makeStatement(sql: sql)
+        if readOnly, !statement.isReadonly { return false }
+        let prepared = statement.sqliteStatement
+        sqlite3_reset(prepared)
+        sqlite3_clear_bindings(prepared)
+        defer {
+            sqlite3_reset(prepared)
+            sqlite3_clear_bindings(prepared)
+        }
+        for (index, value) in values.enumerated() {
+            let code = Self.bind(value, at: Int32(index + 1), to: prepared)
+            guard code == SQLITE_OK else { throw Self.error(code, connection, sql) }
+        }
+        let columns = sqlite3_column_count(prepared) > 0 ? SQLiteColumns(statement.columnNames) : nil
+        let watch = watchdog.watch(for: connection)
+        watch.begin(budget)
+        defer { watch.end() }
+        while true {
+            let code = sqlite3_step(prepared)
+            if code == SQLITE_DONE { return true }
+            guard code == SQLITE_ROW else { throw Self.error(code, connection, sql) }
+            if let columns {
+                onRow(SQLiteRow(columns: columns, values: (0..<Int32(columns.names.count)).map { Self.value(prepared, $0) }))
+            }
+        }
+    }
+
+    private static func bind(_ value: StatementValue, at position: Int32, to prepared: OpaquePointer) -> Int32 {
+        switch value {
+        case .null:
+            return sqlite3_bind_null(prepared, position)
+        case .integer(let integer):
+            return sqlite3_bind_int64(prepared, position, integer)
+        case .real(let real):
+            return sqlite3_bind_double(prepared, position, real)
+        case .text(let text):
+            var text = text
+            return text.withUTF8 { bytes in
+                // A null pointer would bind NULL: the empty string gets a real one.
+                let start = UnsafeRawPointer(bytes.baseAddress ?? emptyBytes).assumingMemoryBound(to: CChar.self)
+                return sqlite3_bind_text64(prepared, position, start, UInt64(bytes.count), transient, UInt8(SQLITE_UTF8))
+            }
+        case .blob(let data):
+            return data.withUnsafeBytes { bytes in
+                sqlite3_bind_blob64(prepared, position, bytes.baseAddress ?? UnsafeRawPointer(emptyBytes), UInt64(bytes.count), transient)
+            }
+        }
+    }
+
+    private static func value(_ prepared: OpaquePointer, _ column: Int32) -> StatementValue {
+        switch sqlite3_column_type(prepared, column) {
+        case SQLITE_INTEGER:
+            return .integer(sqlite3_column_int64(prepared, column))
+        case SQLITE_FLOAT:
+            return .real(sqlite3_column_double(prepared, column))
+        case SQLITE_TEXT:
+            guard let text = sqlite3_column_text(prepared, column) else { return .text("") }
+            return .text(String(decoding: UnsafeBufferPointer(start: text, count: Int(sqlite3_column_bytes(prepared, column))), as: UTF8.self))
+        case SQLITE_BLOB:
+            guard let bytes = sqlite3_column_blob(prepared, column) else { return .blob(Data()) }
+            return .blob(Data(bytes: bytes, count: Int(sqlite3_column_bytes(prepared, column))))
+        default:
+            return .null
+        }
+    }
+
+    private static func error(_ code: Int32, _ connection: OpaquePointer, _ sql: String) -> DatabaseError {
+        DatabaseError(resultCode: ResultCode(rawValue: code), message: String(cString: sqlite3_errmsg(connection)), sql: sql)
+    }
+
+    /// SQLite copies the bound bytes.
+    private static let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
+    private static var emptyBytes: UnsafePointer<UInt8> { ("" as StaticString).utf8Start }
+}
+
+/// The statement texts whose prepared statements every connection keeps (GRDB's cache): the
+/// first ``limit`` distinct texts the process runs. The gateway's statements are a few hundred
+/// texts; the limit keeps texts built with values in them from growing the caches without end.
+final class KeptStatementTexts: Sendable {
+    static let limit = 2000
+    private let texts = Mutex<Set<String>>([])
+
+    func keeps(_ sql: String) -> Bool {
+        texts.withLock { texts in
+            if texts.contains(sql) { return true }
+            guard texts.count < Self.limit else { return false }
+            texts.insert(sql)
+            return true
+        }
+    }
+}
