@@ -14,7 +14,8 @@ import Synchronization
 ///   the gateway's `transaction`) holds the writer for its whole life, and every statement its
 ///   task runs goes there, so the process never contends with itself for SQLite's write lock.
 /// - **Waiting.** Reads wait at most `database.acquireTimeout` for a reader (then the request is a
-///   503); writes queue in order.
+///   503); writes queue in order, and those that queue while the writer works are committed
+///   together (``runGroup(_:on:)``).
 /// - **Time.** Each statement carries the budget of the task that runs it (``SQLiteWatchdog``),
 ///   and is interrupted past it.
 /// - **Running.** GRDB prepares and keeps the statements; the values are bound and the rows read
@@ -40,6 +41,7 @@ final class SQLiteStore: Sendable {
     private let writer = AsyncGate(width: 1)
     private let acquireTimeout: Duration
     private let kept = KeptStatementTexts()
+    private let queue = Mutex(WriteQueue())
 
     /// Opens (creating it if need be) the database at `path` with up to `readers` reading connections.
     init(path: String, readers: Int, acquireTimeout: Duration, watchdog: SQLiteWatchdog) throws {
@@ -82,16 +84,19 @@ final class SQLiteStore: Sendable {
             return
         }
         if !Self.writesAlways(sql), try await read(sql, values, budget: budget, onRow: onRow) { return }
-        try await writer.enter(timeout: nil, timedOut: ConnectionPoolTimeoutError.connectionRequestTimeout)
-        defer { writer.leave() }
-        try await onWriter { db in
-            _ = try self.run(sql, values, on: db, budget: budget, onRow: onRow)
-            // A transaction belongs to a session: one a lone statement began would take in the
-            // writes queued after it.
-            if db.isInsideTransaction {
-                try? db.execute(sql: "ROLLBACK")
-                throw DatabaseError(resultCode: .SQLITE_MISUSE, message: "a transaction is begun inside a session (transaction or withSession), not by a lone statement", sql: sql)
+        // A transaction belongs to a session: one a lone statement began would take in the writes
+        // queued after it.
+        guard !Self.controlsTransactions(sql) else {
+            throw DatabaseError(resultCode: .SQLITE_MISUSE, message: "a transaction is begun and ended inside a session (transaction or withSession), not by a lone statement", sql: sql)
+        }
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+            let write = QueuedWrite(sql: sql, values: values, budget: budget, onRow: onRow, continuation: continuation)
+            let starts = queue.withLock { queue in
+                queue.writes.append(write)
+                defer { queue.draining = true }
+                return !queue.draining
             }
+            if starts { Task { await self.drain() } }
         }
     }
 
@@ -114,6 +119,141 @@ final class SQLiteStore: Sendable {
             if db.isInsideTransaction { try db.execute(sql: "ROLLBACK") }
         }
         return try outcome.get()
+    }
+
+    // MARK: Writes, committed in groups
+
+    /// A write waiting for the writer.
+    private struct QueuedWrite: Sendable {
+        let sql: String
+        let values: [StatementValue]
+        let budget: Duration?
+        let onRow: @Sendable (SQLiteRow) -> Void
+        let continuation: CheckedContinuation<Void, any Error>
+    }
+
+    private struct WriteQueue {
+        var writes: [QueuedWrite] = []
+        /// Whether a task is taking writes from the queue (it stops when the queue is empty).
+        var draining = false
+    }
+
+    /// The most writes one transaction takes.
+    static let maximumBatch = 512
+
+    /// Takes the queued writes to the writer in groups: everything queued when the writer comes
+    /// free, up to ``maximumBatch``, runs in one access (``runGroup(_:on:)``). The writer is
+    /// given back between groups, so a session waiting for it comes next.
+    private func drain() async {
+        while true {
+            try? await writer.enter(timeout: nil, timedOut: ConnectionPoolTimeoutError.connectionRequestTimeout)
+            let group = queue.withLock { queue -> [QueuedWrite] in
+                let taken = Array(queue.writes.prefix(Self.maximumBatch))
+                queue.writes.removeFirst(taken.count)
+                if taken.isEmpty { queue.draining = false }
+                return taken
+            }
+            guard !group.isEmpty else {
+                writer.leave()
+                return
+            }
+            await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+                pool.asyncWriteWithoutTransaction { db in
+                    self.runGroup(group, on: db)
+                    done.resume()
+                }
+            }
+            writer.leave()
+        }
+    }
+
+    /// Runs a group of writes in order. Statements that change rows (`INSERT`, `UPDATE`, `DELETE`,
+    /// `REPLACE`, a `WITH` that writes) run together in one `BEGIN IMMEDIATE` … `COMMIT`, so a
+    /// burst of small writes costs one commit instead of one each; any other statement (DDL,
+    /// `PRAGMA`) runs alone, after the open transaction commits. Each write still succeeds or
+    /// fails on its own: SQLite undoes a failed statement and keeps the transaction, and when a
+    /// failure undoes the whole transaction (an `INSERT OR ROLLBACK`, an interrupt) the writes
+    /// before it run again. No caller hears of success, or gets its rows, before the commit.
+    private func runGroup(_ group: [QueuedWrite], on db: Database) {
+        var transactionOpen = false
+        var succeeded: [(write: QueuedWrite, rows: [SQLiteRow])] = []
+
+        func runCollecting(_ write: QueuedWrite) throws -> [SQLiteRow] {
+            var rows: [SQLiteRow] = []
+            _ = try run(write.sql, write.values, on: db, budget: write.budget) { rows.append($0) }
+            return rows
+        }
+        func control(_ sql: String) throws {
+            _ = try run(sql, [], on: db, budget: nil) { _ in }
+        }
+        func runInTransaction(_ write: QueuedWrite) {
+            if !transactionOpen {
+                do {
+                    try control("BEGIN IMMEDIATE")
+                } catch {
+                    write.continuation.resume(throwing: error)
+                    return
+                }
+                transactionOpen = true
+            }
+            do {
+                succeeded.append((write, try runCollecting(write)))
+            } catch {
+                write.continuation.resume(throwing: error)
+                guard !db.isInsideTransaction else { return }
+                transactionOpen = false
+                let again = succeeded
+                succeeded = []
+                for (write, _) in again { runInTransaction(write) }
+            }
+        }
+        func commit() {
+            guard transactionOpen else { return }
+            transactionOpen = false
+            let done = succeeded
+            succeeded = []
+            do {
+                try control("COMMIT")
+                for (write, rows) in done {
+                    for row in rows { write.onRow(row) }
+                    write.continuation.resume()
+                }
+            } catch {
+                if db.isInsideTransaction { try? control("ROLLBACK") }
+                for (write, _) in done { write.continuation.resume(throwing: error) }
+            }
+        }
+
+        for write in group {
+            if group.count > 1, Self.changesRows(write.sql) {
+                runInTransaction(write)
+                continue
+            }
+            commit()
+            do {
+                for row in try runCollecting(write) { write.onRow(row) }
+                write.continuation.resume()
+            } catch {
+                write.continuation.resume(throwing: error)
+            }
+        }
+        commit()
+    }
+
+    /// Statements that only change rows, and so may share a transaction.
+    static func changesRows(_ sql: String) -> Bool {
+        switch firstWord(sql) {
+        case "insert", "update", "delete", "replace", "with": true
+        default: false
+        }
+    }
+
+    /// Statements that begin or end a transaction (or a savepoint).
+    static func controlsTransactions(_ sql: String) -> Bool {
+        switch firstWord(sql) {
+        case "begin", "commit", "end", "rollback", "savepoint", "release": true
+        default: false
+        }
     }
 
     /// Statements that change the database or its connection whatever they contain: everything
