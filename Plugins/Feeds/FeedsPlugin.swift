@@ -267,7 +267,10 @@ public struct FeedsPlugin: AuthorizingPlugin {
     }
 
     /// `{"datapoints": [...]}`: its `Codable` shape documents it, and it writes itself straight to
-    /// bytes (history replies hold up to 1,000 datapoints).
+    /// bytes (history replies hold up to 1,000 datapoints). Measured (`Benchmarks/feeds/run`,
+    /// SQLite, 300,000 datapoints, history with an interval on one connection, 2-core machine):
+    /// p50 4.06 and 4.27 ms, p99 5.58 and 5.51 ms written so (two runs), against p50 4.92 ms and
+    /// p99 6.46 ms through `Codable`: 13–18 % of the request.
     struct HistoryReply: Codable, Sendable, JSONWritable {
         let points: [Datapoint]
 

@@ -18,6 +18,11 @@ import Synchronization
 /// reply goes back as it came. TLS, streamed uploads and every other call of a plugin still go
 /// through AsyncHTTPClient (``AsyncUpstreamClient``).
 ///
+/// Measured (`Benchmarks/upstream/run`, 2 rounds each, runs interleaved, 2-core machine,
+/// 2026-11-28): forwarding on 32 connections 0.196 and 0.198 of nginx's throughput through this
+/// client, 0.134 and 0.127 through AsyncHTTPClient (gateway CPU 184–210 against 319–330 µs a
+/// request); latency added on one connection 0.248 and 0.247 ms against 0.477 and 0.328 ms.
+///
 /// Guarantees: a connection carries one exchange at a time and goes back to the idle set only
 /// after its reply ended whole with keep-alive; a reply the caller stops reading closes its
 /// connection; the head must come within the request's timeout (504 otherwise) and the body may

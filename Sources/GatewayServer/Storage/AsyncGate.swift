@@ -9,9 +9,22 @@ import Synchronization
 final class AsyncGate: Sendable {
     private struct Waiter {
         let id: UInt64
-        let continuation: CheckedContinuation<Void, any Error>
+        let grant: Grant
         /// The task that ends the wait at its timeout (cancelled when the place comes first).
         var timer: Task<Void, Never>?
+    }
+
+    /// How a waiter hears that it holds a place.
+    private enum Grant {
+        case task(CheckedContinuation<Void, any Error>)
+        case callback(@Sendable () -> Void)
+
+        func give() {
+            switch self {
+            case .task(let continuation): continuation.resume()
+            case .callback(let callback): callback()
+            }
+        }
     }
 
     private struct State {
@@ -43,7 +56,7 @@ final class AsyncGate: Sendable {
                     return nil
                 }
                 state.nextID += 1
-                state.waiting.append(Waiter(id: state.nextID, continuation: continuation))
+                state.waiting.append(Waiter(id: state.nextID, grant: .task(continuation)))
                 return state.nextID
             }
             guard let id else {
@@ -57,7 +70,7 @@ final class AsyncGate: Sendable {
                     guard let index = state.waiting.firstIndex(where: { $0.id == id }) else { return nil }
                     return state.waiting.remove(at: index)
                 }
-                expired?.continuation.resume(throwing: timedOut())
+                if case .task(let continuation) = expired?.grant { continuation.resume(throwing: timedOut()) }
             }
             let stillWaiting = state.withLock { state in
                 guard let index = state.waiting.firstIndex(where: { $0.id == id }) else { return false }
@@ -66,6 +79,21 @@ final class AsyncGate: Sendable {
             }
             if !stillWaiting { timer.cancel() }
         }
+    }
+
+    /// Calls `granted` once a place is held (at once when one is free, else from the ``leave()``
+    /// that frees it), without a task: for work that runs on threads of its own.
+    func enter(then granted: @escaping @Sendable () -> Void) {
+        let isFree = state.withLock { state in
+            if state.free > 0 {
+                state.free -= 1
+                return true
+            }
+            state.nextID += 1
+            state.waiting.append(Waiter(id: state.nextID, grant: .callback(granted)))
+            return false
+        }
+        if isFree { granted() }
     }
 
     /// Gives the place back: to the longest waiter, or to the gate.
@@ -78,6 +106,6 @@ final class AsyncGate: Sendable {
             return state.waiting.removeFirst()
         }
         next?.timer?.cancel()
-        next?.continuation.resume()
+        next?.grant.give()
     }
 }

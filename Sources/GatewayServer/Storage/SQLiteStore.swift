@@ -96,7 +96,7 @@ final class SQLiteStore: Sendable {
                 defer { queue.draining = true }
                 return !queue.draining
             }
-            if starts { Task { await self.drain() } }
+            if starts { drain() }
         }
     }
 
@@ -143,10 +143,11 @@ final class SQLiteStore: Sendable {
 
     /// Takes the queued writes to the writer in groups: everything queued when the writer comes
     /// free, up to ``maximumBatch``, runs in one access (``runGroup(_:on:)``). The writer is
-    /// given back between groups, so a session waiting for it comes next.
-    private func drain() async {
-        while true {
-            try? await writer.enter(timeout: nil, timedOut: ConnectionPoolTimeoutError.connectionRequestTimeout)
+    /// given back between groups, so a session waiting for it comes next. No task is involved:
+    /// the writes run on GRDB's writer queue as soon as the writer is free, whatever the load on
+    /// Swift's cooperative threads.
+    private func drain() {
+        writer.enter { [self] in
             let group = queue.withLock { queue -> [QueuedWrite] in
                 let taken = Array(queue.writes.prefix(Self.maximumBatch))
                 queue.writes.removeFirst(taken.count)
@@ -157,13 +158,11 @@ final class SQLiteStore: Sendable {
                 writer.leave()
                 return
             }
-            await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
-                pool.asyncWriteWithoutTransaction { db in
-                    self.runGroup(group, on: db)
-                    done.resume()
-                }
+            pool.asyncWriteWithoutTransaction { db in
+                self.runGroup(group, on: db)
+                self.writer.leave()
+                self.drain()
             }
-            writer.leave()
         }
     }
 
