@@ -274,12 +274,12 @@ struct AggregationSQL: Sendable {
         func json(_ aggregate: SQLQueryString) -> SQLQueryString {
             json1 ? "CASE WHEN " + aggregate + " IS NOT NULL THEN json_quote(" + aggregate + ") END" : "to_jsonb(" + aggregate + ")"
         }
-        /// A sum or mean as JSON: one past the largest double is written `9e999`, which no JSON
-        /// reader takes (the reply is a 400), as SQLite from 3.42 writes it itself (before, `Inf`,
-        /// which fails the statement).
+        /// A sum or mean as JSON: one past the largest double is written `9e999` or `-9e999`,
+        /// which no JSON reader takes (the reply is a 400), as SQLite from 3.42 writes it itself
+        /// (before, `Inf`, which fails the statement).
         func finite(_ aggregate: SQLQueryString) -> SQLQueryString {
             "CASE WHEN abs(" + aggregate + ") <= 1.7976931348623157e308 THEN json_quote(" + aggregate + ") WHEN " + aggregate
-                + " IS NOT NULL THEN '9e999' END"
+                + " < 0 THEN '-9e999' WHEN " + aggregate + " > 0 THEN '9e999' END"
         }
         func boolean(_ first: SQLQueryString, _ firstName: String, _ second: SQLQueryString, _ secondName: String) -> SQLQueryString {
             let text = json1 ? "'\(firstName)'" : "'\(firstName)'::jsonb"

@@ -153,7 +153,9 @@ extension UTCTimestamp {
     /// else: RFC 3339's `date-time`, which the OpenAPI document's `format` promises (Foundation's
     /// parser alone also takes what follows a valid time, `...-04:15*`).
     public static func date(_ text: String) -> Date? {
-        guard isDateTime(text) else { return nil }
+        // Foundation's parser rolls impossible fields over (`12:99` becomes `13:39`): the fields'
+        // ranges are checked first (``parse(_:)``).
+        guard isDateTime(text), parse(text) != nil else { return nil }
         // RFC 3339 lets `T` and `Z` be lowercase; Foundation reads them uppercase.
         let text = text.uppercased()
         if let date = try? Date(text, strategy: Date.ISO8601FormatStyle(includingFractionalSeconds: true)) { return date }

@@ -18,16 +18,15 @@ public enum StatementValue: Sendable, Equatable {
 /// the request's work.
 ///
 /// The database the gateway hands to plugins conforms, on SQLite and on PostgreSQL, and so does a
-/// transaction's session on PostgreSQL (`transaction { db in … }`: its statements run on the
-/// transaction's connection). Rather than looking the conformance up, plugins usually call
+/// transaction's session (`transaction { db in … }`: its statements run on the transaction's
+/// connection). Rather than looking the conformance up, plugins usually call
 /// ``SQLKit/SQLDatabase/run(statement:_:)`` and ``SQLKit/SQLDatabase/rows(statement:_:)``, which
-/// use it where it is there and bind the values through SQLKit where it is not (a transaction on
-/// SQLite). Statements run this way are not logged at the database's query log level.
+/// use it where it is there and bind the values through SQLKit where it is not. Statements run
+/// this way are not logged at the database's query log level.
 ///
-/// - SQLite: a statement through ``runStatement(_:_:)`` goes through the gateway's one writer,
-///   inside a transaction the writer holds for the caller (`transaction` on the same database), and
-///   is committed with the statements that wait beside it. ``statementRows(_:_:)`` reads on a pooled
-///   connection, as SQLKit does.
+/// - SQLite: a statement that only reads (as SQLite says of it) runs on a reading connection, any
+///   other on the gateway's one writer, committed with the writes queued beside it; inside a
+///   transaction, on the writer the transaction holds.
 /// - PostgreSQL: the statement is prepared once on each connection and kept (parsed and planned
 ///   once, not on every run). Outside a session it runs on a pooled connection of its own, outside
 ///   any transaction. Each placeholder takes the type of its value (`text`, `bigint`, `double

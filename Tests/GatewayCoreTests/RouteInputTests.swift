@@ -152,6 +152,10 @@ struct OperationInputTests {
         // RFC 3339 and nothing after it; fractions of any length, `Z` or an offset.
         #expect(UTCTimestamp.date("1910-08-08T10:39:10.961877-04:15") != nil)
         #expect(UTCTimestamp.date("2024-05-01t12:00:00z") == Date(timeIntervalSince1970: 1_714_564_800))
+        // Impossible fields are refused, not rolled over (a schemathesis case: minute 99 was read as 13:39).
+        for impossible in ["2024-01-01T12:99:00Z", "2024-01-01T24:00:00Z", "2024-02-30T00:00:00Z", "2024-13-01T00:00:00Z", "2024-01-01T00:00:00+02:99"] {
+            #expect(UTCTimestamp.date(impossible) == nil, "\(impossible)")
+        }
         for bad in ["1910-08-08T10:39:10.961877-04:15*", "2024-05-01T12:00:00Z ", "2024-05-01T12:00:00", "2024-05-01T12:00:00.Z",
                     "2024-05-01T12:00:00+0200", "2024-05-01 12:00:00Z", "2024-05-01T12:00:00+02:00:00", "+2024-05-01T12:00:00Z"] {
             #expect(UTCTimestamp.date(bad) == nil, "\(bad)")

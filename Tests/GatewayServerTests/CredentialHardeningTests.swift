@@ -26,7 +26,7 @@ struct CredentialHardeningTests {
     }
 
     /// Hashing has threads of its own: while every one of them is busy, requests and the database's
-    /// blocking work (SQLite runs on NIO's shared pool) go on. The hashing threads are held here by
+    /// blocking work (SQLite runs on GRDB's dispatch queues) go on. The hashing threads are held here by
     /// sleeping jobs, which take no CPU, so only queueing could delay the requests: had hashing shared
     /// NIO's pool, the database read would wait the whole hold. The margin is wide (the requests get
     /// five of the hold's six seconds) so that a machine busy with other tests does not fail it.

@@ -8,7 +8,7 @@ import Testing
 /// `database.statementTimeout`: a statement past it is stopped (a 503 for its request) and the
 /// connection works afterwards; operator work (migrations) is not bounded by it. And SQLite
 /// statements go to the writer by what they do, not by their first word.
-/// Serialized: its slow statements would hold SQLite's small shared thread pool from the routing test.
+/// Serialized: its slow statements would hold SQLite's connections and the machine's two cores from the routing test.
 @Suite("statement budget and statement routing", .serialized)
 struct StatementBudgetTests {
     /// Opens a fresh database of `storage` whose statements may run `budget` seconds.
@@ -126,7 +126,7 @@ struct StatementBudgetTests {
                 for try await (name, duration) in group { took[name] = duration }
                 return (took["read"]!, took["write"]!)
             }
-            // (Generous: SQLite's statements share a small thread pool with every other test running.)
+            // (Generous: SQLite's statements share the machine with every other test running.)
             #expect(readTook < .milliseconds(5000), "the WITH … SELECT waited for the writer: \(readTook)")
             #expect(writeTook >= .milliseconds(7950), "the WITH … INSERT did not wait for the writer: \(writeTook)")
             struct Row: Decodable { var x: Int }
@@ -160,8 +160,16 @@ struct StatementBudgetTests {
             #expect(try await sql.raw("SELECT x FROM probe_kinds").all(decoding: Row.self).map(\.x) == [2])
             // A transaction is a session's: one a lone statement begins is rolled back and refused.
             await #expect(throws: (any Error).self) { try await sql.raw("BEGIN").run() }
+            await #expect(throws: (any Error).self) { try await sql.raw("SAVEPOINT s1").run() }
             try await sql.raw("INSERT INTO probe_kinds VALUES (6)").run()
             #expect(try await sql.raw("SELECT x FROM probe_kinds ORDER BY x").all(decoding: Row.self).map(\.x) == [2, 6])
+            // A kept statement sees a column added since (on the writer, in a session, and on the readers).
+            let everything: SQLQueryString = "SELECT * FROM probe_kinds ORDER BY x"
+            #expect(try await sql.withSession { try await $0.raw(everything).first()?.allColumns } == ["x"])
+            #expect(try await sql.raw(everything).first()?.allColumns == ["x"])
+            try await sql.raw("ALTER TABLE probe_kinds ADD COLUMN y TEXT DEFAULT 'new'").run()
+            #expect(try await sql.withSession { try await $0.raw(everything).first()?.allColumns } == ["x", "y"])
+            #expect(try await sql.raw(everything).first()?.decode(column: "y", as: String.self) == "new")
         }
     }
 }

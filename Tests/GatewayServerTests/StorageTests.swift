@@ -74,15 +74,15 @@ struct StorageTests {
         }
     }
 
-    @Test("SQLite's writer: writes queued behind a session each succeed or fail alone, one that rolls back its own transaction too")
+    @Test("SQLite's writer: a failure that undoes the whole group's transaction fails alone, and the writes before it run again")
     func sqliteWholeTransactionFailure() async throws {
         try await TestStorage.sqlite.withDatabase { database in
             let sql = database.sql
             _ = try await MigrationRunner(database: sql, logger: .init(label: "test")).migrate([(owner: "probe", steps: Self.steps)])
             try await sql.insert(into: "probe_t").columns("id", "name").values(SQLBind(1_000), SQLBind("taken")).run()
             // A session holds the writer while 100 inserts queue, and among them (after the first
-            // 50) an `INSERT OR ROLLBACK` of a taken id: when the session ends they run in turn, and
-            // that failure undoes nothing but itself.
+            // 50) an `INSERT OR ROLLBACK` of a taken id: when the session ends they run as one
+            // group's transaction, which that failure rolls back.
             async let session: Void = sql.transaction { _ in try await Task.sleep(for: .milliseconds(800)) }
             try await Task.sleep(for: .milliseconds(100))
             let outcomes = try await withThrowingTaskGroup(of: (Int, Bool).self) { group in

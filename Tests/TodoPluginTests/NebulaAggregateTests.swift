@@ -313,6 +313,10 @@ struct NebulaAggregateTests {
             let overflow = try await gateway.call(.post, "\(Self.bucket)/_aggregate", headers: NebulaDialectTests.app,
                                                   json: #"{"pipeline": [{"$group": {"_id": "$_id", "t": {"$sum": 1e308}}}, {"$group": {"_id": null, "t": {"$sum": "$t"}}}]}"#)
             #expect(overflow.status == 400, "\(overflow.json.jsonText)")
+            // And one past the most negative, which must not turn into a positive number on the way.
+            let underflow = try await gateway.call(.post, "\(Self.bucket)/_aggregate", headers: NebulaDialectTests.app,
+                                                   json: #"{"pipeline": [{"$group": {"_id": "$_id", "t": {"$sum": -1e308}}}, {"$group": {"_id": null, "t": {"$sum": "$t"}}}]}"#)
+            #expect(underflow.status == 400, "\(underflow.json.jsonText)")
         }
     }
 

@@ -9,8 +9,9 @@ import Synchronization
 /// and readers beside it, each connection used by one thread at a time.
 ///
 /// - **Where a statement runs.** A statement that only reads (as SQLite says of the prepared
-///   statement: `sqlite3_stmt_readonly`) runs on a reader; every other one on the writer, after
-///   the writes queued before it. A session (``session(_:)``, behind SQLKit's `withSession` and
+///   statement: `sqlite3_stmt_readonly`) runs on a reader; every other one on the writer. The
+///   writer is taken in turn (first come, first served) by groups of queued writes and by
+///   sessions. A session (``session(_:)``, behind SQLKit's `withSession` and
 ///   the gateway's `transaction`) holds the writer for its whole life, and every statement its
 ///   task runs goes there, so the process never contends with itself for SQLite's write lock.
 /// - **Waiting.** Reads wait at most `database.acquireTimeout` for a reader (then the request is a
@@ -247,6 +248,14 @@ final class SQLiteStore: Sendable {
         }
     }
 
+    /// Statements that change the schema (after them the writer's kept statements are dropped).
+    static func changesSchema(_ sql: String) -> Bool {
+        switch firstWord(sql) {
+        case "create", "alter", "drop": true
+        default: false
+        }
+    }
+
     /// Statements that begin or end a transaction (or a savepoint).
     static func controlsTransactions(_ sql: String) -> Bool {
         switch firstWord(sql) {
@@ -266,7 +275,7 @@ final class SQLiteStore: Sendable {
 
     /// The first word of `sql`, lowercased (after white space and opening parentheses).
     static func firstWord(_ sql: String) -> String {
-        var bytes = sql.utf8.drop { $0 == 32 || $0 == 10 || $0 == 13 || $0 == 9 || $0 == 40 }.prefix(8).makeIterator()
+        var bytes = sql.utf8.drop { $0 == 32 || $0 == 10 || $0 == 13 || $0 == 9 || $0 == 40 }.prefix(16).makeIterator()
         var word: [UInt8] = []
         while let byte = bytes.next(), byte != 32, byte != 10, byte != 13, byte != 9, byte != 40 { word.append(byte | 0x20) }
         return String(decoding: word, as: UTF8.self)
@@ -314,17 +323,23 @@ final class SQLiteStore: Sendable {
             let code = Self.bind(value, at: Int32(index + 1), to: prepared)
             guard code == SQLITE_OK else { throw Self.error(code, connection, sql) }
         }
-        let columns = sqlite3_column_count(prepared) > 0 ? SQLiteColumns(statement.columnNames) : nil
+        // A statement whose tables changed since it was kept (`ALTER TABLE`, here or in another
+        // process) is prepared again by SQLite inside its first step: the columns are read after it.
+        var columns: SQLiteColumns?
         let watch = watchdog.watch(for: connection)
         watch.begin(budget)
-        defer { watch.end() }
+        defer {
+            watch.end()
+            // GRDB forgets kept statements after a schema change only when it runs them itself.
+            if !readOnly, Self.changesSchema(sql) { db.clearSchemaCache() }
+        }
         while true {
             let code = sqlite3_step(prepared)
             if code == SQLITE_DONE { return true }
             guard code == SQLITE_ROW else { throw Self.error(code, connection, sql) }
-            if let columns {
-                onRow(SQLiteRow(columns: columns, values: (0..<Int32(columns.names.count)).map { Self.value(prepared, $0) }))
-            }
+            let names = columns ?? SQLiteColumns((0..<sqlite3_column_count(prepared)).map { sqlite3_column_name(prepared, $0).map { String(cString: $0) } ?? "" })
+            columns = names
+            onRow(SQLiteRow(columns: names, values: (0..<Int32(names.names.count)).map { Self.value(prepared, $0) }))
         }
     }
 
