@@ -354,13 +354,12 @@ final class SQLiteStore: Sendable {
         case .text(let text):
             var text = text
             return text.withUTF8 { bytes in
-                // A null pointer would bind NULL: the empty string gets a real one.
-                let start = UnsafeRawPointer(bytes.baseAddress ?? emptyBytes).assumingMemoryBound(to: CChar.self)
-                return sqlite3_bind_text64(prepared, position, start, UInt64(bytes.count), transient, UInt8(SQLITE_UTF8))
+                sqlite3_bind_text64(prepared, position, copy(UnsafeRawBufferPointer(bytes)).assumingMemoryBound(to: CChar.self),
+                                    UInt64(bytes.count), free, UInt8(SQLITE_UTF8))
             }
         case .blob(let data):
             return data.withUnsafeBytes { bytes in
-                sqlite3_bind_blob64(prepared, position, bytes.baseAddress ?? UnsafeRawPointer(emptyBytes), UInt64(bytes.count), transient)
+                sqlite3_bind_blob64(prepared, position, copy(bytes), UInt64(bytes.count), free)
             }
         }
     }
@@ -386,9 +385,14 @@ final class SQLiteStore: Sendable {
         DatabaseError(resultCode: ResultCode(rawValue: code), message: String(cString: sqlite3_errmsg(connection)), sql: sql)
     }
 
-    /// SQLite copies the bound bytes.
-    private static let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
-    private static var emptyBytes: UnsafePointer<UInt8> { ("" as StaticString).utf8Start }
+    /// A bound value's bytes, copied for SQLite, which frees them (`free` as the destructor: the
+    /// same one copy as SQLITE_TRANSIENT, which Swift cannot name without a cast). Never null,
+    /// so an empty string or blob binds as one, not as NULL.
+    private static func copy(_ bytes: UnsafeRawBufferPointer) -> UnsafeMutableRawPointer {
+        guard let copy = malloc(max(1, bytes.count)) else { fatalError("out of memory for a bound value of \(bytes.count) bytes") }
+        if let base = bytes.baseAddress, bytes.count > 0 { copy.copyMemory(from: base, byteCount: bytes.count) }
+        return copy
+    }
 }
 
 /// The statement texts whose prepared statements every connection keeps (GRDB's cache): the
