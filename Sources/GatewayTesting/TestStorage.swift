@@ -18,8 +18,13 @@ public enum TestStorage: String, Sendable, CaseIterable, CustomStringConvertible
         ProcessInfo.processInfo.environment["POSTGRES_URL"].map { $0.isEmpty ? [.sqlite] : [.sqlite, .postgres] } ?? [.sqlite]
     }
 
-    /// Runs `body` with a fresh, empty database of this kind, and removes it afterwards.
+    /// Runs `body` with a fresh, empty database of this kind, and removes it afterwards. A few
+    /// tests per core hold one at a time (``TestSlots``); the others wait their turn first.
     public func withFreshLocation<R>(_ body: (StorageLocation, URL) async throws -> R) async throws -> R {
+        try await TestSlots.with { try await withFreshLocationNow(body) }
+    }
+
+    private func withFreshLocationNow<R>(_ body: (StorageLocation, URL) async throws -> R) async throws -> R {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("gateway-test-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }

@@ -149,6 +149,9 @@ struct GTFSFeedImport {
 
 /// Reads one feed's tables in dependency order, checking references as it goes.
 private struct FeedReader {
+    /// How many departures of a frequency-based trip one statement copies (two binds each).
+    static let departuresPerStatement = 200
+
     let database: any SQLDatabase
     let version: Int64
     let feed: String
@@ -429,24 +432,31 @@ private struct FeedReader {
             guard let row = try await db.raw("""
                 SELECT MIN(COALESCE(departure, arrival)) AS first FROM transit_stop_times WHERE version = \(bind: version) AND trip_id = \(bind: trip)
                 """).first(), let first = try row.decode(column: "first", as: Int?.self) else { continue }
+            var departures: [SQLQueryString] = []
             for window in list {
                 var departure = window.start
                 while departure < window.end {
-                    let suffix = "@" + GTFSFormat.formatTime(departure)
-                    let shift = Int(departure) - first
-                    try await db.raw("""
-                        INSERT INTO transit_trips (version, trip_id, route_id, service_id, headsign, short_name, direction, block_id, shape_id, wheelchair)
-                        SELECT version, trip_id || \(bind: suffix), route_id, service_id, headsign, short_name, direction, block_id, shape_id, wheelchair
-                        FROM transit_trips WHERE version = \(bind: version) AND trip_id = \(bind: trip)
-                        """).run()
-                    try await db.raw("""
-                        INSERT INTO transit_stop_times (version, trip_id, stop_sequence, stop_id, arrival, departure, headsign, pickup, drop_off)
-                        SELECT version, trip_id || \(bind: suffix), stop_sequence, stop_id, arrival + \(bind: shift), departure + \(bind: shift), headsign, pickup, drop_off
-                        FROM transit_stop_times WHERE version = \(bind: version) AND trip_id = \(bind: trip)
-                        """).run()
+                    departures.append("(\(bind: "@" + GTFSFormat.formatTime(departure)), \(bind: Int(departure) - first))")
                     summary.frequencyTrips += 1
                     departure += window.headway
                 }
+            }
+            // The copies are made a batch of departures to a statement (one statement a departure
+            // was thousands for a feed with frequencies).
+            for start in stride(from: 0, to: departures.count, by: Self.departuresPerStatement) {
+                let batch = departures[start..<min(start + Self.departuresPerStatement, departures.count)].joined(separator: ", ")
+                try await db.raw("""
+                    INSERT INTO transit_trips (version, trip_id, route_id, service_id, headsign, short_name, direction, block_id, shape_id, wheelchair)
+                    WITH departure(suffix, shift) AS (VALUES \(batch))
+                    SELECT t.version, t.trip_id || d.suffix, t.route_id, t.service_id, t.headsign, t.short_name, t.direction, t.block_id, t.shape_id, t.wheelchair
+                    FROM transit_trips t, departure d WHERE t.version = \(bind: version) AND t.trip_id = \(bind: trip)
+                    """).run()
+                try await db.raw("""
+                    INSERT INTO transit_stop_times (version, trip_id, stop_sequence, stop_id, arrival, departure, headsign, pickup, drop_off)
+                    WITH departure(suffix, shift) AS (VALUES \(batch))
+                    SELECT s.version, s.trip_id || d.suffix, s.stop_sequence, s.stop_id, s.arrival + d.shift, s.departure + d.shift, s.headsign, s.pickup, s.drop_off
+                    FROM transit_stop_times s, departure d WHERE s.version = \(bind: version) AND s.trip_id = \(bind: trip)
+                    """).run()
             }
             let countRow = try await db.raw("SELECT COUNT(*) AS n FROM transit_stop_times WHERE version = \(bind: version) AND trip_id = \(bind: trip)").first()
             let templateCount = try countRow?.decode(column: "n", as: Int.self) ?? 0

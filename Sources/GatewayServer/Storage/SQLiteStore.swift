@@ -28,6 +28,9 @@ final class SQLiteStore: Sendable {
 
     /// A session in progress, as its task (and its child tasks) see it.
     final class Session: Sendable {
+        /// The store whose writer it holds (a task may reach more than one gateway's store).
+        let store: ObjectIdentifier
+        init(store: ObjectIdentifier) { self.store = store }
         private let open = Atomic<Bool>(true)
         var isOpen: Bool { open.load(ordering: .acquiring) }
         func end() { open.store(false, ordering: .releasing) }
@@ -80,7 +83,7 @@ final class SQLiteStore: Sendable {
     func execute(_ sql: String, _ values: [StatementValue], session: Session? = nil,
                  onRow: @escaping @Sendable (SQLiteRow) -> Void) async throws {
         let budget = watchdog.current
-        if let session = session ?? Self.current, session.isOpen {
+        if let session = session ?? ownSession, session.isOpen {
             _ = try await onWriter { db in try self.run(sql, values, on: db, budget: budget, onRow: onRow) }
             return
         }
@@ -105,10 +108,9 @@ final class SQLiteStore: Sendable {
     /// writes queued before it; writes queued meanwhile wait for it. A transaction it leaves open
     /// is rolled back. Within a session, another session is the same one.
     func session<R>(_ body: (Session) async throws -> R) async throws -> R {
-        if let session = Self.current, session.isOpen { return try await body(session) }
-        try await writer.enter(timeout: nil, timedOut: ConnectionPoolTimeoutError.connectionRequestTimeout)
-        defer { writer.leave() }
-        let session = Session()
+        if let session = ownSession { return try await body(session) }
+        await writer.enter()
+        let session = Session(store: ObjectIdentifier(self))
         let outcome: Result<R, any Error>
         do {
             outcome = .success(try await Self.$current.withValue(session) { try await body(session) })
@@ -116,10 +118,21 @@ final class SQLiteStore: Sendable {
             outcome = .failure(error)
         }
         session.end()
-        try? await onWriter { db in
-            if db.isInsideTransaction { try db.execute(sql: "ROLLBACK") }
+        // An open transaction is rolled back, and the writer given back, on GRDB's queue.
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            pool.asyncWriteWithoutTransaction { db in
+                if db.isInsideTransaction { try? db.execute(sql: "ROLLBACK") }
+                self.writer.leave()
+                continuation.resume()
+            }
         }
         return try outcome.get()
+    }
+
+    /// The current task's session, when it is open and holds this store's writer.
+    private var ownSession: Session? {
+        guard let session = Self.current, session.isOpen, session.store == ObjectIdentifier(self) else { return nil }
+        return session
     }
 
     // MARK: Writes, committed in groups
@@ -284,13 +297,14 @@ final class SQLiteStore: Sendable {
     /// Runs `sql` on a reader if it only reads; false (without running it) when it writes.
     private func read(_ sql: String, _ values: [StatementValue], budget: Duration?,
                       onRow: @escaping @Sendable (SQLiteRow) -> Void) async throws -> Bool {
-        try await readers.enter(timeout: acquireTimeout, timedOut: ConnectionPoolTimeoutError.connectionRequestTimeout)
-        defer { readers.leave() }
-        return try await withCheckedThrowingContinuation { continuation in
-            pool.asyncUnsafeRead { access in
-                continuation.resume(with: Result {
-                    try self.run(sql, values, on: try access.get(), readOnly: true, budget: budget, onRow: onRow)
-                })
+        try await withCheckedThrowingContinuation { continuation in
+            readers.enter(timeout: acquireTimeout, timedOut: { continuation.resume(throwing: ConnectionPoolTimeoutError.connectionRequestTimeout) }) {
+                self.pool.asyncUnsafeRead { access in
+                    let result = Result { try self.run(sql, values, on: try access.get(), readOnly: true, budget: budget, onRow: onRow) }
+                    // The place is given back before the task resumes: it never waits for a cooperative thread.
+                    self.readers.leave()
+                    continuation.resume(with: result)
+                }
             }
         }
     }
