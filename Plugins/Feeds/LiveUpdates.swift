@@ -2,6 +2,7 @@ import Foundation
 import GatewayCore
 import Metrics
 import NIOCore
+import Synchronization
 
 /// Live updates over WebSockets: a client subscribes to a feed or a datastream and receives its
 /// new state after every change, from this instance or (with PostgreSQL) any other.
@@ -34,13 +35,28 @@ struct LiveSession: Sendable {
     }
 
     /// The subscriptions of one connection.
-    final class Subscriptions: @unchecked Sendable {
-        // Touched only by the connection's own loop (one task), and cancelled when it ends.
-        var tasks: [String: Task<Void, Never>] = [:]
+    final class Subscriptions: Sendable {
+        /// The task of each subscription, by its key; all cancelled when the connection ends.
+        private let tasks = Mutex<[String: Task<Void, Never>]>([:])
+
+        var count: Int { tasks.withLock { $0.count } }
+
+        /// Keeps `task` as the subscription `key`, cancelling the one it replaces.
+        func set(_ key: String, _ task: Task<Void, Never>) {
+            tasks.withLock { $0.updateValue(task, forKey: key) }?.cancel()
+        }
+
+        /// Ends the subscription `key`, if there is one.
+        func cancel(_ key: String) {
+            tasks.withLock { $0.removeValue(forKey: key) }?.cancel()
+        }
 
         func cancelAll() {
-            for task in tasks.values { task.cancel() }
-            tasks.removeAll()
+            let all = tasks.withLock { tasks in
+                defer { tasks = [:] }
+                return tasks
+            }
+            for task in all.values { task.cancel() }
         }
     }
 
@@ -60,15 +76,15 @@ struct LiveSession: Sendable {
     /// revoked key or an ended session stops receiving (within the authenticator's few seconds).
     func subscribe(_ target: Target, key: String, principal: Principal, credential: Credential?, in subscriptions: Subscriptions,
                    render: @escaping @Sendable (FeedRecord?, DatastreamRecord?) async throws -> String) throws {
-        subscriptions.tasks[key]?.cancel()
-        guard subscriptions.tasks.count < Self.maximumSubscriptions else {
+        subscriptions.cancel(key)
+        guard subscriptions.count < Self.maximumSubscriptions else {
             throw GatewayError.quotaExceeded(policy: "subscriptions", retryAfter: 1, detail: "At most \(Self.maximumSubscriptions) subscriptions per connection.")
         }
         let events = service.context.events.subscribe(to: target.topic)
         let connection = self.connection
         let accounts = service.context.accounts
         let live = service.liveSubscriptions
-        subscriptions.tasks[key] = Task {
+        subscriptions.set(key, Task {
             live.increment()
             defer { live.decrement() }
             for await event in events {
@@ -92,7 +108,7 @@ struct LiveSession: Sendable {
                     break
                 }
             }
-        }
+        })
     }
 
     /// Parses a resource path: `/feeds/504` or `/feeds/504/datastreams/temp` (a format suffix and
@@ -174,7 +190,7 @@ struct NativeLiveProtocol: Sendable {
                     }
                     reply["type"] = .string("subscribed")
                 case "unsubscribe":
-                    subscriptions.tasks.removeValue(forKey: target.topic)?.cancel()
+                    subscriptions.cancel(target.topic)
                     reply["type"] = .string("unsubscribed")
                 default:
                     throw GatewayError.invalid(field: "/action", "must be subscribe or unsubscribe")
@@ -257,7 +273,7 @@ struct XivelySocketProtocol: Sendable {
                     }
                     try await send(connection, token: token, status: 200, resource: resource)
                 case "unsubscribe":
-                    subscriptions.tasks.removeValue(forKey: resource)?.cancel()
+                    subscriptions.cancel(resource)
                     try await send(connection, token: token, status: 200, resource: resource)
                 case "get", "put", "post", "delete":
                     let response = try await dispatch(method: method, resource: resource, request: request, principal: principal, credential: credential, context: context)

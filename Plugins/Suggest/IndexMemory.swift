@@ -13,6 +13,8 @@ import Darwin
 /// 0.661 with them and 0.633 without (rounds 0.60–0.69 and 0.53–0.85): inside the noise, so the
 /// tables are ordinary memory on cache lines.
 final class IndexMemory: @unchecked Sendable {
+    // Unchecked: `blocks` grows only while one task builds an index; once the index is
+    // published it is only read, and freed with it.
     private var blocks: [UnsafeMutableRawPointer] = []
 
     init() {}
@@ -56,6 +58,8 @@ final class IndexMemory: @unchecked Sendable {
 /// A read-only table in an ``IndexMemory``: a pointer and a count, so reading it counts no
 /// references (the memory lives as long as its ``IndexMemory``, which its index holds).
 struct IndexTable<Element>: @unchecked Sendable {
+    // Unchecked: a pointer into an IndexMemory, written while the index is built and only
+    // read once it is published.
     let base: UnsafeMutablePointer<Element>
     let count: Int
 

@@ -14,6 +14,7 @@
 /// for most of the bytes it tries, reads the one line. Reaching a node counts no references (the
 /// tables are raw memory of the index's ``IndexMemory``, not arrays read out of a shared object).
 final class NodeTable: @unchecked Sendable {
+    // Unchecked: raw memory written while the index is built, only read once it is published.
     /// Holds the tables' memory.
     private let memory: IndexMemory
     private let records: UnsafeMutableRawPointer

@@ -13,6 +13,7 @@ import GatewayCore
 /// The buffers are tables of the index's ``IndexMemory`` rather than arrays: reading an array held
 /// by a shared object would retain and release the array's storage.
 final class TermBytes: @unchecked Sendable {
+    // Unchecked: raw memory written while the index is built, only read once it is published.
     /// Where one term's bytes are.
     struct Entry {
         /// The term's part of a reply item (from `],"keyword":` to the closing brace).

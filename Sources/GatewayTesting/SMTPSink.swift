@@ -55,7 +55,7 @@ final class SMTPSinkStore: Sendable {
 }
 
 /// One SMTP session: greets, answers each command, collects DATA until the lone dot.
-final class SMTPSessionHandler: ChannelInboundHandler, @unchecked Sendable {
+final class SMTPSessionHandler: ChannelInboundHandler {
     typealias InboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
     let store: SMTPSinkStore

@@ -4,6 +4,7 @@ import GatewayCore
 import HTTPTypes
 import Hummingbird
 import NIOCore
+import Synchronization
 
 /// `server.compression`: replies of a compressible type (JSON, text, XML, JavaScript, YAML, SVG)
 /// at least `minimumSize` long are sent gzip- or deflate-coded when the request's
@@ -180,19 +181,19 @@ struct ResponseCompression: Sendable {
     static func collect(_ body: ResponseBody, capacity: Int) async throws -> ByteBuffer {
         let collector = Collector(capacity: capacity)
         try await body.write(CollectingWriter(collector: collector))
-        return collector.buffer
+        return collector.buffer.withLock { $0 }
     }
 
-    private final class Collector: @unchecked Sendable {
-        var buffer: ByteBuffer
-        init(capacity: Int) { buffer = ByteBufferAllocator().buffer(capacity: capacity) }
+    private final class Collector: Sendable {
+        let buffer: Mutex<ByteBuffer>
+        init(capacity: Int) { buffer = Mutex(ByteBufferAllocator().buffer(capacity: capacity)) }
     }
 
     private struct CollectingWriter: ResponseBodyWriter {
         let collector: Collector
         mutating func write(_ buffer: ByteBuffer) async throws {
             var buffer = buffer
-            collector.buffer.writeBuffer(&buffer)
+            collector.buffer.withLock { _ = $0.writeBuffer(&buffer) }
         }
         consuming func finish(_ trailingHeaders: HTTPFields?) async throws {}
     }

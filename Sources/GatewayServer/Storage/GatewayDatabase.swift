@@ -36,7 +36,7 @@ public final class GatewayDatabase: Sendable {
             let readers = settings.perEventLoop(loops, fallback: 4) * loops
             let store: SQLiteStore
             do {
-                store = try SQLiteStore(path: file, readers: readers, acquireTimeout: .nanoseconds(acquireTimeout.nanoseconds), watchdog: watchdog)
+                store = try await SQLiteStore.open(path: file, readers: readers, acquireTimeout: .nanoseconds(acquireTimeout.nanoseconds), watchdog: watchdog)
             } catch {
                 watchdog.stop()
                 throw error
@@ -46,7 +46,7 @@ public final class GatewayDatabase: Sendable {
             let sql = MeteredStatementDatabase(SQLiteSQLDatabase(store: store, logger: logger, eventLoopGroup: eventLoopGroup), meter: meter)
             let shutdown: @Sendable () async throws -> Void = {
                 watchdog.stop()
-                try store.close()
+                try await store.close()
             }
             do {
                 let mode = try await sql.raw("PRAGMA journal_mode").first()

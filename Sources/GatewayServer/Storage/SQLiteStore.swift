@@ -47,8 +47,16 @@ final class SQLiteStore: Sendable {
     private let kept = KeptStatementTexts()
     private let queue = Mutex(WriteQueue())
 
-    /// Opens (creating it if need be) the database at `path` with up to `readers` reading connections.
-    init(path: String, readers: Int, acquireTimeout: Duration, watchdog: SQLiteWatchdog) throws {
+    /// Opens (creating it if need be) the database at `path` with up to `readers` reading
+    /// connections. GRDB opens and closes synchronously: both run on a dispatch queue, never on
+    /// a thread of Swift's cooperative pool (which has one per core, and every task waits for them).
+    static func open(path: String, readers: Int, acquireTimeout: Duration, watchdog: SQLiteWatchdog) async throws -> SQLiteStore {
+        try await offTheCooperativePool {
+            try SQLiteStore(path: path, readers: readers, acquireTimeout: acquireTimeout, watchdog: watchdog)
+        }
+    }
+
+    private init(path: String, readers: Int, acquireTimeout: Duration, watchdog: SQLiteWatchdog) throws {
         guard sqlite3_libversion_number() >= Self.minimumVersion else {
             throw DatabaseError(resultCode: .SQLITE_MISUSE,
                                 message: "SQLite \(String(cString: sqlite3_libversion())) is older than 3.38, which the gateway needs")
@@ -72,8 +80,14 @@ final class SQLiteStore: Sendable {
     }
 
     /// Closes every connection (once nothing runs on them).
-    func close() throws {
-        try pool.close()
+    func close() async throws {
+        try await Self.offTheCooperativePool { [pool] in try pool.close() }
+    }
+
+    private static func offTheCooperativePool<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { continuation in
+            DispatchQueue.global().async { continuation.resume(with: Result { try work() }) }
+        }
     }
 
     // MARK: Statements

@@ -43,7 +43,7 @@ public struct TLSSettings: Decodable, Sendable, Equatable {
 /// ``reload()``: each TLS handshake asks for the current pair (NIOSSL's per-handshake context
 /// callback), so new connections get the new certificate while open ones keep theirs.
 public final class CertificateStore: Sendable {
-    struct Pair: @unchecked Sendable {
+    struct Pair: Sendable {
         var chain: [NIOSSLCertificate]
         var key: NIOSSLPrivateKey
     }
