@@ -172,4 +172,30 @@ struct StatementBudgetTests {
             #expect(try await sql.raw(everything).first()?.decode(column: "y", as: String.self) == "new")
         }
     }
+
+    @Test("SQLite: statement texts past the kept limit start a new generation of kept statements, and every statement still runs")
+    func keptStatementGenerations() async throws {
+        let kept = KeptStatementTexts()
+        for index in 0..<KeptStatementTexts.limit { #expect(!kept.keep("SELECT \(index)")) }
+        #expect(!kept.keep("SELECT 0"), "a text already counted")
+        #expect(kept.keep("SELECT -1"), "the text past the limit starts a new generation")
+        #expect(kept.count == 1)
+
+        try await TestStorage.sqlite.withDatabase { database in
+            let sql = database.sql
+            try await sql.raw("CREATE TABLE probe_kept (x BIGINT)").run()
+            struct Row: Decodable { var x: Int }
+            // Texts shaped by values, as a request's query can make them: reads and writes past the limit.
+            for index in 0..<(KeptStatementTexts.limit + 100) {
+                if index.isMultiple(of: 2) {
+                    try await sql.raw("INSERT INTO probe_kept VALUES (\(literal: index))").run()
+                } else {
+                    let rows = try await sql.raw("SELECT \(literal: index) AS x").all(decoding: Row.self)
+                    #expect(rows.map(\.x) == [index])
+                }
+            }
+            let count = try await sql.raw("SELECT COUNT(*) AS x FROM probe_kept").first(decoding: Row.self)
+            #expect(count?.x == (KeptStatementTexts.limit + 100) / 2)
+        }
+    }
 }

@@ -338,7 +338,8 @@ final class SQLiteStore: Sendable {
         guard let connection = db.sqliteConnection else {
             throw DatabaseError(resultCode: .SQLITE_MISUSE, message: "the database is closed", sql: sql)
         }
-        let statement = try kept.keeps(sql) ? db.cachedStatement(sql: sql) : db.makeStatement(sql: sql)
+        if kept.keep(sql) { pool.releaseMemoryEventually() }
+        let statement = try db.cachedStatement(sql: sql)
         if readOnly, !statement.isReadonly { return false }
         let prepared = statement.sqliteStatement
         sqlite3_reset(prepared)
@@ -423,19 +424,26 @@ final class SQLiteStore: Sendable {
     }
 }
 
-/// The statement texts whose prepared statements every connection keeps (GRDB's cache): the
-/// first ``limit`` distinct texts the process runs. The gateway's statements are a few hundred
-/// texts; the limit keeps texts built with values in them from growing the caches without end.
+/// The statement texts whose prepared statements the connections keep (GRDB's caches), counted
+/// in generations: the text past ``limit`` distinct ones starts a new generation, and the store
+/// has every connection drop what it kept (`releaseMemoryEventually`). The gateway's own
+/// statements are a few hundred texts and are kept again at their next run; texts shaped by
+/// requests (a todo query's `where`) can neither grow the caches without end nor crowd the hot
+/// statements out for good.
 final class KeptStatementTexts: Sendable {
     static let limit = 2000
     private let texts = Mutex<Set<String>>([])
 
-    func keeps(_ sql: String) -> Bool {
+    /// Counts `sql` in this generation; true when it starts a new one (the caller drops the kept
+    /// statements).
+    func keep(_ sql: String) -> Bool {
         texts.withLock { texts in
-            if texts.contains(sql) { return true }
-            guard texts.count < Self.limit else { return false }
-            texts.insert(sql)
+            guard texts.insert(sql).inserted, texts.count > Self.limit else { return false }
+            texts = [sql]
             return true
         }
     }
+
+    /// The texts counted in this generation.
+    var count: Int { texts.withLock { $0.count } }
 }
