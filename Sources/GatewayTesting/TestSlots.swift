@@ -9,7 +9,9 @@ import Synchronization
 /// (a statement's budget, a regular expression's time) measured the crowd instead. Bounded to a
 /// few tests per core, the whole run takes the same time and each test runs as it would alone.
 /// `GATEWAY_TEST_WIDTH` sets the bound; a test that already holds a place (two instances, a
-/// nested database) takes no second one.
+/// nested database, in its own task or its child tasks) takes no second one. A `Task.detached`
+/// does not inherit the place: a test that waits for a detached task opening a database could
+/// wait for ever once every place is taken, so tests do not do that.
 enum TestSlots {
     @TaskLocal private static var held = false
 

@@ -29,7 +29,7 @@ extension TestGateway {
                 try await withThrowingTaskGroup(of: Void.self) { tasks in
                     tasks.addTask { try await group.run() }
                     do {
-                        // Seconds in a loaded test run (every suite at once on two cores); a fraction of one otherwise.
+                        // Seconds in a loaded test run (many tests at once on two cores); a fraction of one otherwise.
                         let deadline = ContinuousClock.now + .seconds(60)
                         while ContinuousClock.now < deadline, !(first.isListeningForInvalidations && second.isListeningForInvalidations) {
                             try await Task.sleep(for: .milliseconds(50))

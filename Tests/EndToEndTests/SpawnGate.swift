@@ -8,10 +8,11 @@ import Glibc
 /// On Linux, Foundation's `Process.run()` finds the highest open descriptor by reading
 /// `/proc/self/fd` and copying each entry's whole 256-byte name field, which reads past the end of
 /// the directory buffer once that buffer is full: with more than about 1,360 descriptors open, the
-/// copy of the last entry can cross into unmapped memory and crash the process. The suites running
-/// side by side in the test process hold up to about 1,700 at their peak (every test's SQLite files
-/// and sockets), and one full run crashed there. Peaks pass in seconds, so a spawn waits (at most a
-/// minute) until fewer than 1,000 are open.
+/// copy of the last entry can cross into unmapped memory and crash the process. When every suite
+/// ran side by side the test process held up to about 1,700 at its peak (every test's SQLite files
+/// and sockets), and one full run crashed there; tests now take turns for databases (`TestSlots`),
+/// and this gate stays as the guard. Peaks pass in seconds, so a spawn waits (at most a minute)
+/// until fewer than 1,000 are open.
 enum SpawnGate {
     static let limit = 1_000
 

@@ -3,6 +3,7 @@ import GatewayCore
 @testable import GatewayServer
 import GatewayTesting
 import SQLKit
+import Synchronization
 import Testing
 
 /// `database.statementTimeout`: a statement past it is stopped (a 503 for its request) and the
@@ -197,5 +198,48 @@ struct StatementBudgetTests {
             let count = try await sql.raw("SELECT COUNT(*) AS x FROM probe_kept").first(decoding: Row.self)
             #expect(count?.x == (KeptStatementTexts.limit + 100) / 2)
         }
+    }
+
+    @Test("SQLite: a session of one database inside a session of another keeps both; the outer one's statements still run on its writer",
+          .timeLimit(.minutes(2)))
+    func nestedSessionsOfTwoStores() async throws {
+        try await TestStorage.sqlite.withDatabase { first in
+            try await TestStorage.sqlite.withDatabase { second in
+                try await first.sql.raw("CREATE TABLE probe_outer (x BIGINT)").run()
+                try await second.sql.raw("CREATE TABLE probe_inner (x BIGINT)").run()
+                try await first.sql.transaction { _ in
+                    try await first.sql.raw("INSERT INTO probe_outer VALUES (1)").run()
+                    try await second.sql.transaction { _ in
+                        // Through the plain database, not the session's: the task's sessions route it.
+                        try await first.sql.raw("INSERT INTO probe_outer VALUES (2)").run()
+                        try await second.sql.raw("INSERT INTO probe_inner VALUES (3)").run()
+                    }
+                }
+                struct Row: Decodable { var x: Int }
+                #expect(try await first.sql.raw("SELECT x FROM probe_outer ORDER BY x").all(decoding: Row.self).map(\.x) == [1, 2])
+                #expect(try await second.sql.raw("SELECT x FROM probe_inner").all(decoding: Row.self).map(\.x) == [3])
+            }
+        }
+    }
+
+    @Test("a gate hands its place on without recursing: ten thousand waiters that give it back at once all get it")
+    func gateHandsOnWithoutRecursion() async throws {
+        let gate = AsyncGate(width: 1)
+        let granted = Mutex(0)
+        let done = AsyncStream<Void>.makeStream()
+        gate.enter {}  // holds the one place while the waiters queue
+        for _ in 0..<10_000 {
+            gate.enter {
+                let count = granted.withLock { count in
+                    count += 1
+                    return count
+                }
+                gate.leave()
+                if count == 10_000 { done.continuation.finish() }
+            }
+        }
+        gate.leave()
+        for await _ in done.stream {}
+        #expect(granted.withLock { $0 } == 10_000)
     }
 }

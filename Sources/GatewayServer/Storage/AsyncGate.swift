@@ -1,11 +1,13 @@
+import Dispatch
 import Synchronization
 
 /// A counting semaphore with callbacks: at most `width` holders at a time, the others wait in
 /// order, each for at most its timeout.
 ///
 /// A waiter hears that it holds a place through a callback that the ``leave()`` freeing the place
-/// runs at once, on its own thread, not by resuming a task: a place handed on never sits idle
-/// while the next holder waits for one of Swift's cooperative threads. SQLite's readers and its
+/// sends to a dispatch queue, not by resuming a task: a place handed on never sits idle while the
+/// next holder waits for one of Swift's cooperative threads (and a callback that gives its place
+/// back at once, as reads do on a closed pool, does not recurse through the waiters). SQLite's readers and its
 /// one writer are reached through gates (``SQLiteStore``): GRDB's own pool waits without a
 /// timeout, so the gate in front of it is what answers `database.acquireTimeout`, and under load
 /// (thousands of tasks queued for two cooperative threads) a reader stays busy as long as reads
@@ -30,8 +32,8 @@ final class AsyncGate: Sendable {
         state = Mutex(State(free: max(1, width)))
     }
 
-    /// Calls `granted` once a place is held: at once when one is free, else from the ``leave()``
-    /// that frees it. With a `timeout`, `timedOut` is called instead (and `granted` never) when no
+    /// Calls `granted` once a place is held: at once (here) when one is free, else on a dispatch
+    /// queue when a ``leave()`` frees one. With a `timeout`, `timedOut` is called instead (and `granted` never) when no
     /// place came free in time. Every `granted` is paired with one ``leave()``.
     func enter(timeout: Duration? = nil, timedOut: @escaping @Sendable () -> Void = {}, granted: @escaping @Sendable () -> Void) {
         let id = state.withLock { state -> UInt64? in
@@ -72,7 +74,7 @@ final class AsyncGate: Sendable {
         }
     }
 
-    /// Gives the place back: to the longest waiter (whose callback runs here), or to the gate.
+    /// Gives the place back: to the longest waiter (its callback sent to a dispatch queue), or to the gate.
     func leave() {
         let next = state.withLock { state -> Waiter? in
             guard !state.waiting.isEmpty else {
@@ -83,6 +85,6 @@ final class AsyncGate: Sendable {
         }
         guard let next else { return }
         next.timer?.cancel()
-        next.granted()
+        DispatchQueue.global().async(execute: next.granted)
     }
 }

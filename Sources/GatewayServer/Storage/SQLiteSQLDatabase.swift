@@ -32,7 +32,9 @@ struct SQLiteSQLDatabase: SQLStatementRunner {
     }
 
     func withSession<R>(_ closure: @escaping @Sendable (any SQLDatabase) async throws -> R) async throws -> R {
-        try await store.session { session in
+        // Already a session's (even from a task that does not inherit it): the same one.
+        if let session, session.isOpen { return try await closure(self) }
+        return try await store.session { session in
             var database = self
             database.session = session
             return try await closure(database)

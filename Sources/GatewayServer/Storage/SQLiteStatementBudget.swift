@@ -116,7 +116,7 @@ final class SQLiteWatchdog: Sendable {
     /// How long a statement may run (nil: no limit); ``StatementBudget/exempt(_:)`` lifts it.
     let budget: Duration?
     /// One watch per connection the process has used, by its handle (the pool's connections
-    /// live as long as the pool).
+    /// live as long as the pool: its readers are persistent).
     private let watches = Mutex<[UInt: SQLiteStatementWatch]>([:])
     private let task = Mutex<RepeatedTask?>(nil)
 

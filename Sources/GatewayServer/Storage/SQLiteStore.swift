@@ -30,13 +30,18 @@ final class SQLiteStore: Sendable {
     final class Session: Sendable {
         /// The store whose writer it holds (a task may reach more than one gateway's store).
         let store: ObjectIdentifier
-        init(store: ObjectIdentifier) { self.store = store }
+        /// The session the task held when this one began (another store's), still its own there.
+        let outer: Session?
+        init(store: ObjectIdentifier, outer: Session?) {
+            self.store = store
+            self.outer = outer
+        }
         private let open = Atomic<Bool>(true)
         var isOpen: Bool { open.load(ordering: .acquiring) }
         func end() { open.store(false, ordering: .releasing) }
     }
 
-    /// The session the current task holds, if any.
+    /// The sessions the current task holds, innermost first (through ``Session/outer``).
     @TaskLocal static var current: Session?
 
     let watchdog: SQLiteWatchdog
@@ -67,6 +72,9 @@ final class SQLiteStore: Sendable {
         configuration.maximumReaderCount = max(1, readers)
         // A session's transaction spans several of GRDB's accesses to the writer.
         configuration.allowsUnsafeTransactions = true
+        // Readers stay open for the pool's life: a new generation of kept statements
+        // (``KeptStatementTexts``) empties their caches instead of closing them.
+        configuration.persistentReadOnlyConnections = true
         configuration.prepareDatabase { db in
             // Reads through a memory map of up to 1 GiB of the file: pages come straight from the
             // OS's cache instead of a read call each (writes still go through the WAL).
@@ -120,11 +128,11 @@ final class SQLiteStore: Sendable {
 
     /// Runs `body` holding the writer: every statement its task runs goes to the writer, after the
     /// writes queued before it; writes queued meanwhile wait for it. A transaction it leaves open
-    /// is rolled back. Within a session, another session is the same one.
+    /// is rolled back. Within a session of this store, another session is the same one.
     func session<R>(_ body: (Session) async throws -> R) async throws -> R {
         if let session = ownSession { return try await body(session) }
         await writer.enter()
-        let session = Session(store: ObjectIdentifier(self))
+        let session = Session(store: ObjectIdentifier(self), outer: Self.current)
         let outcome: Result<R, any Error>
         do {
             outcome = .success(try await Self.$current.withValue(session) { try await body(session) })
@@ -143,10 +151,14 @@ final class SQLiteStore: Sendable {
         return try outcome.get()
     }
 
-    /// The current task's session, when it is open and holds this store's writer.
+    /// The current task's open session on this store, if it holds one.
     private var ownSession: Session? {
-        guard let session = Self.current, session.isOpen, session.store == ObjectIdentifier(self) else { return nil }
-        return session
+        var session = Self.current
+        while let candidate = session {
+            if candidate.store == ObjectIdentifier(self) { return candidate.isOpen ? candidate : nil }
+            session = candidate.outer
+        }
+        return nil
     }
 
     // MARK: Writes, committed in groups
