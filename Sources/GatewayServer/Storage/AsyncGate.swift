@@ -7,11 +7,11 @@ import Synchronization
 /// A waiter hears that it holds a place through a callback that the ``leave()`` freeing the place
 /// sends to a dispatch queue, not by resuming a task: a place handed on never sits idle while the
 /// next holder waits for one of Swift's cooperative threads (and a callback that gives its place
-/// back at once, as reads do on a closed pool, does not recurse through the waiters). SQLite's readers and its
-/// one writer are reached through gates (``SQLiteStore``): GRDB's own pool waits without a
-/// timeout, so the gate in front of it is what answers `database.acquireTimeout`, and under load
-/// (thousands of tasks queued for two cooperative threads) a reader stays busy as long as reads
-/// are waiting.
+/// back at once, as reads do on a closed pool, does not recurse through the waiters). SQLite's
+/// readers and its one writer are reached through gates (``SQLiteStore``): GRDB's own pool waits
+/// without a timeout, so the gate in front of it is what answers `database.acquireTimeout`, and
+/// under load (thousands of tasks queued for two cooperative threads) a reader stays busy as long
+/// as reads are waiting.
 final class AsyncGate: Sendable {
     private struct Waiter {
         let id: UInt64
@@ -33,8 +33,9 @@ final class AsyncGate: Sendable {
     }
 
     /// Calls `granted` once a place is held: at once (here) when one is free, else on a dispatch
-    /// queue when a ``leave()`` frees one. With a `timeout`, `timedOut` is called instead (and `granted` never) when no
-    /// place came free in time. Every `granted` is paired with one ``leave()``.
+    /// queue when a ``leave()`` frees one. With a `timeout`, `timedOut` is called instead (and
+    /// `granted` never) when no place came free in time. Every `granted` is paired with one
+    /// ``leave()``.
     func enter(timeout: Duration? = nil, timedOut: @escaping @Sendable () -> Void = {}, granted: @escaping @Sendable () -> Void) {
         let id = state.withLock { state -> UInt64? in
             if state.free > 0 {
