@@ -1,29 +1,27 @@
 import Foundation
 
-/// The sorted keys of a ``SuggestionIndex``, their bytes, and their ranking, in tables of `memory`.
+/// The sorted keys of a ``SuggestionIndex``, their bytes, and their ranking.
 struct KeyTable: Sendable {
-    let memory: IndexMemory
     /// The keys, sorted by their bytes.
-    let keys: IndexTable<SuggestionIndex.Key>
+    let keys: [SuggestionIndex.Key]
     /// The normalized keywords, one after another; every key is a slice of it.
-    let bytes: IndexTable<UInt8>
+    let bytes: [UInt8]
     /// Per key, its place in the ranking of all keys (0 is the best).
-    let rankOfKey: IndexTable<Int32>
+    let rankOfKey: [Int32]
     /// Per place in the ranking, the key.
-    let keyAtRank: IndexTable<Int32>
+    let keyAtRank: [Int32]
     /// Per place in the ranking, the keyword of its key's term as a number: equal for equal
     /// keywords, and ordered as the keywords' UTF-8 bytes are.
-    let keywordAtRank: IndexTable<Int32>
+    let keywordAtRank: [Int32]
     /// Per key, its first ``headBytes`` bytes (the first in the highest byte, zeros past its end)
     /// and, in the lowest byte, its length (at most 255). A binary search over a small range
     /// near the top of the trie then reads one array, where neighbouring keys lie together,
     /// rather than each probed key and then its bytes elsewhere in memory.
-    let heads: IndexTable<UInt64>
+    let heads: [UInt64]
     /// How many leading bytes ``heads`` holds.
     static let headBytes = 7
 
-    init(terms: [Term], memory: IndexMemory) {
-        self.memory = memory
+    init(terms: [Term]) {
         var bytes: [UInt8] = []
         var keys: [SuggestionIndex.Key] = []
         keys.reserveCapacity(terms.count * 2)
@@ -87,19 +85,19 @@ struct KeyTable: Sendable {
         }
         var rankOfKey = [Int32](repeating: 0, count: keys.count)
         for (rank, key) in keyAtRank.enumerated() { rankOfKey[Int(key)] = Int32(rank) }
-        self.keywordAtRank = memory.table(keyAtRank.map { keywordOfTerm[Int(keys[Int($0)].term)] })
+        self.keywordAtRank = keyAtRank.map { keywordOfTerm[Int(keys[Int($0)].term)] }
         for index in keys.indices { keys[index].keyword = keywordOfTerm[Int(keys[index].term)] }
-        self.heads = memory.table(keys.map { key in
+        self.heads = keys.map { key in
             var head = UInt64(min(key.length, 255))
             for depth in 0..<min(Int(key.length), Self.headBytes) {
                 head |= UInt64(bytes[Int(key.start) + depth]) << (56 - 8 * depth)
             }
             return head
-        })
-        self.keys = memory.table(keys)
-        self.bytes = memory.table(bytes)
-        self.rankOfKey = memory.table(rankOfKey)
-        self.keyAtRank = memory.table(keyAtRank)
+        }
+        self.keys = keys
+        self.bytes = bytes
+        self.rankOfKey = rankOfKey
+        self.keyAtRank = keyAtRank
     }
 
     /// Three-way comparison of two byte strings (shorter first when one is a prefix of the other).

@@ -260,11 +260,9 @@ public struct SuggestPlugin: ServicePlugin {
         /// compares the query, prepared once, with the text's bytes.
         ///
         /// Static, with its inputs passed in: the closure below would otherwise capture a copy of
-        /// the whole reply. The indexes' bytes are read through their readers (raw memory, valid
-        /// while `view` holds the indexes), not through the index objects: each access to one of
-        /// those could count a reference to an object every thread serving suggestions shares.
+        /// the whole reply. The indexes' bytes are read through their readers, taken once.
         private static func writeItems(_ hits: [SuggestionIndex.Hit], of view: LayeredIndex.View, query: String, into bytes: inout [UInt8]) {
-            withExtendedLifetime(view) {
+            do {
                 let base = view.base.termBytes.reader
                 let overlay = view.overlay.termBytes.reader
                 var capacity = 64 + query.utf8.count
@@ -300,7 +298,8 @@ public struct SuggestPlugin: ServicePlugin {
         /// `text` gives the term's text for the highlights the fast path does not handle.
         private static func writeItem(_ term: Int, from reader: TermBytes.Reader, query: String, pattern: UnsafeBufferPointer<UInt32>?,
                                       into bytes: inout [UInt8], text: () -> String) {
-            switch pattern.map({ SuggestionIndex.highlightSpanFast(pattern: $0, in: reader.text(of: term)) }) ?? .unsupported {
+            let span = pattern.map { pattern in reader.withText(of: term) { SuggestionIndex.highlightSpanFast(pattern: pattern, in: $0) } }
+            switch span ?? .unsupported {
             case .span(let start, let end): write(.single(start, end), into: &bytes)
             case .none: break
             case .unsupported: write(.list(SuggestionIndex.highlight(query, in: text())), into: &bytes)

@@ -149,7 +149,7 @@ public final class SuggestionIndex: Sendable {
     }
 
     /// A child of a trie node: the next byte, the keys below it, and its node (-1 when its range
-    /// is small): while built, the node's number; in a ``NodeTable``, where its record starts.
+    /// is small): the node's number in its ``NodeTable``.
     struct Child: Sendable {
         let byte: UInt8
         let lower: Int32
@@ -184,14 +184,13 @@ public final class SuggestionIndex: Sendable {
     /// `termByteLimit` bounds the bytes of ``termBytes`` (tests lower it).
     init(terms: [Term], termByteLimit: Int) {
         self.terms = terms
-        let memory = IndexMemory()
-        termBytes = TermBytes(terms: terms, byteLimit: termByteLimit, memory: memory)
-        let table = KeyTable(terms: terms, memory: memory)
+        termBytes = TermBytes(terms: terms, byteLimit: termByteLimit)
+        let table = KeyTable(terms: terms)
         var nodes: [Node] = []
         _ = Self.buildNodes(table, range: 0..<table.keys.count, depth: 0, into: &nodes)
         self.table = table
-        self.nodes = NodeTable(nodes, table: table, memory: memory)
-        // The build's arrays, copied into the tables and freed, would otherwise stay resident.
+        self.nodes = NodeTable(nodes, table: table)
+        // The build's temporary arrays, freed, would otherwise stay resident.
         if terms.count >= 10_000 { IndexMemory.returnFreedMemory() }
     }
 
@@ -328,16 +327,7 @@ public final class SuggestionIndex: Sendable {
             guard smallest <= allowed else { return }
             if smallest < allowed {
                 if node >= 0 {
-                    let children = nodes.children(of: node)
-                    // Every child is visited: first read where each one's data begins, all in one
-                    // pass, so that those scattered reads overlap instead of waiting in turn.
-                    var touched: UInt64 = 0
-                    for child in children {
-                        touched &+= child.node >= 0 ? nodes.touch(child.node) : table.heads[Int(child.lower)]
-                    }
-                    // Keeps the reads (an unused read may be dropped); in effect never true, and harmless if it were.
-                    if touched == 0x9E37_79B9_7F4A_7C15 { found.reserveCapacity(found.capacity + 1) }
-                    for child in children where found.count < enough {
+                    for child in nodes.children(of: node) where found.count < enough {
                         descend(byte: child.byte, range: child.range, node: child.node, depth: depth)
                     }
                 } else {

@@ -1,7 +1,7 @@
 import GatewayCore
 
 /// Every term of a ``SuggestionIndex`` as the bytes a native reply writes for it, laid out one
-/// after another in a single immutable buffer when the index is built.
+/// after another in one array when the index is built.
 ///
 /// A reply item is `{"highlight":[…]` followed by the term's part, which is the same in every
 /// reply: `],"keyword":"…","text":"…","weight":…}`. That part is kept here already written as
@@ -9,13 +9,9 @@ import GatewayCore
 /// reply copies it with one `memcpy`. It does not copy the term's strings. Copying a string counts
 /// references to its storage, and every thread serving suggestions shares that storage. It also
 /// does not scan the text for characters to escape again.
-///
-/// The buffers are tables of the index's ``IndexMemory`` rather than arrays: reading an array held
-/// by a shared object would retain and release the array's storage.
-final class TermBytes: @unchecked Sendable {
-    // Unchecked: raw memory written while the index is built, only read once it is published.
+struct TermBytes: Sendable {
     /// Where one term's bytes are.
-    struct Entry {
+    struct Entry: Sendable {
         /// The term's part of a reply item (from `],"keyword":` to the closing brace).
         var start: UInt32
         var length: UInt32
@@ -29,27 +25,24 @@ final class TermBytes: @unchecked Sendable {
     private static let textKey: StaticString = #","text":"#
     private static let weightKey: StaticString = #","weight":"#
 
-    /// Holds the two tables' memory.
-    private let memory: IndexMemory
-    private let storage: IndexTable<UInt8>
-    private let entries: IndexTable<Entry>
+    private let storage: [UInt8]
+    private let entries: [Entry]
     /// False when the bytes would not fit 32-bit offsets (more than 4 GiB of terms): then nothing
     /// is kept, and replies are written from the terms' strings.
     let isAvailable: Bool
 
     /// `byteLimit` bounds the bytes kept (tests lower it to see replies written without them).
-    init(terms: [Term], byteLimit: Int = Int(UInt32.max), memory: IndexMemory) {
-        self.memory = memory
-        if let prepared = Self.prepare(terms, byteLimit: byteLimit, memory: memory) {
+    init(terms: [Term], byteLimit: Int = Int(UInt32.max)) {
+        if let prepared = Self.prepare(terms, byteLimit: byteLimit) {
             (storage, entries) = prepared
             isAvailable = true
         } else {
-            (storage, entries) = (memory.allocate(UInt8.self, count: 0), memory.allocate(Entry.self, count: 0))
+            (storage, entries) = ([], [])
             isAvailable = false
         }
     }
 
-    private static func prepare(_ terms: [Term], byteLimit: Int, memory: IndexMemory) -> (IndexTable<UInt8>, IndexTable<Entry>)? {
+    private static func prepare(_ terms: [Term], byteLimit: Int) -> ([UInt8], [Entry])? {
         var bytes: [UInt8] = []
         bytes.reserveCapacity(terms.count * 48)
         var entries: [Entry] = []
@@ -68,7 +61,7 @@ final class TermBytes: @unchecked Sendable {
             guard bytes.count <= byteLimit, let entry = Entry(start: start, length: length, textStart: textStart, textLength: term.text.utf8.count) else { return nil }
             entries.append(entry)
         }
-        return (memory.table(bytes), memory.table(entries))
+        return (bytes, entries)
     }
 
     /// Writes a suggestion's part of a reply item, `],"keyword":"…","text":"…","weight":…}`, and
@@ -86,35 +79,28 @@ final class TermBytes: @unchecked Sendable {
         return quotedText..<textEnd
     }
 
-    /// The tables' memory, read without touching this object again: a reply reads ten or more
-    /// terms, and each access through the object could count a reference to it, an object every
-    /// thread serving suggestions shares. Valid while this object lives; nil when the bytes are
-    /// not kept.
-    var reader: Reader? { isAvailable ? Reader(entries: entries.base, storage: storage.base) : nil }
+    /// The bytes, or nil when they are not kept.
+    var reader: Reader? { isAvailable ? Reader(entries: entries, storage: storage) : nil }
 
     struct Reader {
-        let entries: UnsafeMutablePointer<Entry>
-        let storage: UnsafeMutablePointer<UInt8>
+        let entries: [Entry]
+        let storage: [UInt8]
 
         /// Appends term `term`'s part of a reply item (`],"keyword":"…","text":"…","weight":…}`).
         func writeItemPart(of term: Int, into bytes: inout [UInt8]) {
             let entry = entries[term]
-            bytes.append(contentsOf: UnsafeBufferPointer(start: storage + Int(entry.start), count: Int(entry.length)))
+            bytes.append(contentsOf: storage[Int(entry.start)..<Int(entry.start + entry.length)])
         }
 
-        /// The UTF-8 of term `term`'s text.
-        func text(of term: Int) -> UnsafeBufferPointer<UInt8> {
+        /// Calls `body` with the UTF-8 of term `term`'s text.
+        func withText<Result>(of term: Int, _ body: (UnsafeBufferPointer<UInt8>) -> Result) -> Result {
             let entry = entries[term]
-            return UnsafeBufferPointer(start: storage + Int(entry.textStart), count: Int(entry.textLength))
+            return storage[Int(entry.textStart)..<Int(entry.textStart + entry.textLength)].withUnsafeBufferPointer(body)
         }
 
-        /// The bytes of term `term`'s part of a reply item, give or take two: it also reads the
-        /// first byte of the part and of the text. A reply asks this of all its terms before
-        /// writing any, so that the first reads of their scattered bytes overlap rather than wait
-        /// one at a time.
+        /// The length of term `term`'s part of a reply item.
         func itemPartLength(of term: Int) -> Int {
-            let entry = entries[term]
-            return Int(entry.length) + Int(storage[Int(entry.start)] & 1) + (entry.textLength > 0 ? Int(storage[Int(entry.textStart)] & 1) : 0)
+            Int(entries[term].length)
         }
     }
 }

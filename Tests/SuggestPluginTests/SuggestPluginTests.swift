@@ -434,24 +434,6 @@ struct SuggestionIndexScaleTests {
     }
 }
 
-@Suite("index memory")
-struct IndexMemoryTests {
-    @Test("tables sit on cache lines, holding what they were given")
-    func tables() {
-        let memory = IndexMemory()
-        let large = memory.table((0..<(1 << 19 + 17)).map { Int32(truncatingIfNeeded: $0 &* 2_654_435_761) })
-        let small = memory.table([UInt8](repeating: 7, count: 100))
-        let empty = memory.allocate(UInt64.self, count: 0)
-        #expect(Int(bitPattern: large.base) % 64 == 0)
-        #expect(Int(bitPattern: small.base) % 64 == 0)
-        #expect(large.count == 1 << 19 + 17 && small.count == 100 && empty.count == 0)
-        #expect(large.buffer.elementsEqual((0..<(1 << 19 + 17)).map { Int32(truncatingIfNeeded: $0 &* 2_654_435_761) }))
-        #expect(small.buffer.allSatisfy { $0 == 7 })
-        IndexMemory.returnFreedMemory()
-        #expect(large[1 << 19 + 16] == Int32(truncatingIfNeeded: (1 << 19 + 16) &* 2_654_435_761))
-    }
-}
-
 @Suite("typo tolerance")
 struct TypoToleranceTests {
     static let index = SuggestionIndex(terms: [
