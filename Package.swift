@@ -101,6 +101,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-asn1.git", from: "1.7.4"),
         // `swift package generate-documentation --target GatewayCore`: the SDK's DocC catalog.
         .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
+        // JOSE for the tokens of outside identity providers (`auth.providers`).
+        .package(url: "https://github.com/vapor/jwt-kit.git", from: "5.8.0"),
     ],
     targets: [
         .target(
@@ -155,6 +157,7 @@ let package = Package(
                 // WebSockets to upstream services (an upstream route with websocket: true).
                 .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
                 .product(name: "AsyncKit", package: "async-kit"),
+                .product(name: "JWTKit", package: "jwt-kit"),
             ] + products("HTTPTypes", "Logging", "Metrics", "NIOCore", "SQLKit"),
             swiftSettings: strictSettings
         ),
@@ -231,6 +234,9 @@ let package = Package(
                 .product(name: "NIOWebSocket", package: "swift-nio"),
                 .product(name: "NIOFoundationCompat", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "JWTKit", package: "jwt-kit"),
+                .product(name: "CryptoExtras", package: "swift-crypto"),
+                .product(name: "Crypto", package: "swift-crypto"),
             ] + products("GatewayCore", "HTTPTypes", "Hummingbird", "Logging", "NIOCore"),
             swiftSettings: strictSettings
         ),
@@ -363,7 +369,8 @@ if Context.environment["GATEWAY_FUZZ"] == "1" {
         dependencies: ["GatewayCore", "GatewaySupport", "GatewayServer", "EventsPlugin", "FeedsPlugin", "TodoPlugin", "TransitPlugin",
                        .product(name: "SQLKit", package: "sql-kit"),
                        .product(name: "NIOCore", package: "swift-nio"),
-                       .product(name: "HTTPTypes", package: "swift-http-types")],
+                       .product(name: "HTTPTypes", package: "swift-http-types"),
+                       .product(name: "JWTKit", package: "jwt-kit")],
         path: "Fuzz/Targets",
         swiftSettings: strictSettings + [fuzzer],
         // libFuzzer itself (its archive without `main`) is named on the command line by Fuzz/run.

@@ -15,6 +15,7 @@ enum FuzzTargets {
         "xively-datapoints": FeedsFuzz.datapoints,
         "composite-template": ComposeFuzz.template,
         "http-path": HTTPFuzz.path,
+        "identity-token": IdentityFuzz.token,
     ]
 
     /// The target this process runs (set once, before libFuzzer starts).

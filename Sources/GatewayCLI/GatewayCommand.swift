@@ -65,7 +65,7 @@ struct GatewayCommand: AsyncParsableCommand {
         abstract: "An API gateway that hosts service plugins behind one endpoint.",
         version: GatewayVersion.current,
         subcommands: [Serve.self, Check.self, Reload.self, Plugins.self, Routes.self, Call.self, Migrate.self, OpenAPICommand.self,
-                      UserCommand.self, KeyCommand.self, CacheCommand.self, ImportCommand.self, PluginCommand.self],
+                      UserCommand.self, KeyCommand.self, CacheCommand.self, ImportCommand.self, PluginCommand.self, Providers.self],
         defaultSubcommand: Serve.self)
 }
 
@@ -210,6 +210,28 @@ struct Plugins: AsyncParsableCommand {
             }
         }
         print(Table.render(rows))
+    }
+}
+
+struct Providers: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "List the identity providers of auth.providers, fetching each one's keys now.",
+        discussion: "A running gateway reports its providers' key status at /readyz.")
+    @OptionGroup var options: ConfigOptions
+
+    func run() async throws {
+        let configuration = try options.load()
+        let reports = try await Gateway.providerReport(configuration, baseDirectory: options.fileURL.deletingLastPathComponent())
+        guard !reports.isEmpty else {
+            print("\(options.config) configures no identity provider (auth.providers).")
+            return
+        }
+        var rows = [["NAME", "TYPE", "ISSUER OR ENDPOINT", "KEYS", "STATUS"]]
+        for report in reports {
+            rows.append([report.name, report.type, report.source, report.keys.map(String.init) ?? "-", report.error.map { "failing: \($0)" } ?? "ok"])
+        }
+        print(Table.render(rows))
+        if reports.contains(where: { $0.error != nil }) { throw CommandFailure(description: "some providers' keys cannot be loaded") }
     }
 }
 

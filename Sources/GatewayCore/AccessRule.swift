@@ -47,15 +47,16 @@ extension AccessRule {
     /// `<plugin>:*`, or `*`); an administrators' route needs `admin` (or `*`) instead.
     /// Throws 401 for a guest where a caller must be known, 403 otherwise.
     public func enforce(principal: Principal, plugin: String, method: HTTPRequest.Method) throws {
-        if case .apiKey = principal.kind {
+        let credential = if case .token = principal.kind { "token" } else { "key" }
+        if principal.isBoundByScopes {
             if self == .admin {
                 guard principal.keyAllows(Principal.adminScope) else {
-                    throw GatewayError.forbidden("This key lacks the scope \(Principal.adminScope).")
+                    throw GatewayError.forbidden("This \(credential) lacks the scope \(Principal.adminScope).")
                 }
             } else {
                 let needed = "\(plugin):" + (method == .get || method == .head ? "read" : "write")
                 guard principal.keyAllows(needed) else {
-                    throw GatewayError.forbidden("This key lacks the scope \(needed).")
+                    throw GatewayError.forbidden("This \(credential) lacks the scope \(needed).")
                 }
             }
         }
@@ -64,17 +65,17 @@ extension AccessRule {
             return
         case .user, .owner:
             guard principal.userID != nil || principal.isAdmin else {
-                throw principal.isAnonymous ? GatewayError.unauthorized() : GatewayError.forbidden("This operation acts for a user; this key has none.")
+                throw principal.isAnonymous ? GatewayError.unauthorized() : GatewayError.forbidden("This operation acts for a user; this \(credential) has none.")
             }
         case .scope(let scope):
             if principal.isAnonymous { throw GatewayError.unauthorized() }
-            guard principal.keyAllows(scope) else { throw GatewayError.forbidden("This key lacks the scope \(scope).") }
+            guard principal.keyAllows(scope) else { throw GatewayError.forbidden("This \(credential) lacks the scope \(scope).") }
             guard principal.userID != nil || principal.isAdmin || principal.holdsGrant(scope) else {
-                throw GatewayError.forbidden("This operation acts for a user; this key has none.")
+                throw GatewayError.forbidden("This operation acts for a user; this \(credential) has none.")
             }
         case .granted(let scope):
             if principal.isAnonymous { throw GatewayError.unauthorized() }
-            guard principal.keyAllows(scope) else { throw GatewayError.forbidden("This key lacks the scope \(scope).") }
+            guard principal.keyAllows(scope) else { throw GatewayError.forbidden("This \(credential) lacks the scope \(scope).") }
             guard principal.isAdmin || principal.holdsGrant(scope) else {
                 throw GatewayError.forbidden("This changes shared data: only administrators, or users an administrator granted \(scope), may do it.")
             }

@@ -120,6 +120,10 @@ public struct CredentialExtractor: Sendable {
 public enum Credential: Sendable, Equatable {
     /// A session token.
     case sessionToken(String)
+    /// A native request's `Authorization: Bearer` token: a session token of this gateway, or a
+    /// token of an identity provider the gateway trusts (`auth.providers`: a JWT, or an opaque
+    /// token it introspects). Dialects never produce one: their old clients keep their own credentials.
+    case bearerToken(String)
     /// An API key.
     case apiKey(String)
 

@@ -11,6 +11,10 @@ public struct Principal: Sendable, Equatable, Hashable {
         case user
         /// A caller presenting an API key (owned by `userID`, or a master key when it is nil).
         case apiKey(keyID: String)
+        /// A caller presenting a token of the identity provider `provider` (`auth.providers`),
+        /// known there as `subject`; acting for the linked account `userID`, or for no account
+        /// when the provider provisions none.
+        case token(provider: String, subject: String)
     }
 
     /// What kind of caller this is.
@@ -22,8 +26,8 @@ public struct Principal: Sendable, Equatable, Hashable {
     /// Whether the caller acts as an administrator: a user with the gateway's admin role (by
     /// session), or a master key holding the scope `admin` or `*`.
     public var isAdmin: Bool
-    /// The scopes a key carries (`todo:read`, `feeds:write`, `*`). Users and guests carry none: their
-    /// access follows from the operation's rule alone.
+    /// The scopes a key or a provider's token carries (`todo:read`, `feeds:write`, `*`). Users
+    /// and guests carry none: their access follows from the operation's rule alone.
     public var scopes: Set<String>
     /// What an administrator granted the user the request acts for (`suggest:write`): rights to
     /// write shared data, which ``AccessRule/granted(_:)`` routes accept. A master key's grants
@@ -76,19 +80,41 @@ public struct Principal: Sendable, Equatable, Hashable {
     public var isAnonymous: Bool { kind == .anonymous }
 
     /// The key that identifies this caller for rate limiting and per-caller caching:
-    /// `user:<id>`, `key:<id>` or `addr:<address>`.
+    /// `user:<id>`, `key:<id>`, `token:<provider>:<subject>` or `addr:<address>`.
     public var limitKey: String {
         switch kind {
         case .anonymous: "addr:\(address)"
         case .user: "user:\(userID ?? "")"
         case .apiKey(let keyID): "key:\(keyID)"
+        case .token(let provider, let subject): "token:\(provider):\(subject)"
+        }
+    }
+
+    /// The kind of credential presented, as a plugin's `accept` list names it: `session`, `key`,
+    /// or the provider's name; nil for a guest.
+    public var credentialKind: String? {
+        switch kind {
+        case .anonymous: nil
+        case .user: "session"
+        case .apiKey: "key"
+        case .token(let provider, _): provider
+        }
+    }
+
+    /// Whether the request is bound by ``scopes``: a key's, or a provider's token's.
+    public var isBoundByScopes: Bool {
+        switch kind {
+        case .apiKey, .token: true
+        case .anonymous, .user: false
         }
     }
 
     /// The caller a rate limit counts this request against: ``limitKey``, except that the keys
-    /// of one user share `keys:<owner>` unless the key has a bucket of its own (``hasOwnLimit``).
+    /// of one user share `keys:<owner>` unless the key has a bucket of its own (``hasOwnLimit``),
+    /// and a token acting for an account counts as that user (`user:<id>`).
     public var rateLimitKey: String {
         if case .apiKey = kind, !hasOwnLimit, let userID { return "keys:\(userID)" }
+        if case .token = kind, let userID { return "user:\(userID)" }
         return limitKey
     }
 
@@ -110,10 +136,10 @@ public struct Principal: Sendable, Equatable, Hashable {
         return scopes.contains(scope[..<colon] + ":*")
     }
 
-    /// Whether the caller's own bound allows `scope`: a key only within its scopes; a session or a
-    /// guest has no such bound (what they may do follows from the route's rule).
+    /// Whether the caller's own bound allows `scope`: a key or a provider's token only within its
+    /// scopes; a session or a guest has no such bound (what they may do follows from the route's rule).
     public func keyAllows(_ scope: String) -> Bool {
-        guard case .apiKey = kind else { return true }
+        guard isBoundByScopes else { return true }
         return Self.covers(scopes, scope)
     }
 

@@ -241,7 +241,15 @@ public final class Gateway: Sendable {
         let http = AsyncUpstreamClient(resolver: options.egressResolver ?? SystemEgressResolver())
         let accounts = AccountStore(database: db, clock: options.clock, bcryptCost: configuration.auth.bcryptCost,
                                     sessionTTL: configuration.auth.sessionTTL.seconds)
-        let accountAuthenticator = AccountAuthenticator(store: accounts, cacheTTL: options.credentialCacheTTL)
+        // Identity providers load their keys now; one that cannot be reached is reported by /readyz.
+        let identities = configuration.auth.providers.isEmpty ? nil : try IdentityProviders(configuration.auth.providers, baseDirectory: options.baseDirectory)
+        do {
+            try await identities?.prepare()
+        } catch {
+            await identities?.shutdown()
+            throw GatewayStartupError("\(error)")
+        }
+        let accountAuthenticator = AccountAuthenticator(store: accounts, cacheTTL: options.credentialCacheTTL, identities: identities)
         if let authChannel {
             // Revocations reach every instance at once, not after the credential cache's few seconds.
             accountAuthenticator.broadcast { message in Task { await authChannel.publish(message) } }
@@ -338,7 +346,14 @@ public final class Gateway: Sendable {
     public func shutdown() async {
         await pluginServices.stop()
         await parts.accountsService.resets.outbox.close()
+        await parts.accountsService.authenticator.identities?.shutdown()
         await database.shutdown()
+    }
+
+    /// Forgets what this gateway (and, on PostgreSQL, every instance) remembers of `userID`'s
+    /// credentials, so that a change to the account (disabled, demoted) applies to its next request.
+    public func forgetCredentials(userID: String) {
+        parts.accountsService.authenticator.forget(userID: userID)
     }
 
     /// The Hummingbird application serving this gateway (HTTP/1.1 with WebSocket upgrades).

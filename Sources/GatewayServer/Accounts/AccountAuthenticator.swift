@@ -3,7 +3,9 @@ import Foundation
 import GatewayCore
 import NIOConcurrencyHelpers
 
-/// Identifies callers by session token or API key against the ``AccountStore``.
+/// Identifies callers by session token or API key against the ``AccountStore``, and by the tokens
+/// of the identity providers of `auth.providers` (``IdentityProviders``), whose callers act for the
+/// accounts linked to them.
 ///
 /// A presented credential that is unknown, expired, revoked or belongs to a disabled user is a 401,
 /// never a silent fall-back to guest. A key used from an address it does not allow is a 403.
@@ -28,9 +30,17 @@ public final class AccountAuthenticator: Authenticator {
     private let cache = NIOLockedValueBox<[String: Cached]>([:])
     private let broadcaster = NIOLockedValueBox<StoredClosure<@Sendable (String) -> Void>?>(nil)
 
-    public init(store: AccountStore, cacheTTL: Duration = .seconds(5)) {
+    /// The identity providers whose tokens are accepted (none when nil).
+    let identities: IdentityProviders?
+
+    public convenience init(store: AccountStore, cacheTTL: Duration = .seconds(5)) {
+        self.init(store: store, cacheTTL: cacheTTL, identities: nil)
+    }
+
+    init(store: AccountStore, cacheTTL: Duration, identities: IdentityProviders?) {
         self.store = store
         self.cacheTTL = cacheTTL
+        self.identities = identities
     }
 
     public func knownPrincipal(for credential: Credential?, address: String) throws -> Principal? {
@@ -45,7 +55,16 @@ public final class AccountAuthenticator: Authenticator {
     private static func cacheKey(_ credential: Credential) -> String {
         switch credential {
         case .sessionToken(let token): "s:" + token
+        case .bearerToken(let token): "b:" + token
         case .apiKey(let key): "k:" + key
+        }
+    }
+
+    /// A token as a session or as a bearer token (the same token in both places).
+    private static func cacheKeys(_ credential: Credential) -> [String] {
+        switch credential {
+        case .sessionToken(let token), .bearerToken(let token): ["s:" + token, "b:" + token]
+        case .apiKey: [cacheKey(credential)]
         }
     }
 
@@ -59,9 +78,9 @@ public final class AccountAuthenticator: Authenticator {
             guard token.utf8.count <= 256, let user = try await store.sessionUser(token: token) else {
                 throw GatewayError.unauthorized("The session token is unknown, expired or revoked.")
             }
-            resolved = Cached(principal: Principal(kind: .user, userID: user.id, displayName: user.displayName, isAdmin: user.isAdmin, address: "",
-                                                   grants: Set(try await store.grants(of: user.id))),
-                              allowedAddresses: [], userID: user.id, expires: ContinuousClock.now + cacheTTL)
+            resolved = try await session(user)
+        case .bearerToken(let token):
+            resolved = try await bearer(token)
         case .apiKey(let secret):
             guard secret.utf8.count <= 256, let (key, owner) = try await store.liveKey(secret: secret) else {
                 throw GatewayError.unauthorized("The API key is unknown, expired or revoked.")
@@ -86,6 +105,45 @@ public final class AccountAuthenticator: Authenticator {
         return try admit(resolved, address: address)
     }
 
+    private func session(_ user: AccountStore.User) async throws -> Cached {
+        Cached(principal: Principal(kind: .user, userID: user.id, displayName: user.displayName, isAdmin: user.isAdmin, address: "",
+                                    grants: Set(try await store.grants(of: user.id))),
+               allowedAddresses: [], userID: user.id, expires: ContinuousClock.now + cacheTTL)
+    }
+
+    /// A native bearer token: a provider's JWT, a session of this gateway, or else an opaque token
+    /// a provider introspects.
+    private func bearer(_ token: String) async throws -> Cached {
+        if let identities, !identities.isEmpty, IdentityProviders.isJWT(token) {
+            return try await caller(identities.identify(token), identities: identities)
+        }
+        if token.utf8.count <= 256, let user = try await store.sessionUser(token: token) { return try await session(user) }
+        if let identities, identities.introspects {
+            return try await caller(identities.identify(token), identities: identities)
+        }
+        throw IdentityProviders.refusal("The session token is unknown, expired or revoked.")
+    }
+
+    /// The principal of a provider's caller: the account linked to it (made on first sight where
+    /// the provider provisions), or none; remembered until the token expires, at most ``cacheTTL``.
+    private func caller(_ identity: VerifiedIdentity, identities: IdentityProviders) async throws -> Cached {
+        var principal = Principal(kind: .token(provider: identity.provider, subject: identity.subject), displayName: identity.username,
+                                  isAdmin: identity.isAdmin, scopes: identity.scopes, address: "")
+        let provision = identities.provisioning(of: identity.provider)
+        if provision != .none {
+            guard let user = try await store.linkedUser(for: identity, provision: provision) else {
+                throw GatewayError.forbidden("No account of this gateway is linked to this identity (provider \(identity.provider) accepts linked accounts only).")
+            }
+            guard !user.disabled else { throw IdentityProviders.refusal("The account of this identity is disabled.") }
+            principal.userID = user.id
+            principal.displayName = user.displayName
+            principal.isAdmin = identity.isAdmin || user.isAdmin
+            principal.grants = Set(try await store.grants(of: user.id))
+        }
+        let remaining = Duration.seconds(max(0, identity.expiresAt.timeIntervalSinceNow))
+        return Cached(principal: principal, allowedAddresses: [], userID: principal.userID, expires: ContinuousClock.now + min(cacheTTL, remaining))
+    }
+
     private func admit(_ cached: Cached, address: String) throws -> Principal {
         if !cached.allowedAddresses.isEmpty, !cached.allowedAddresses.contains(where: { $0.matches(address) }) {
             throw GatewayError.forbidden("This key is not accepted from \(address).")
@@ -105,9 +163,11 @@ public final class AccountAuthenticator: Authenticator {
     /// Drops one remembered credential, here and on the other instances (which are told its
     /// SHA-256, never the secret).
     public func forget(credential: Credential) {
-        let key = Self.cacheKey(credential)
-        cache.withLockedValue { $0[key] = nil }
-        broadcaster.withLockedValue { $0 }?.call("credential:" + Self.digest(key))
+        let keys = Self.cacheKeys(credential)
+        cache.withLockedValue { table in
+            for key in keys { table[key] = nil }
+        }
+        for key in keys { broadcaster.withLockedValue { $0 }?.call("credential:" + Self.digest(key)) }
     }
 
     /// Sends what this instance forgets to the others (`send` publishes one message).

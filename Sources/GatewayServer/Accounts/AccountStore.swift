@@ -321,6 +321,7 @@ public struct AccountStore: Sendable {
         try await database.delete(from: "gateway_api_keys").where("user_id", .equal, id).run()
         try await database.delete(from: "gateway_realm_members").where("user_id", .equal, id).run()
         try await database.delete(from: "gateway_user_grants").where("user_id", .equal, id).run()
+        try await database.delete(from: "gateway_identities").where("user_id", .equal, id).run()
         try await database.delete(from: "gateway_users").where("id", .equal, id).run()
         return true
     }

@@ -57,11 +57,13 @@ struct AccountsService: HostService {
                                        verifications: resets.verifications)]
     }
 
-    /// 403 unless the caller signed in (a session): what only the account's holder may do, not a
-    /// key acting for them.
+    /// 403 unless the caller signed in (a session, or an identity provider's token for the
+    /// account): what only the account's holder may do, not a key acting for them.
     static func requireSession(_ context: OperationContext, for action: String) throws {
-        guard case .user = context.principal.kind else {
-            throw GatewayError.forbidden("Only a signed-in session may \(action), not an API key.")
+        switch context.principal.kind {
+        case .user: return
+        case .token where context.principal.userID != nil: return
+        default: throw GatewayError.forbidden("Only a signed-in session may \(action), not an API key.")
         }
     }
 
@@ -179,9 +181,9 @@ struct AccountsService: HostService {
             Route.define("accounts.logout", .post, "/auth/logout", summary: "End this session")
                 .access(.user)
                 .returns(NoContent.self) { _, context in
-                    if case .sessionToken(let token)? = NativeCredentials.extract(from: context.headers) {
+                    if case .bearerToken(let token)? = NativeCredentials.extract(from: context.headers) {
                         try await store.revokeSession(token: token)
-                        authenticator.forget(credential: .sessionToken(token))
+                        authenticator.forget(credential: .bearerToken(token))
                     }
                     return NoContent()
                 },

@@ -109,6 +109,13 @@ public struct GatewayConfiguration: Decodable, Sendable, Equatable {
             throw DecodingError.dataCorruptedError(forKey: .composites, in: container,
                                                    debugDescription: "'\(name)' is not a composite name (lowercase letters, digits and -, starting with a letter)")
         }
+        let kinds = auth.credentialKinds
+        for (id, settings) in plugins.sorted(by: { $0.key < $1.key }) {
+            for kind in settings.accept ?? [] where !kinds.contains(kind) {
+                throw DecodingError.dataCorruptedError(forKey: .plugins, in: container,
+                    debugDescription: "plugins.\(id).accept: '\(kind)' is not session, key or a provider of auth.providers")
+            }
+        }
     }
 }
 
@@ -349,10 +356,17 @@ public struct AuthSettings: Decodable, Sendable, Equatable {
     public var keepKeysOnReset = false
     /// Live API keys one user may hold (an administrator's keys from the CLI are not counted).
     public var maxKeysPerUser = 20
+    /// Identity providers whose tokens the gateway accepts, by name (see ``ProviderSettings``).
+    public var providers: [String: ProviderSettings] = [:]
+
+    /// What a plugin's `accept` may name: `session`, `key` and each provider.
+    public var credentialKinds: Set<String> { Set(["session", "key"] + providers.keys) }
 
     public init() {}
 
-    enum CodingKeys: String, CodingKey { case sessionTTL, registration, bcryptCost, appKeys, passwordReset, developmentMail, keepKeysOnReset, maxKeysPerUser }
+    enum CodingKeys: String, CodingKey {
+        case sessionTTL, registration, bcryptCost, appKeys, passwordReset, developmentMail, keepKeysOnReset, maxKeysPerUser, providers
+    }
 
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
@@ -374,6 +388,11 @@ public struct AuthSettings: Decodable, Sendable, Equatable {
         bcryptCost = try container.decodeIfPresent(Int.self, forKey: .bcryptCost) ?? bcryptCost
         guard (10...16).contains(bcryptCost) else {
             throw DecodingError.dataCorruptedError(forKey: .bcryptCost, in: container, debugDescription: "\(bcryptCost) is outside 10 to 16")
+        }
+        providers = try container.decodeIfPresent([String: ProviderSettings].self, forKey: .providers) ?? [:]
+        for name in providers.keys where !PluginRegistration.isValidID(name) || name == "session" || name == "key" {
+            throw DecodingError.dataCorruptedError(forKey: .providers, in: container,
+                debugDescription: "'\(name)' is not a provider name (lowercase letters, digits and -, starting with a letter; not session or key)")
         }
     }
 }
@@ -475,12 +494,15 @@ public struct PluginSettings: Decodable, Sendable, Equatable {
     public var dialectMount: String?
     public var limits: LimitOverrides?
     public var cache: PluginCacheSettings?
+    /// The credential kinds its routes take: `session`, `key`, provider names of `auth.providers`
+    /// (default: all). A caller presenting another kind is refused (401); guests are unaffected.
+    public var accept: [String]?
     /// Its own settings, decoded by the plugin's `Configuration` type.
     public var config: ConfigurationNode?
     /// Where the entry stands in the file, for errors about the entry as a whole.
     var origin: ConfigurationFileError?
 
-    enum CodingKeys: String, CodingKey { case type, enabled, mount, dialectMount, limits, cache, config }
+    enum CodingKeys: String, CodingKey { case type, enabled, mount, dialectMount, limits, cache, accept, config }
 
     public init(enabled: Bool = true, mount: String? = nil) {
         self.enabled = enabled
@@ -504,6 +526,7 @@ public struct PluginSettings: Decodable, Sendable, Equatable {
         dialectMount = try container.decodeIfPresent(String.self, forKey: .dialectMount)
         limits = try container.decodeIfPresent(LimitOverrides.self, forKey: .limits)
         cache = try container.decodeIfPresent(PluginCacheSettings.self, forKey: .cache)
+        accept = try container.decodeIfPresent([String].self, forKey: .accept)
         config = try container.decodeIfPresent(ConfigurationNode.self, forKey: .config)
     }
 

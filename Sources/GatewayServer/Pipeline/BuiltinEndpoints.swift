@@ -15,7 +15,7 @@ extension Gateway {
     /// the listener's address is the boundary and everything is shown to anyone who reaches it.
     static func builtinEndpoints(plugins: [LoadedPlugin], metrics: GatewayMetrics, openAPIJSON: LazyOpenAPIDocument,
                                  database: GatewayDatabase, metricsReader: (any Authenticator)?, administrators: any Authenticator,
-                                 trusted: Bool = false) -> [(path: String, endpoint: GatewayEndpoint)] {
+                                 identities: IdentityProviders? = nil, trusted: Bool = false) -> [(path: String, endpoint: GatewayEndpoint)] {
         let metricsReader = trusted ? nil : metricsReader
         /// Whether the caller may see health reasons: on the admin listener, or an administrator's
         /// valid credential. No credential or a bad one only hides the reasons (load balancers'
@@ -41,10 +41,28 @@ extension Gateway {
             var operations: Int
             var dialects: [String]
         }
+        struct ProviderStatus: Encodable, Sendable {
+            var name: String
+            var type: String
+            var status: String
+            var keys: Int?
+            var reason: String?
+        }
         struct Readiness: Encodable, Sendable {
             var status: String
             var database: String
             var plugins: [PluginStatus]
+            var providers: [ProviderStatus]?
+        }
+        /// Identity providers: degraded while a provider's keys cannot be fetched (the keys
+        /// fetched before stay in use; a provider with none refuses its tokens with 503).
+        @Sendable func providerStatuses(reasons: Bool) -> [ProviderStatus]? {
+            guard let identities else { return nil }
+            return identities.statuses().map { provider in
+                let failing = provider.status.map { $0.error != nil || $0.keys == 0 } ?? false
+                return ProviderStatus(name: provider.name, type: provider.type, status: failing ? "degraded" : "ok", keys: provider.status?.keys,
+                                      reason: reasons ? provider.status?.error : nil)
+            }
         }
         @Sendable func statuses(reasons: Bool) async -> [PluginStatus] {
             var result: [PluginStatus] = []
@@ -65,12 +83,14 @@ extension Gateway {
                 return Response(status: .ok, headers: headers, body: .init(byteBuffer: healthz))
             }),
             ("/readyz", GatewayEndpoint(name: "gateway.readyz", summary: "Readiness: the database and every plugin's health", metrics: metrics) { request, context in
-                let plugins = await statuses(reasons: await showsReasons(request, context))
+                let reasons = await showsReasons(request, context)
+                let plugins = await statuses(reasons: reasons)
+                let providers = providerStatuses(reasons: reasons)
                 let databaseOK = (try? await database.sql.raw("SELECT 1").run()) != nil
                 let failing = !databaseOK || plugins.contains { $0.status == PluginHealth.Status.failing.rawValue }
-                let degraded = plugins.contains { $0.status == PluginHealth.Status.degraded.rawValue }
+                let degraded = plugins.contains { $0.status == PluginHealth.Status.degraded.rawValue } || providers?.contains { $0.status == "degraded" } == true
                 return try json(Readiness(status: failing ? "failing" : (degraded ? "degraded" : "ok"),
-                                          database: databaseOK ? "ok" : "failing", plugins: plugins),
+                                          database: databaseOK ? "ok" : "failing", plugins: plugins, providers: providers),
                                 status: failing ? .serviceUnavailable : .ok)
             }),
             ("/metrics", GatewayEndpoint(name: "gateway.metrics", summary: "Prometheus metrics (administrators)", metrics: metrics) { request, context in

@@ -80,14 +80,17 @@ final class MountedRoute: Sendable {
     let cacheAdmits: @Sendable (Principal) async -> Bool
     /// The plugin's hook, when it is an ``AuthorizingPlugin``.
     let authorize: (@Sendable (AuthorizationRequest) async throws -> Void)?
+    /// The credential kinds the plugin takes (`accept`; nil: all).
+    let accept: Set<String>?
     let metrics: GatewayMetrics.EndpointSeries
     /// The cache policy's tags and invalidated tags, split once into text and `{parameter}`s.
     let storedTags: [TagTemplate]
     let invalidatedTags: [TagTemplate]
 
     init(pluginID: String, route: Route, dialect: Dialect?, plugin: PluginContext, template: String, cache: CachePolicy,
-         instance: any ServicePlugin, metrics: GatewayMetrics) {
+         instance: any ServicePlugin, metrics: GatewayMetrics, accept: Set<String>? = nil) {
         self.pluginID = pluginID
+        self.accept = accept
         self.route = route
         self.dialect = dialect
         self.plugin = plugin

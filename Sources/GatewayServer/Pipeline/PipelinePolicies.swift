@@ -48,18 +48,18 @@ public enum NativeCredentials {
             if parts.count == 2, parts[0].lowercased() == "bearer" {
                 let token = String(parts[1]).trimmingCharacters(in: .whitespaces)
                 // An API key as a bearer token, for clients that can send only that (Prometheus).
-                return token.hasPrefix("gk_") ? .apiKey(token) : .sessionToken(token)
+                return token.hasPrefix("gk_") ? .apiKey(token) : .bearerToken(token)
             }
         }
         if let key = headers.value(apiKeyField) { return .apiKey(key) }
         return nil
     }
 
-    /// The credential of a native WebSocket upgrade: the headers, else `?access_token=` (a session)
-    /// or `?api_key=` (browsers cannot set headers on a WebSocket).
+    /// The credential of a native WebSocket upgrade: the headers, else `?access_token=` (a bearer
+    /// token) or `?api_key=` (browsers cannot set headers on a WebSocket).
     public static func extract(from request: RouteRequest) -> Credential? {
         if let credential = extract(from: request.headers) { return credential }
-        if let token = request.query("access_token"), !token.isEmpty { return .sessionToken(token) }
+        if let token = request.query("access_token"), !token.isEmpty { return .bearerToken(token) }
         if let key = request.query("api_key"), !key.isEmpty { return .apiKey(key) }
         return nil
     }

@@ -16,9 +16,12 @@ struct MountedWebSocket: Sendable {
     let plugin: PluginContext
     /// The plugin's hook, when it is an ``AuthorizingPlugin``.
     let authorize: (@Sendable (AuthorizationRequest) async throws -> Void)?
+    /// The credential kinds the plugin takes (`accept`; nil: all).
+    let accept: Set<String>?
 
-    init(pluginID: String, dialect: Dialect, route: Route, plugin: PluginContext, instance: any ServicePlugin) {
+    init(pluginID: String, dialect: Dialect, route: Route, plugin: PluginContext, instance: any ServicePlugin, accept: Set<String>?) {
         self.pluginID = pluginID
+        self.accept = accept
         self.dialect = dialect
         self.route = route
         if case .socket(let handler) = route.handler { serve = handler } else { serve = { _, _, _ in } }
@@ -36,6 +39,7 @@ struct MountedWebSocket: Sendable {
     /// Whether `principal` may open the socket: the route's access rule and the key's scopes, as
     /// for a GET. Throws 401 or 403.
     func admit(_ principal: Principal) throws {
+        try AuthorizeStage.checkAccepted(principal, accept: accept, plugin: pluginID)
         try route.access.enforce(principal: principal, plugin: pluginID, method: .get)
     }
 

@@ -33,6 +33,9 @@ public struct RateLimitPolicies: Sendable, Equatable {
         case .apiKey(let keyID):
             if let quota = principal.quota { return ("key-\(keyID.prefix(8))", RateSpec(count: quota.count, period: quota.seconds)) }
             return ("key", overrides?.key ?? defaults.key)
+        case .token:
+            // A token acting for an account is that user; one without (a service) is limited as a key.
+            return principal.userID != nil ? ("user", overrides?.user ?? defaults.user) : ("key", overrides?.key ?? defaults.key)
         }
     }
 }
@@ -271,6 +274,15 @@ public final class LocalRateLimiter: RateLimiter, Sendable {
             policy = principal.quota.map { .init(name: "key-\(keyID.prefix(8))", rate: RateSpec(count: $0.count, period: $0.seconds)) } ?? kinds.key
             // A user's keys share their owner's bucket unless one has its own (see ``Principal/rateLimitKey``).
             key = Bucket(plugin: plugin, kind: 2, caller: principal.hasOwnLimit ? keyID : principal.userID.map { "owner:" + $0 } ?? keyID)
+        case .token(let provider, let subject):
+            // A token acting for an account shares that user's bucket; one without has its own.
+            if let userID = principal.userID {
+                policy = kinds.user
+                key = Bucket(plugin: plugin, kind: 1, caller: userID)
+            } else {
+                policy = kinds.key
+                key = Bucket(plugin: plugin, kind: 3, caller: provider + ":" + subject)
+            }
         }
         let now = self.now
         let rate = policy.rate

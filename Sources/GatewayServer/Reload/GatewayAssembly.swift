@@ -138,6 +138,7 @@ extension Gateway {
             }
             for plugin in plugins {
                 let overrides = configuration.plugins[plugin.id]?.cache
+                let accept = configuration.plugins[plugin.id]?.accept.map(Set.init)
                 // plugins.yaml may switch a plugin's caching off or change its time to live.
                 func overridden(_ policy: CachePolicy) -> CachePolicy {
                     var policy = policy
@@ -157,7 +158,7 @@ extension Gateway {
                         let dialect = dialect ?? native
                         do {
                             try sockets.add(.get, template, MountedWebSocket(pluginID: plugin.id, dialect: dialect, route: route, plugin: plugin.context,
-                                                                             instance: plugin.instance))
+                                                                             instance: plugin.instance, accept: accept))
                         } catch {
                             throw GatewayStartupError("route conflict: \(error)")
                         }
@@ -174,7 +175,7 @@ extension Gateway {
                     }
                     try add(route.method, template, .route(MountedRoute(
                         pluginID: plugin.id, route: route, dialect: dialect, plugin: plugin.context, template: template,
-                        cache: overridden(route.cache), instance: plugin.instance, metrics: metrics)))
+                        cache: overridden(route.cache), instance: plugin.instance, metrics: metrics, accept: accept)))
                 }
                 for route in plugin.instance.routes { try mount(route, under: plugin.mount, dialect: nil) }
                 for dialect in plugin.instance.dialects {
@@ -191,11 +192,13 @@ extension Gateway {
             let openAPIJSON = document
             let metricsReader: (any Authenticator)? = configuration.server.publicMetrics ? nil : authenticator
             for endpoint in Gateway.builtinEndpoints(plugins: plugins, metrics: metrics, openAPIJSON: openAPIJSON, database: database,
-                                                     metricsReader: metricsReader, administrators: authenticator) {
+                                                     metricsReader: metricsReader, administrators: authenticator,
+                                                     identities: accountsService.authenticator.identities) {
                 try add(.get, endpoint.path, .gateway(endpoint.endpoint))
             }
             let adminEndpoints = Gateway.builtinEndpoints(plugins: plugins, metrics: metrics, openAPIJSON: openAPIJSON, database: database,
-                                                          metricsReader: nil, administrators: authenticator, trusted: true)
+                                                          metricsReader: nil, administrators: authenticator,
+                                                          identities: accountsService.authenticator.identities, trusted: true)
 
             for (index, listener) in configuration.server.socketListeners.enumerated() {
                 guard case .found = try? sockets.resolve(.get, path: Substring(listener.route)) else {

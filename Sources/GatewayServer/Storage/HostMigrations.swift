@@ -3,9 +3,9 @@ import SQLKit
 
 /// The schema of the host's own tables (owner `gateway` in `gateway_migrations`), every step in
 /// order: accounts, sessions and keys, notifications, cluster rate limits and leases, password
-/// resets, realms, grants, email verification, the replacements of shipped secrets. A new step
-/// takes the next free number and goes at the end; a step that has shipped is never edited (an
-/// existing database has applied it), a change is a new step.
+/// resets, realms, grants, email verification, the replacements of shipped secrets, identities
+/// linked to accounts. A new step takes the next free number and goes at the end; a step that has
+/// shipped is never edited (an existing database has applied it), a change is a new step.
 enum HostMigrations {
     static let all: [Migration] = [
         Migration(1, "notifications and history") { db in
@@ -143,6 +143,18 @@ enum HostMigrations {
                 .column("used_at", type: .double)
                 .run()
             try await db.create(index: "gateway_email_verifications_user").on("gateway_email_verifications").column("user_id").column("created_at").run()
+        },
+        // Accounts of callers who sign in at an identity provider (`auth.providers`), by (issuer, subject).
+        Migration(50, "identities linked to accounts") { db in
+            try await db.create(table: "gateway_identities")
+                .column("issuer", type: .text, .notNull)
+                .column("subject", type: .text, .notNull)
+                .column("user_id", type: .text, .notNull)
+                .column("provider", type: .text, .notNull)
+                .column("created_at", type: .double, .notNull)
+                .primaryKey("issuer", "subject")
+                .run()
+            try await db.create(index: "gateway_identities_user").on("gateway_identities").column("user_id").run()
         },
     ]
 }
