@@ -57,8 +57,11 @@ extension UpstreamPlugin {
         public var openapi: String?
         /// The largest request body forwarded (it streams through; 413 beyond). Default 1GB.
         public var maxBodySize = ByteSize(bytes: 1 << 30)
-        /// A request field carrying the caller's user id to the service (nil: none).
+        /// A request field carrying the caller's user id to the service (nil: none); the same as
+        /// `identityHeaders: { user: ... }`.
         public var userHeader: String?
+        /// Request fields telling the service who the caller is (a client's own are dropped).
+        public var identityHeaders: IdentityHeaders?
         /// The routes; absent, every path under the mount goes to the same path of the service.
         public var routes: [Route]?
 
@@ -133,6 +136,16 @@ extension UpstreamPlugin {
         public var prefix: String?
     }
 
+    /// The fields of ``identityHeaders``: `user` the account id, `scopes` the scopes of a key or a
+    /// provider's token (space-separated; absent for a session), `credential` the kind of
+    /// credential (`session`, `key`, the provider's name), `admin` `true` for an administrator.
+    public struct IdentityHeaders: Codable, Sendable {
+        public var user: String?
+        public var scopes: String?
+        public var credential: String?
+        public var admin: String?
+    }
+
     public struct HeaderTransform: Codable, Sendable {
         public var set: [String: String]?
         public var remove: [String]?
@@ -191,10 +204,26 @@ struct UpstreamSettings: Sendable {
     var querySet: [(String, String)]
     var queryRemove: Set<String>
     var maxBodySize: Int
-    var userHeader: HTTPField.Name?
+    /// The fields that tell the service who the caller is.
+    var identity: [(fact: IdentityFact, name: HTTPField.Name)]
     var routes: [Route]
     /// The routes' paths, to tell whether a path a lenient service reads would lead elsewhere.
     var routeShadows: RouteShadows
+}
+
+/// What an identity field tells the service (``UpstreamConfiguration/IdentityHeaders``).
+enum IdentityFact: Sendable {
+    case user, scopes, credential, admin
+
+    /// The fact about `principal`, or nil when it has none (a guest's user, a session's scopes).
+    func value(of principal: Principal) -> String? {
+        switch self {
+        case .user: principal.userID
+        case .scopes: principal.isBoundByScopes ? principal.scopes.sorted().joined(separator: " ") : nil
+        case .credential: principal.credentialKind
+        case .admin: principal.isAdmin ? "true" : nil
+        }
+    }
 }
 
 /// The paths of an upstream's routes, matched as the gateway's router matches them (literal
@@ -346,10 +375,16 @@ extension UpstreamPlugin.Configuration {
         }
         let (requestSet, requestRemove) = try fields(requestHeaders, key: "requestHeaders")
         let (responseSet, responseRemove) = try fields(responseHeaders, key: "responseHeaders")
-        var userField: HTTPField.Name?
-        if let userHeader {
-            guard let name = HTTPField.Name(userHeader) else { throw ConfigurationError(key: "userHeader", "is not a header field name") }
-            userField = name
+        var identity: [(fact: IdentityFact, name: HTTPField.Name)] = []
+        let told: [(IdentityFact, String?, String)] = [
+            (.user, identityHeaders?.user ?? userHeader, identityHeaders?.user != nil ? "identityHeaders.user" : "userHeader"),
+            (.scopes, identityHeaders?.scopes, "identityHeaders.scopes"), (.credential, identityHeaders?.credential, "identityHeaders.credential"),
+            (.admin, identityHeaders?.admin, "identityHeaders.admin"),
+        ]
+        for (fact, text, key) in told {
+            guard let text else { continue }
+            guard let name = HTTPField.Name(text) else { throw ConfigurationError(key: key, "is not a header field name") }
+            identity.append((fact, name))
         }
         guard maxBodySize.bytes > 0 else { throw ConfigurationError(key: "maxBodySize", "must be more than 0") }
         if let openapi, openapi.trimmingCharacters(in: .whitespaces).isEmpty {
@@ -425,7 +460,7 @@ extension UpstreamPlugin.Configuration {
             ejectAfter: ejectAfter, ejectFor: ejectFor, breakAfter: breakAfter, breakFor: breakFor, credential: credentialField,
             requestSet: requestSet, requestRemove: requestRemove, responseSet: responseSet, responseRemove: responseRemove,
             querySet: (query?.set ?? [:]).sorted { $0.key < $1.key }.map { ($0.key, $0.value) }, queryRemove: Set(query?.remove ?? []),
-            maxBodySize: maxBodySize.bytes, userHeader: userField, routes: routes, routeShadows: RouteShadows(paths: routes.map(\.path)))
+            maxBodySize: maxBodySize.bytes, identity: identity, routes: routes, routeShadows: RouteShadows(paths: routes.map(\.path)))
     }
 
     static func accessRule(_ text: String, key: String) throws -> AccessRule {

@@ -145,7 +145,7 @@ struct UpstreamForwarder: Sendable {
 
     /// The request's fields for the service: the caller's, without hop-by-hop fields, `Host`, the
     /// length (sent with the body) and the gateway's credentials; then the forwarding fields, the
-    /// configured transforms, the service's credential and the caller's user id.
+    /// configured transforms, the service's credential and who the caller is (``UpstreamSettings/identity``).
     private func requestFields(_ context: OperationContext) -> HTTPFields {
         var fields = HTTPFields()
         var forwarded: String?
@@ -153,7 +153,7 @@ struct UpstreamForwarder: Sendable {
             let name = field.name.canonicalName
             if Self.hopByHop.contains(name) || name == "host" || name == "content-length" || name == "expect" { continue }
             if Self.gatewayCredentials.contains(field.name) { continue }
-            if let user = settings.userHeader, field.name == user { continue }
+            if settings.identity.contains(where: { $0.name == field.name }) { continue }
             if field.name == Self.forwardedFor { forwarded = forwarded.map { $0 + ", " + field.value } ?? field.value; continue }
             if field.name == Self.requestID { continue }
             fields.append(field)
@@ -165,7 +165,9 @@ struct UpstreamForwarder: Sendable {
         for name in settings.requestRemove { fields[name] = nil }
         for field in settings.requestSet { fields[field.name] = field.value }
         if let credential = settings.credential { fields[credential.name] = credential.value }
-        if let user = settings.userHeader, let id = context.principal.userID { fields[user] = id }
+        for (fact, name) in settings.identity {
+            if let value = fact.value(of: context.principal) { fields[name] = value }
+        }
         if let length = context.headers[.contentLength] { fields[.contentLength] = length }
         return fields
     }

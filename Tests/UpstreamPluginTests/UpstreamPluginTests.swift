@@ -117,6 +117,39 @@ struct UpstreamPluginTests {
         }
     }
 
+    @Test("identityHeaders tell the service the caller's account, scopes, kind of credential and role; a client's own are dropped")
+    func identityHeaders() async throws {
+        let fake = FakeUpstream("a")
+        try await fake.serve { url in
+            let extra = """
+                  identityHeaders: { user: X-User-Id, scopes: X-User-Scopes, credential: X-Credential, admin: X-Admin }
+
+            """
+            try await TestGateway.with(upstream, yaml: upstreamYAML("weather", [url], extra)) { gateway in
+                let (token, userID) = try await gateway.register("teller")
+                let key = try await gateway.createKey(token: token, grant: #"{"label": "k", "scopes": ["weather:read"]}"#)
+                let spoofed: HTTPFields = [HTTPField.Name("X-User-Id")!: "root", HTTPField.Name("X-User-Scopes")!: "*",
+                                           HTTPField.Name("X-Credential")!: "session", HTTPField.Name("X-Admin")!: "true"]
+                var withKey = spoofed
+                withKey[HTTPField.Name("X-Api-Key")!] = key.secret
+                let byKey = try await gateway.gateway.handle(.get, "/v1/weather/x", headers: withKey)
+                let keyHeaders = byKey.json["headers"] as? [String: String] ?? [:]
+                #expect(keyHeaders["x-user-id"] == userID && keyHeaders["x-user-scopes"] == "weather:read")
+                #expect(keyHeaders["x-credential"] == "key" && keyHeaders["x-admin"] == nil)
+                var withSession = spoofed
+                withSession[.authorization] = "Bearer \(token)"
+                let bySession = try await gateway.gateway.handle(.get, "/v1/weather/x", headers: withSession)
+                let sessionHeaders = bySession.json["headers"] as? [String: String] ?? [:]
+                #expect(sessionHeaders["x-user-id"] == userID && sessionHeaders["x-user-scopes"] == nil)
+                #expect(sessionHeaders["x-credential"] == "session" && sessionHeaders["x-admin"] == nil)
+                let guest = try await gateway.gateway.handle(.get, "/v1/weather/x", headers: spoofed)
+                let guestHeaders = guest.json["headers"] as? [String: String] ?? [:]
+                #expect(guestHeaders["x-user-id"] == nil && guestHeaders["x-user-scopes"] == nil && guestHeaders["x-credential"] == nil)
+                #expect(guestHeaders["x-admin"] == nil)
+            }
+        }
+    }
+
     @Test("keys are bounded by their scopes; cached routes are served from the cache; rate-limit costs apply")
     func gatewayPolicies() async throws {
         let fake = FakeUpstream("a")
