@@ -241,6 +241,9 @@ public final class Gateway: Sendable {
         let http = AsyncUpstreamClient(resolver: options.egressResolver ?? SystemEgressResolver())
         let accounts = AccountStore(database: db, clock: options.clock, bcryptCost: configuration.auth.bcryptCost,
                                     sessionTTL: configuration.auth.sessionTTL.seconds)
+        if configuration.limits.policy == .cluster && options.rateLimiter == nil {
+            guard case .postgres = configuration.storage else { throw GatewayStartupError("limits.policy: cluster needs PostgreSQL storage (instances share their buckets there)") }
+        }
         // Identity providers load their keys now; one that cannot be reached is reported by /readyz.
         let identities = configuration.auth.providers.isEmpty ? nil : try IdentityProviders(configuration.auth.providers, baseDirectory: options.baseDirectory)
         do {
@@ -266,9 +269,6 @@ public final class Gateway: Sendable {
                                     keepKeys: configuration.auth.keepKeysOnReset, logger: mailLogger)
         let directory = GatewayAccountDirectory(store: accounts, authenticator: accountAuthenticator, throttle: loginThrottle,
                                                 registration: configuration.auth.registration, resets: resets)
-        if configuration.limits.policy == .cluster && options.rateLimiter == nil {
-            guard case .postgres = configuration.storage else { throw GatewayStartupError("limits.policy: cluster needs PostgreSQL storage (instances share their buckets there)") }
-        }
         let reloads = ReloadHandle()
         let parts = Parts(
             registrations: registrations, options: options, database: database, metrics: metrics, cache: cache, http: http, inbox: inbox, events: events,
@@ -277,11 +277,19 @@ public final class Gateway: Sendable {
                                              registration: configuration.auth.registration, cache: cache, resets: resets, reloads: reloads,
                                              keyRules: .init(maxPerUser: configuration.auth.maxKeysPerUser, maxRate: configuration.limits.key)),
             reloads: reloads, secrets: secrets)
-        let built = try await parts.plugins(for: configuration, previous: nil)
-        if options.loadDemoData ?? configuration.demo {
-            try await loadDemoData(built.plugins, database: db, logger: logger)
+        let built: (plugins: [LoadedPlugin], created: [LoadedPlugin])
+        let assembled: (live: LiveState, pipeline: PipelineState, callable: [String: (operation: GatewayCore.Route, mount: String)])
+        do {
+            built = try await parts.plugins(for: configuration, previous: nil)
+            if options.loadDemoData ?? configuration.demo {
+                try await loadDemoData(built.plugins, database: db, logger: logger)
+            }
+            assembled = try parts.pipeline(for: configuration, plugins: built.plugins, rateLimiter: parts.rateLimiter(for: configuration, previous: nil))
+        } catch {
+            // The providers' HTTP clients are shut down, as a gateway that started would at its end.
+            await identities?.shutdown()
+            throw error
         }
-        let assembled = try parts.pipeline(for: configuration, plugins: built.plugins, rateLimiter: parts.rateLimiter(for: configuration, previous: nil))
         let responder = GatewayResponder(state: assembled.pipeline, authenticator: parts.authenticator, cache: cache, metrics: metrics, logger: logger,
                                          messaging: messaging.first)
         parts.caller.attach(responder, operations: assembled.callable)

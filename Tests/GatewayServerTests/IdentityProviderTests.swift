@@ -199,10 +199,15 @@ struct IdentityProviderTests {
             let before = try await gateway.gateway.handle(.get, "/v1/me", headers: Self.bearer(try await provider.token(provider.claims())))
             #expect(before.status == 200)
             provider.state.withLock { $0.published = nil }
-            // An unknown kid asks for the keys again, which fails: that token is refused...
+            // An unknown kid asks for the keys again, which fails: that token cannot be checked now (503)...
             let unknown = try TestIdentityProvider.renaming(try await provider.token(provider.claims()), kid: "new-key")
             let refused = try await gateway.gateway.handle(.get, "/v1/me", headers: Self.bearer(unknown))
-            #expect(refused.status == 401)
+            #expect(refused.status == 503, "\(refused.text)")
+            #expect(!refused.text.contains("127.0.0.1"), "the provider's address is not shown to the caller")
+            // ...and the next attempt waits: a burst of them makes no more fetches.
+            let fetches = provider.state.withLock { $0.jwksFetches }
+            for _ in 0..<5 { _ = try await gateway.gateway.handle(.get, "/v1/me", headers: Self.bearer(unknown)) }
+            #expect(provider.state.withLock { $0.jwksFetches } == fetches)
             // ...and the keys fetched before still verify.
             let after = try await gateway.gateway.handle(.get, "/v1/me",
                                                          headers: Self.bearer(try await provider.token(provider.claims(subject: "other"), kid: "es256")))
@@ -236,7 +241,7 @@ struct IdentityProviderTests {
                   type: introspection
                   endpoint: \(provider.issuer)/introspect
                   client: { id: gateway, secret: gateway-secret }
-                  cacheFor: 60s
+                  cacheFor: 2s
                   clockSkew: 0s
                   claims: { subject: username, username: username }
             """
@@ -261,6 +266,10 @@ struct IdentityProviderTests {
                 // Past its exp: the answer kept is gone, and the endpoint's new answer is refused.
                 try await Self.expectRefused(gateway, "opaque-short", "expired")
                 #expect(provider.state.withLock { $0.introspections } == 4)
+                // Revoked at the provider: refused once cacheFor (2 s) has passed, although its exp is minutes away.
+                provider.state.withLock { _ = $0.active.removeValue(forKey: "opaque-long") }
+                try await Self.expectRefused(gateway, "opaque-long", "not active")
+                #expect(provider.state.withLock { $0.introspections } == 5)
                 // An outage is a 503 and is not remembered.
                 provider.state.withLock { $0.introspectionDown = true; $0.active["opaque-new"] = ["username": "erin", "scope": "accounts:read", "exp": .int(now + 300)] }
                 let down = try await gateway.gateway.handle(.get, "/v1/me", headers: Self.bearer("opaque-new"))
@@ -296,10 +305,24 @@ struct IdentityProviderTests {
             let created = try await gateway.gateway.handle(.post, "/v1/notes/notes", headers: Self.bearerJSON(try await provider.token(provider.claims())), body: ByteBuffer(string: #"{"title": "from a token", "body": "x"}"#))
             #expect(created.status == 201, "\(created.text)")
             #expect(created.object["owner"] as? String == id)
-            // Disabled: refused as soon as the gateway forgets what it remembered.
+            // Many first requests of one new caller at once: one account.
+            let newcomer = try await provider.token(provider.claims(subject: "newcomer", username: "newcomer"))
+            let ids = try await withThrowingTaskGroup(of: String?.self) { group in
+                for _ in 0..<8 {
+                    group.addTask {
+                        let reply = try await gateway.gateway.handle(.get, "/v1/me", headers: Self.bearer(newcomer))
+                        return reply.object["id"] as? String ?? "\(reply.status) \(reply.text)"
+                    }
+                }
+                return try await group.reduce(into: [String?]()) { $0.append($1) }
+            }
+            #expect(Set(ids).count == 1, "\(ids)")
+            // Disabled: the token the gateway remembers is refused as soon as it forgets the account's credentials.
+            let remembered = try await provider.token(provider.claims())
+            #expect(try await gateway.gateway.handle(.get, "/v1/me", headers: Self.bearer(remembered)).status == 200)
             try await gateway.gateway.accounts.setDisabled(userID: id, true)
             gateway.gateway.forgetCredentials(userID: id)
-            try await Self.expectRefused(gateway, try await provider.token(provider.claims()), "disabled")
+            try await Self.expectRefused(gateway, remembered, "disabled")
         }
         try await Self.withProvider(storage: storage, corp: "provision: existing") { provider, gateway in
             let token = try await provider.token(provider.claims(subject: "linked-later"))
@@ -335,6 +358,15 @@ struct IdentityProviderTests {
             let notAdmin = try await provider.token(provider.claims(subject: "staff", scope: "admin notes:read", groups: ["staff"]))
             let refused = try await gateway.gateway.handle(.get, "/v1/notes/admin/stats", headers: Self.bearer(notAdmin))
             #expect(refused.status == 403)
+            // An administrator's token without the scope admin is no administrator (as a master key is not).
+            let narrow = try await provider.token(provider.claims(subject: "boss", scope: "notes:read accounts:read", groups: ["gateway-admins"]))
+            #expect(try await gateway.gateway.handle(.get, "/v1/notes/admin/stats", headers: Self.bearer(narrow)).status == 403)
+            #expect(try await gateway.gateway.handle(.get, "/metrics", headers: Self.bearer(narrow)).status == 403)
+            // A token makes no API key (a key would outlive it).
+            let writer = try await provider.token(provider.claims(subject: "writer", scope: "accounts:read accounts:write notes:read"))
+            let key = try await gateway.gateway.handle(.post, "/v1/me/keys", headers: Self.bearerJSON(writer),
+                                                       body: ByteBuffer(string: #"{"label": "k", "scopes": ["*"]}"#))
+            #expect(key.status == 403, "\(key.text)")
         }
     }
 
@@ -357,6 +389,7 @@ struct IdentityProviderTests {
     @Test("providers are checked when the file is read", arguments: [
         ("type: oidc\nissuer: https://idp.example", "audiences"),
         ("type: oidc\nissuer: http://idp.example\naudiences: [g]", "not loopback"),
+        ("type: oidc\nissuer: http://127.evil.example/\naudiences: [g]", "not loopback"),
         ("type: jwt\nissuer: https://idp.example\naudiences: [g]", "jwks"),
         ("type: jwt\nissuer: https://idp.example\naudiences: [g]\nkeys: [{ secret: short }]", "32 bytes"),
         ("type: jwt\nissuer: https://idp.example\naudiences: [g]\nkeys: [{ secret: \(String(repeating: "x", count: 50)), algorithm: HS512 }]", "64 bytes"),
@@ -375,6 +408,11 @@ struct IdentityProviderTests {
             #expect("\(error)".contains(message), "\(error)")
         }
         let unknownAccept = "plugins:\n  notes:\n    accept: [session, nobody]\n"
+        #expect(throws: (any Error).self) {
+            let two = "auth:\n  providers:\n" + ["a", "b"].map { "    \($0):\n      type: introspection\n      endpoint: https://\($0).example/i\n      client: { id: g, secret: s }\n" }.joined()
+            let configuration = try GatewayConfiguration.parse(Data(two.utf8), file: "plugins.yaml", knownPlugins: ["notes"])
+            _ = try IdentityProviders(configuration.auth.providers, baseDirectory: URL(fileURLWithPath: "/"))
+        }
         #expect(throws: (any Error).self) { try GatewayConfiguration.parse(Data(unknownAccept.utf8), file: "plugins.yaml", knownPlugins: ["notes"]) }
     }
 }

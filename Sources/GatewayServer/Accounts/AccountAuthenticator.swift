@@ -127,8 +127,10 @@ public final class AccountAuthenticator: Authenticator {
     /// The principal of a provider's caller: the account linked to it (made on first sight where
     /// the provider provisions), or none; remembered until the token expires, at most ``cacheTTL``.
     private func caller(_ identity: VerifiedIdentity, identities: IdentityProviders) async throws -> Cached {
+        // An administrator's token acts as one only with the scope `admin` (or `*`), as a master key does.
+        let mayAdminister = Principal.covers(identity.scopes, Principal.adminScope)
         var principal = Principal(kind: .token(provider: identity.provider, subject: identity.subject), displayName: identity.username,
-                                  isAdmin: identity.isAdmin, scopes: identity.scopes, address: "")
+                                  isAdmin: identity.isAdmin && mayAdminister, scopes: identity.scopes, address: "")
         let provision = identities.provisioning(of: identity.provider)
         if provision != .none {
             guard let user = try await store.linkedUser(for: identity, provision: provision) else {
@@ -137,7 +139,7 @@ public final class AccountAuthenticator: Authenticator {
             guard !user.disabled else { throw IdentityProviders.refusal("The account of this identity is disabled.") }
             principal.userID = user.id
             principal.displayName = user.displayName
-            principal.isAdmin = identity.isAdmin || user.isAdmin
+            principal.isAdmin = (identity.isAdmin || user.isAdmin) && mayAdminister
             principal.grants = Set(try await store.grants(of: user.id))
         }
         let remaining = Duration.seconds(max(0, identity.expiresAt.timeIntervalSinceNow))

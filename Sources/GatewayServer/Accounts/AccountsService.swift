@@ -57,13 +57,11 @@ struct AccountsService: HostService {
                                        verifications: resets.verifications)]
     }
 
-    /// 403 unless the caller signed in (a session, or an identity provider's token for the
-    /// account): what only the account's holder may do, not a key acting for them.
+    /// 403 unless the caller signed in here (a session): what only the account's holder may do,
+    /// not a key acting for them, nor a provider's token (a key it made would outlive it).
     static func requireSession(_ context: OperationContext, for action: String) throws {
-        switch context.principal.kind {
-        case .user: return
-        case .token where context.principal.userID != nil: return
-        default: throw GatewayError.forbidden("Only a signed-in session may \(action), not an API key.")
+        guard case .user = context.principal.kind else {
+            throw GatewayError.forbidden("Only a signed-in session may \(action), not an API key or a provider's token.")
         }
     }
 

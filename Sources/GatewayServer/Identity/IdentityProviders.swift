@@ -3,6 +3,7 @@ import Foundation
 import GatewayCore
 import HTTPTypes
 import JWTKit
+import NIOSSL
 import Synchronization
 
 /// The identity providers of `auth.providers`: which one a token belongs to, its verification,
@@ -35,9 +36,25 @@ final class IdentityProviders: Sendable {
     }
 
     init(_ settings: [String: ProviderSettings], baseDirectory: URL, now: @escaping @Sendable () -> Date = Date.init) throws {
+        // Everything that can fail is checked before any HTTP client is made (each must be shut down).
+        let sorted = settings.sorted(by: { $0.key < $1.key })
+        var issuers: [String: String] = [:]
+        var authorities: [String: [NIOSSLCertificate]] = [:]
+        for (name, provider) in sorted {
+            authorities[name] = try ProviderTransport.authorities(provider.ca, baseDirectory: baseDirectory)
+            guard provider.type != .introspection, let issuer = provider.issuer else { continue }
+            if let other = issuers[issuer] {
+                throw GatewayError.badRequest("auth.providers: \(other) and \(name) both take tokens of issuer \(issuer).")
+            }
+            issuers[issuer] = name
+        }
+        guard sorted.filter({ $0.value.type == .introspection }).count <= 1 else {
+            // An opaque token says nothing of its issuer: asking several endpoints would show each one the others' tokens.
+            throw GatewayError.badRequest("auth.providers: at most one provider of type introspection.")
+        }
         var verifiers: [ProviderVerifier] = []
-        for (name, provider) in settings.sorted(by: { $0.key < $1.key }) {
-            let transport = try ProviderTransport(ca: provider.ca, baseDirectory: baseDirectory)
+        for (name, provider) in sorted {
+            let transport = ProviderTransport(authorities: authorities[name])
             let keys: ProviderKeys? = switch provider.type {
             case .oidc: ProviderKeys(source: .discovery(issuer: provider.issuer ?? ""), transport: transport, baseDirectory: baseDirectory)
             case .jwt: ProviderKeys(source: provider.jwks.map { .jwks($0) } ?? .fixed(provider.keys), transport: transport, baseDirectory: baseDirectory)
@@ -47,11 +64,7 @@ final class IdentityProviders: Sendable {
         }
         var byIssuer: [String: ProviderVerifier] = [:]
         for verifier in verifiers where verifier.keys != nil {
-            let issuer = verifier.settings.issuer ?? ""
-            if let other = byIssuer[issuer] {
-                throw GatewayError.badRequest("auth.providers: \(other.name) and \(verifier.name) both take tokens of issuer \(issuer).")
-            }
-            byIssuer[issuer] = verifier
+            byIssuer[verifier.settings.issuer ?? ""] = verifier
         }
         self.verifiers = verifiers
         self.byIssuer = byIssuer
@@ -118,8 +131,9 @@ final class IdentityProviders: Sendable {
         } catch let refusal as TokenRefusal {
             if refusal.inactive { remember(digest, Remembered(refusal: refusal.description, until: now.addingTimeInterval(Self.inactiveFor)), now: now) }
             throw Self.refusal(refusal.description)
-        } catch let error as ProviderError {
-            throw GatewayError.unavailable("The identity provider cannot verify this token now (\(error)).", retryAfter: 5)
+        } catch is ProviderError {
+            // What failed (addresses, TLS errors) is the operator's business: /readyz shows it to administrators.
+            throw GatewayError.unavailable("The identity provider cannot verify this token now; try again shortly.", retryAfter: 5)
         }
     }
 
@@ -135,15 +149,8 @@ final class IdentityProviders: Sendable {
                 throw TokenRefusal("No provider of this gateway issues tokens of \(claims.string("iss").map { String($0.prefix(200)) } ?? "no issuer").")
             }
         }
-        var last = TokenRefusal("The token is unknown.")
-        for verifier in introspectors {
-            do {
-                return try await verifier.introspect(token)
-            } catch let refusal as TokenRefusal {
-                last = refusal
-            }
-        }
-        throw last
+        guard let introspector = introspectors.first else { throw TokenRefusal("The token is unknown.") }
+        return try await introspector.introspect(token)
     }
 
     private func remember(_ digest: SHA256Digest, _ entry: Remembered, now: Date) {

@@ -65,7 +65,8 @@ extension AccountStore {
                 made = row
                 break
             } catch {
-                if try await userRow(usernameKey: row.username_key) == nil { throw error }
+                // The name is taken (perhaps by a request making this same account: then it is linked by now).
+                if let linked = try await linkedRow(issuer: identity.issuer, subject: identity.subject) { return linked.user }
             }
         }
         guard let made else { throw GatewayError.conflict("No free username for this identity.", duplicate: "username") }

@@ -9,8 +9,9 @@ import Synchronization
 /// A fetched set is kept for its `Cache-Control: max-age` (bounded to 1 minute – 1 day; 10
 /// minutes without one) and refreshed in the background once stale; a token naming a `kid` the
 /// set lacks refreshes it at once, at most once per ``unknownKeyInterval`` (a flood of random
-/// kids costs one fetch). When the provider cannot be reached, the keys fetched before stay in
-/// use. Each fetched set is a new `JWTKeyCollection` swapped in whole, with every key bound to
+/// kids costs one fetch); a token that comes while a fetch is under way waits for it. When the
+/// provider cannot be reached, the keys fetched before stay in use, the next attempt waits
+/// ``retryInterval``, and a token whose key is not known is answered 503 (it may be good). Each fetched set is a new `JWTKeyCollection` swapped in whole, with every key bound to
 /// one algorithm (a JWK without `alg` gets its type's usual one) and none acting as a default for
 /// tokens naming another kid.
 final class ProviderKeys: Sendable {
@@ -40,12 +41,13 @@ final class ProviderKeys: Sendable {
         var fetchedAt: Date?
         var error: String?
         var lastUnknownKeyRefresh: ContinuousClock.Instant?
+        /// After a failed fetch: no other before this.
+        var retryAt: ContinuousClock.Instant?
         var refreshing: Task<Void, Never>?
-        /// From discovery: the RFC 7662 endpoint, if the provider names one.
-        var introspectionEndpoint: String?
     }
 
     static let unknownKeyInterval: Duration = .seconds(30)
+    static let retryInterval: Duration = .seconds(10)
     static let defaultAge: Duration = .seconds(600)
     static let ageBounds: ClosedRange<Int> = 60...86_400
 
@@ -79,32 +81,34 @@ final class ProviderKeys: Sendable {
     func key(for kid: String?) async throws -> (JWTKeyCollection, algorithm: String) {
         let name = kid ?? ""
         let now = ContinuousClock.now
-        let (current, stale) = state.withLock { ($0.current, $0.current.map { now > $0.freshUntil } ?? true) }
+        let (current, stale, running) = state.withLock { ($0.current, $0.current.map { now > $0.freshUntil } ?? true, $0.refreshing) }
         if let current, let algorithm = current.algorithms[name] {
-            if stale { startRefresh() }
+            if stale { startRefresh(now) }
             return (current.collection, algorithm)
         }
-        // Unknown kid (or no keys yet): refresh, unless one was made for that reason lately.
-        let mayRefresh: Bool = state.withLock { state in
-            guard case .fixed = source else {
-                if let last = state.lastUnknownKeyRefresh, now - last < Self.unknownKeyInterval, state.current != nil { return false }
+        if let running {
+            // A fetch under way may bring the key.
+            await running.value
+        } else {
+            // Unknown kid (or no keys yet): fetch, unless one was made for that reason lately or failed lately.
+            let mayRefresh: Bool = state.withLock { state in
+                if case .fixed = source { return false }
+                if let retry = state.retryAt, now < retry { return false }
+                if state.current != nil, let last = state.lastUnknownKeyRefresh, now - last < Self.unknownKeyInterval { return false }
                 state.lastUnknownKeyRefresh = now
                 return true
             }
-            return false
+            if mayRefresh { await refresh() }
         }
-        if mayRefresh { await refresh() }
-        guard let set = state.withLock({ $0.current }) else {
-            throw ProviderError.unreachable(state.withLock { $0.error } ?? "no keys")
-        }
+        let (set, error) = state.withLock { ($0.current, $0.error) }
+        guard let set else { throw ProviderError.unreachable(error ?? "no keys") }
         guard let algorithm = set.algorithms[name] else {
+            // The keys could not be fetched lately: the token may be good.
+            if let error { throw ProviderError.unreachable(error) }
             throw TokenRefusal(kid == nil ? "The token names no key (kid), and this provider has no key for such tokens." : "The token's key (kid) is not one of the provider's keys.")
         }
         return (set.collection, algorithm)
     }
-
-    /// The introspection endpoint the discovery document names, if any.
-    var introspectionEndpoint: String? { state.withLock { $0.introspectionEndpoint } }
 
     /// Fetches the keys now (one fetch at a time: a refresh already under way is waited for).
     func refresh() async {
@@ -117,38 +121,38 @@ final class ProviderKeys: Sendable {
         await task.value
     }
 
-    private func startRefresh() {
+    private func startRefresh(_ now: ContinuousClock.Instant) {
         state.withLock { state in
-            guard state.refreshing == nil else { return }
+            guard state.refreshing == nil, state.retryAt.map({ now >= $0 }) ?? true else { return }
             state.refreshing = Task { await self.fetch() }
         }
     }
 
     private func fetch() async {
         do {
-            let (set, introspection) = try await fetchSet()
+            let set = try await fetchSet()
             state.withLock { state in
                 state.current = set
                 state.fetchedAt = Date()
                 state.error = nil
-                state.introspectionEndpoint = introspection ?? state.introspectionEndpoint
+                state.retryAt = nil
                 state.refreshing = nil
             }
         } catch {
             state.withLock { state in
                 state.error = "\(error)"
+                state.retryAt = .now + Self.retryInterval
                 state.refreshing = nil
             }
         }
     }
 
-    private func fetchSet() async throws -> (KeySet, introspection: String?) {
+    private func fetchSet() async throws -> KeySet {
         guard let transport else { throw ProviderError.unreachable("no transport") }
         var jwksURL: String
-        var introspection: String?
         switch source {
         case .fixed(let keys):
-            return (try await Self.fixedSet(keys, baseDirectory: baseDirectory), nil)
+            return try await Self.fixedSet(keys, baseDirectory: baseDirectory)
         case .jwks(let url):
             jwksURL = url
         case .discovery(let issuer):
@@ -165,12 +169,11 @@ final class ProviderKeys: Sendable {
             guard let url = document["jwks_uri"] as? String else { throw ProviderError.badDocument("the discovery document names no jwks_uri") }
             if let problem = ProviderSettings.transportProblem(url) { throw ProviderError.badDocument("jwks_uri: \(problem)") }
             jwksURL = url
-            introspection = (document["introspection_endpoint"] as? String).flatMap { ProviderSettings.transportProblem($0) == nil ? $0 : nil }
         }
         let answer = try await transport.get(jwksURL)
         guard answer.status == 200 else { throw ProviderError.unreachable("the JWKS answered \(answer.status)") }
         let age = answer.maxAge.map { Duration.seconds(min(max($0, Self.ageBounds.lowerBound), Self.ageBounds.upperBound)) } ?? Self.defaultAge
-        return (try await Self.jwksSet(answer.body, freshFor: age), introspection)
+        return try await Self.jwksSet(answer.body, freshFor: age)
     }
 
     /// The usable signing keys of a JWKS document: keys for encryption, of a type or curve

@@ -185,9 +185,17 @@ public struct ProviderSettings: Decodable, Sendable, Equatable {
         }
         if scheme == "https" { return nil }
         guard scheme == "http" else { return "'\(text)' is not an https URL" }
-        let bare = host.trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
-        if bare == "localhost" || bare == "::1" || bare.hasPrefix("127.") { return nil }
+        let bare = host.trimmingCharacters(in: CharacterSet(charactersIn: "[]")).lowercased()
+        if bare == "localhost" || bare == "::1" || isLoopbackIPv4(bare) { return nil }
         return "'\(text)' is plain http to a host that is not loopback: use https"
+    }
+
+    /// Whether `host` is an IPv4 address in 127.0.0.0/8, written as four decimal parts (a name
+    /// such as `127.example.com` is not).
+    static func isLoopbackIPv4(_ host: String) -> Bool {
+        let parts = host.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 4, parts[0] == "127" else { return false }
+        return parts.allSatisfy { part in part.count <= 3 && !part.isEmpty && part.allSatisfy(\.isASCII) && Int(part).map { (0...255).contains($0) } == true }
     }
 }
 

@@ -22,17 +22,21 @@ final class ProviderTransport: Sendable {
         var maxAge: Int?
     }
 
-    /// `ca`: a PEM file of the certificate authorities to trust instead of the system's.
-    init(ca: String?, baseDirectory: URL, deadline: TimeAmount = .seconds(10)) throws {
-        var tls = TLSConfiguration.makeClientConfiguration()
-        if let ca {
-            let path = ca.hasPrefix("/") ? ca : baseDirectory.appendingPathComponent(ca).path
-            do {
-                tls.trustRoots = .certificates(try NIOSSLCertificate.fromPEMFile(path))
-            } catch {
-                throw GatewayError.badRequest("The provider's ca: file \(path) cannot be read as PEM certificates: \(error)")
-            }
+    /// The certificates of a provider's `ca:` file (nil without one: the system's trust store).
+    static func authorities(_ ca: String?, baseDirectory: URL) throws -> [NIOSSLCertificate]? {
+        guard let ca else { return nil }
+        let path = ca.hasPrefix("/") ? ca : baseDirectory.appendingPathComponent(ca).path
+        do {
+            return try NIOSSLCertificate.fromPEMFile(path)
+        } catch {
+            throw GatewayError.badRequest("The provider's ca: file \(path) cannot be read as PEM certificates: \(error)")
         }
+    }
+
+    /// `authorities`: the certificate authorities to trust instead of the system's.
+    init(authorities: [NIOSSLCertificate]?, deadline: TimeAmount = .seconds(10)) {
+        var tls = TLSConfiguration.makeClientConfiguration()
+        if let authorities { tls.trustRoots = .certificates(authorities) }
         var configuration = HTTPClient.Configuration(tlsConfiguration: tls, redirectConfiguration: .disallow,
                                                      timeout: .init(connect: .seconds(5), read: deadline))
         configuration.connectionPool = .init(idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: 16)

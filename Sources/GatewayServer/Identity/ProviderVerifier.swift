@@ -80,7 +80,7 @@ struct ProviderVerifier: Sendable {
 
     private func checkAudience(_ claims: TokenClaims, required: Bool) throws {
         guard !settings.audiences.isEmpty else { return }
-        guard let audiences = claims.strings("aud") else {
+        guard let audiences = claims.strings("aud", splittingSpaces: false) else {
             if required { throw TokenRefusal("The token names no audience (aud).") }
             return
         }
@@ -108,7 +108,8 @@ struct ProviderVerifier: Sendable {
         if let settingsIssuer = settings.issuer, let stated = claims.string("iss"), stated != settingsIssuer {
             throw TokenRefusal("The token's issuer is not \(settingsIssuer).")
         }
-        let expiresAt = try checkTimes(claims, expRequired: false)
+        // Kept up to cacheFor, never past exp: a token revoked at the provider stops working then.
+        let expiresAt = min(try checkTimes(claims, expRequired: false), now().addingTimeInterval(settings.cacheFor.seconds))
         try checkAudience(claims, required: false)
         return try settings.identity(named: name, issuer: issuer, claims: claims, expiresAt: expiresAt)
     }

@@ -38,10 +38,11 @@ struct TokenClaims: JWTPayload {
         }
     }
 
-    /// A claim as a list: an array of strings, or a string split at spaces (as `scope` is).
-    func strings(_ name: String) -> [String]? {
+    /// A claim as a list: an array of strings, or one string (split at spaces where
+    /// `splittingSpaces`, as `scope` is written; `aud` or a role is one value).
+    func strings(_ name: String, splittingSpaces: Bool = false) -> [String]? {
         switch value(name) {
-        case .string(let text): text.split(separator: " ").map(String.init)
+        case .string(let text): splittingSpaces ? text.split(separator: " ").map(String.init) : [text]
         case .array(let items): items.compactMap { if case .string(let text) = $0 { text } else { nil } }
         default: nil
         }
@@ -85,7 +86,8 @@ extension ProviderSettings {
         }
         var scopes: Set<String> = ["*"]
         if !self.claims.scopes.isEmpty {
-            let listed = claims.strings(self.claims.scopes) ?? (self.claims.scopes == "scope" ? claims.strings("scp") : nil)
+            let listed = claims.strings(self.claims.scopes, splittingSpaces: true)
+                ?? (self.claims.scopes == "scope" ? claims.strings("scp", splittingSpaces: true) : nil)
             scopes = Set(listed ?? [])
         }
         let isAdmin = self.claims.admin.map { match in
