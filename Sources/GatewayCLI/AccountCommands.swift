@@ -35,7 +35,7 @@ private func readPassword(_ given: String?) throws -> String {
 struct UserCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "user", abstract: "Manage accounts (the first administrator comes from here).",
-        subcommands: [Add.self, List.self, Passwd.self, Disable.self, Grant.self, Realm.self])
+        subcommands: [Add.self, List.self, Passwd.self, Disable.self, Grant.self, Realm.self, Link.self])
 
     struct Add: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Create a user; the password is read from standard input unless --password is given.")
@@ -101,6 +101,29 @@ struct UserCommand: AsyncParsableCommand {
 }
 
 extension UserCommand {
+    /// Links an account to a caller of an identity provider, so that the caller's tokens act for
+    /// it: what a provider with `provision: existing` needs before its callers are accepted.
+    struct Link: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Link a user to an identity of a provider of auth.providers (replacing an earlier link of that identity).")
+        @OptionGroup var options: ConfigOptions
+        @Argument(help: "The username.") var username: String
+        @Option(help: "The provider's name in auth.providers.") var provider: String
+        @Option(help: "The caller's subject there (the claim claims.subject names; sub by default).") var subject: String
+
+        func run() async throws {
+            let configuration = try options.load()
+            guard let settings = configuration.auth.providers[provider] else {
+                throw ValidationError("auth.providers has no provider '\(provider)'")
+            }
+            try await withAccounts(options) { store in
+                guard let user = try await store.user(named: username) else { throw ValidationError("no user named '\(username)'") }
+                try await store.link(userID: user.id, issuer: settings.linkIssuer, subject: subject, provider: provider)
+            }
+            print("\(username) linked to \(provider) subject \(subject)")
+        }
+    }
+
     /// Grants a user the right to write data every user shares (a suggestion dictionary, transit
     /// feeds, bucket definitions): the routes guarded by such a grant accept administrators and the
     /// users granted it. Scopes of keys never do: they only narrow what a key may do.

@@ -306,6 +306,30 @@ extension GatewayBinaryTests {
 }
 
 extension GatewayBinaryTests {
+    @Test("`user link` links an account to a provider's caller; `providers` lists the providers and their keys")
+    func identityCommands() async throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        try """
+            storage: sqlite:data/gateway.sqlite
+            auth:
+              providers:
+                corp:
+                  type: jwt
+                  issuer: https://idp.example
+                  audiences: [gateway]
+                  keys: [{ secret: "a-shared-secret-of-forty-bytes-or-so-000" }]
+                  provision: existing
+            """.write(to: directory.appendingPathComponent("plugins.yaml"), atomically: true, encoding: .utf8)
+        #expect(try await run(["user", "add", "ada", "--password", "correct horse battery", "--log-level", "error"], in: directory).status == 0)
+        let linked = try await run(["user", "link", "ada", "--provider", "corp", "--subject", "248289761001", "--log-level", "error"], in: directory)
+        #expect(linked.status == 0 && linked.output.contains("ada linked to corp"), "\(linked.output)")
+        let unknown = try await run(["user", "link", "ada", "--provider", "nope", "--subject", "x", "--log-level", "error"], in: directory)
+        #expect(unknown.status != 0 && unknown.output.contains("no provider 'nope'"), "\(unknown.output)")
+        let providers = try await run(["providers", "--log-level", "error"], in: directory)
+        #expect(providers.status == 0 && providers.output.contains("corp") && providers.output.contains("ok"), "\(providers.output)")
+    }
+
     @Test("`user` and `key` manage accounts and master keys from the command line")
     func accountCommands() async throws {
         let directory = try temporaryDirectory()

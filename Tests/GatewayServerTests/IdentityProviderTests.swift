@@ -285,6 +285,34 @@ struct IdentityProviderTests {
         }
     }
 
+    @Test("a flood of made-up opaque tokens: at most 64 introspections under way, the rest 503")
+    func introspectionFlood() async throws {
+        let provider = try await TestIdentityProvider.make()
+        try await provider.serve { provider in
+            let yaml = notesYAML + """
+
+            auth:
+              providers:
+                sso:
+                  type: introspection
+                  endpoint: \(provider.issuer)/introspect
+                  client: { id: gateway, secret: gateway-secret }
+            """
+            try await TestGateway.with(notes, yaml: yaml) { gateway in
+                provider.state.withLock { $0.introspectionDelay = .milliseconds(500) }
+                let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
+                    for index in 0..<100 {
+                        group.addTask { try await gateway.gateway.handle(.get, "/v1/me", headers: Self.bearer("made-up-\(index)")).status }
+                    }
+                    return try await group.reduce(into: [Int]()) { $0.append($1) }
+                }
+                #expect(provider.state.withLock { $0.introspections } <= 64)
+                #expect(statuses.filter { $0 == 503 }.count >= 36, "\(statuses)")
+                #expect(statuses.allSatisfy { $0 == 401 || $0 == 503 })
+            }
+        }
+    }
+
     @Test("accounts: made on first sight and linked by issuer and subject; existing and none", arguments: TestStorage.available)
     func provisioning(storage: TestStorage) async throws {
         try await Self.withProvider(storage: storage) { provider, gateway in

@@ -22,6 +22,8 @@ final class TestIdentityProvider: Sendable {
         var introspections = 0
         /// Whether introspection answers 500 (an outage).
         var introspectionDown = false
+        /// How long introspection takes to answer.
+        var introspectionDelay: Duration = .zero
         var cacheControl = "max-age=300"
     }
 
@@ -157,10 +159,11 @@ final class TestIdentityProvider: Sendable {
             guard request.headers[.authorization] == expected else { return Response(status: .unauthorized) }
             let form = String(buffer: try await request.body.collect(upTo: 1 << 16))
             let token = form.split(separator: "&").first { $0.hasPrefix("token=") }.map { String($0.dropFirst(6)).removingPercentEncoding ?? "" } ?? ""
-            let (answer, down): ([String: JWTHeaderField]?, Bool) = self.state.withLock { state in
+            let (answer, down, delay): ([String: JWTHeaderField]?, Bool, Duration) = self.state.withLock { state in
                 state.introspections += 1
-                return (state.active[token], state.introspectionDown)
+                return (state.active[token], state.introspectionDown, state.introspectionDelay)
             }
+            if delay > .zero { try await Task.sleep(for: delay) }
             if down { return Response(status: .internalServerError) }
             var fields = answer ?? [:]
             fields["active"] = .bool(answer != nil)

@@ -28,6 +28,10 @@ final class IdentityProviders: Sendable {
     static let maxTokenLength = 16_384
     /// How long an inactive introspected token is remembered as such.
     static let inactiveFor: TimeInterval = 60
+    /// Introspection calls under way at most: a flood of made-up bearer tokens (each one a call,
+    /// asked before any rate limit, since the caller is not known yet) gets 503s beyond it.
+    static let maxIntrospecting = 64
+    private let introspecting = Mutex(0)
 
     private struct Remembered {
         var identity: VerifiedIdentity?
@@ -150,6 +154,13 @@ final class IdentityProviders: Sendable {
             }
         }
         guard let introspector = introspectors.first else { throw TokenRefusal("The token is unknown.") }
+        let admitted = introspecting.withLock { count in
+            guard count < Self.maxIntrospecting else { return false }
+            count += 1
+            return true
+        }
+        guard admitted else { throw ProviderError.unreachable("too many introspections under way") }
+        defer { introspecting.withLock { $0 -= 1 } }
         return try await introspector.introspect(token)
     }
 

@@ -33,6 +33,7 @@ extension AccountStore {
     /// Links an existing account to an identity (for `provision: existing`), replacing an earlier link.
     public func link(userID: String, issuer: String, subject: String, provider: String) async throws {
         guard try await userRow(id: userID) != nil else { throw GatewayError.notFound("No such user.") }
+        guard !subject.isEmpty, subject.utf8.count <= 255 else { throw GatewayError.invalid(field: "/subject", "must be 1 to 255 bytes") }
         try await database.delete(from: "gateway_identities").where("issuer", .equal, issuer).where("subject", .equal, subject).run()
         try await database.insert(into: "gateway_identities")
             .model(IdentityLinkRow(issuer: issuer, subject: subject, user_id: userID, provider: provider, created_at: clock.now().timeIntervalSince1970))

@@ -157,6 +157,9 @@ public struct ProviderSettings: Decodable, Sendable, Equatable {
             for algorithm in algorithms where !JWTAlgorithms.all.contains(algorithm) {
                 throw fail(.algorithms, "'\(algorithm)' is not one of \(JWTAlgorithms.all.joined(separator: ", "))")
             }
+            if algorithms.contains(where: JWTAlgorithms.hmac.contains), !keys.contains(where: { $0.secret != nil }) {
+                throw fail(.algorithms, "HS256, HS384 and HS512 are accepted only with a secret: among keys:")
+            }
         }
         for (key, url) in [(CodingKeys.issuer, issuer), (.jwks, jwks), (.endpoint, endpoint)] {
             if let url, let problem = ProviderSettings.transportProblem(url) { throw fail(key, problem) }
@@ -176,6 +179,10 @@ public struct ProviderSettings: Decodable, Sendable, Equatable {
             guard cacheFor.seconds >= 0, cacheFor.seconds <= 3600 else { throw fail(.cacheFor, "cacheFor must be between 0s and 1h") }
         }
     }
+
+    /// The issuer an identity of this provider is linked by: its `issuer`, or for an
+    /// introspection provider without one, its endpoint.
+    public var linkIssuer: String { issuer ?? endpoint ?? "" }
 
     /// Why `text` may not be fetched from: it must be an https URL, or http to a loopback address
     /// (a sidecar, a test). Nil when it may.

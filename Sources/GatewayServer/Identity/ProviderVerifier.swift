@@ -104,7 +104,7 @@ struct ProviderVerifier: Sendable {
         }
         // RFC 7662 §2.2: `active` is required; anything but true is an inactive token.
         guard claims.bool("active") == true else { throw TokenRefusal("The token is not active.", inactive: true) }
-        let issuer = settings.issuer ?? endpoint
+        let issuer = settings.linkIssuer
         if let settingsIssuer = settings.issuer, let stated = claims.string("iss"), stated != settingsIssuer {
             throw TokenRefusal("The token's issuer is not \(settingsIssuer).")
         }

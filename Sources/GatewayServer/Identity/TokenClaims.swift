@@ -94,7 +94,12 @@ extension ProviderSettings {
             (claims.strings(match.claim) ?? []).contains(match.value ?? "")
         } ?? false
         let groups = self.claims.group.map { claims.strings($0.claim) ?? [] } ?? []
-        let username = claims.string(self.claims.username).flatMap { $0.isEmpty ? nil : $0 } ?? subject
+        // Shown and used as a name: printable, trimmed, at most 64 characters.
+        let named = claims.string(self.claims.username).map { text in
+            String(String.UnicodeScalarView(text.unicodeScalars.filter { !$0.properties.isWhitespace || $0 == " " }.filter { $0.properties.generalCategory != .control }))
+                .trimmingCharacters(in: .whitespaces).prefix(64)
+        }
+        let username = named.flatMap { $0.isEmpty ? nil : String($0) } ?? String(subject.prefix(64))
         return VerifiedIdentity(provider: provider, issuer: issuer, subject: subject, username: username, scopes: scopes,
                                 isAdmin: isAdmin, groups: groups, expiresAt: expiresAt)
     }
