@@ -47,6 +47,20 @@ struct IdentityProviderTests {
         }
     }
 
+    /// plugins.yaml of a gateway asking `provider`'s introspection endpoint as `sso`, with `more` under `sso:`.
+    static func introspectionYAML(_ provider: TestIdentityProvider, more: String = "") -> String {
+        notesYAML + """
+
+        auth:
+          providers:
+            sso:
+              type: introspection
+              endpoint: \(provider.issuer)/introspect
+              client: { id: gateway, secret: gateway-secret }
+        \(more.split(separator: "\n").map { "      " + $0 }.joined(separator: "\n"))
+        """
+    }
+
     static func bearer(_ token: String) -> HTTPFields { [.authorization: "Bearer " + token] }
     static func bearerJSON(_ token: String) -> HTTPFields { [.authorization: "Bearer " + token, .contentType: "application/json"] }
 
@@ -233,18 +247,7 @@ struct IdentityProviderTests {
     func introspection() async throws {
         let provider = try await TestIdentityProvider.make()
         try await provider.serve { provider in
-            let yaml = notesYAML + """
-
-            auth:
-              providers:
-                sso:
-                  type: introspection
-                  endpoint: \(provider.issuer)/introspect
-                  client: { id: gateway, secret: gateway-secret }
-                  cacheFor: 2s
-                  clockSkew: 0s
-                  claims: { subject: username, username: username }
-            """
+            let yaml = Self.introspectionYAML(provider, more: "cacheFor: 2s\nclockSkew: 0s\nclaims: { subject: username, username: username }")
             try await TestGateway.with(notes, yaml: yaml, configure: { $0.credentialCacheTTL = .milliseconds(100) }) { gateway in
                 let now = Int(Date().timeIntervalSince1970)
                 provider.state.withLock { state in
@@ -289,15 +292,7 @@ struct IdentityProviderTests {
     func introspectionFlood() async throws {
         let provider = try await TestIdentityProvider.make()
         try await provider.serve { provider in
-            let yaml = notesYAML + """
-
-            auth:
-              providers:
-                sso:
-                  type: introspection
-                  endpoint: \(provider.issuer)/introspect
-                  client: { id: gateway, secret: gateway-secret }
-            """
+            let yaml = Self.introspectionYAML(provider)
             try await TestGateway.with(notes, yaml: yaml) { gateway in
                 provider.state.withLock { $0.introspectionDelay = .milliseconds(500) }
                 let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
