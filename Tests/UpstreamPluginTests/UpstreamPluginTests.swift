@@ -143,6 +143,7 @@ struct UpstreamPluginTests {
                 #expect(sessionHeaders["x-user-id"] == userID && sessionHeaders["x-user-scopes"] == nil)
                 #expect(sessionHeaders["x-credential"] == "session" && sessionHeaders["x-admin"] == nil)
                 let guest = try await gateway.gateway.handle(.get, "/v1/weather/x", headers: spoofed)
+                #expect(guest.status == 200 && byKey.status == 200 && bySession.status == 200)
                 let guestHeaders = guest.json["headers"] as? [String: String] ?? [:]
                 #expect(guestHeaders["x-user-id"] == nil && guestHeaders["x-user-scopes"] == nil && guestHeaders["x-credential"] == nil)
                 #expect(guestHeaders["x-admin"] == nil)

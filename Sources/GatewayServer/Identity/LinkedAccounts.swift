@@ -57,6 +57,7 @@ extension AccountStore {
         base = String(base.prefix(Self.longestUsername - 9))
         let now = clock.now().timeIntervalSince1970
         var made: UserRow?
+        var failure: (any Error)?
         for name in [base, base + "-" + mark, base + "-" + String(Self.newID().prefix(8))] {
             let row = UserRow(id: Self.newID(), username: name, username_key: Self.usernameKey(name), display_name: identity.username,
                               profile: "{}", password_hash: "!", is_admin: 0, disabled: 0, created_at: now, updated_at: now,
@@ -66,11 +67,13 @@ extension AccountStore {
                 made = row
                 break
             } catch {
-                // The name is taken (perhaps by a request making this same account: then it is linked by now).
+                // The name is taken (perhaps by a request making this same account: then it is linked
+                // by now), or was for a moment; otherwise the error is the database's, and is told.
                 if let linked = try await linkedRow(issuer: identity.issuer, subject: identity.subject) { return linked.user }
+                if try await userRow(usernameKey: row.username_key) == nil { failure = error }
             }
         }
-        guard let made else { throw GatewayError.conflict("No free username for this identity.", duplicate: "username") }
+        guard let made else { throw failure ?? GatewayError.conflict("No free username for this identity.", duplicate: "username") }
         do {
             try await database.insert(into: "gateway_identities")
                 .model(IdentityLinkRow(issuer: identity.issuer, subject: identity.subject, user_id: made.id, provider: identity.provider, created_at: now))
