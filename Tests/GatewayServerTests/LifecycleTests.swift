@@ -49,8 +49,8 @@ struct LifecycleTests {
         try await withServing { port, group in
             let client = HTTPClient.shared
             // Generous deadlines: these tests are about completion, not speed, and a loaded CI host
-            // has been seen to stall a run for tens of seconds.
-            async let slow = client.execute(HTTPClientRequest(url: "http://127.0.0.1:\(port)/v1/notes/slow?ms=800"), timeout: .seconds(60))
+            // has been seen to stall a run for tens of seconds (once past a minute, in a full run).
+            async let slow = client.execute(HTTPClientRequest(url: "http://127.0.0.1:\(port)/v1/notes/slow?ms=800"), timeout: .seconds(300))
             try await Task.sleep(for: .milliseconds(200))
             await group.triggerGracefulShutdown()
             let response = try await slow
