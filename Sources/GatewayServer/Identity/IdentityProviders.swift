@@ -76,8 +76,6 @@ final class IdentityProviders: Sendable {
         self.now = now
     }
 
-    var names: [String] { verifiers.map(\.name) }
-
     /// How `provider`'s callers become accounts.
     func provisioning(of provider: String) -> ProviderSettings.Provisioning {
         verifiers.first { $0.name == provider }?.settings.provision ?? .none

@@ -32,13 +32,11 @@ final class ProviderKeys: Sendable {
     /// What `/readyz` and `gateway providers` show.
     struct Status: Sendable {
         var keys: Int
-        var fetchedAt: Date?
         var error: String?
     }
 
     private struct State {
         var current: KeySet?
-        var fetchedAt: Date?
         var error: String?
         var lastUnknownKeyRefresh: ContinuousClock.Instant?
         /// After a failed fetch: no other before this.
@@ -63,7 +61,7 @@ final class ProviderKeys: Sendable {
     }
 
     var status: Status {
-        state.withLock { Status(keys: $0.current?.algorithms.count ?? 0, fetchedAt: $0.fetchedAt, error: $0.error) }
+        state.withLock { Status(keys: $0.current?.algorithms.count ?? 0, error: $0.error) }
     }
 
     /// Loads the keys: configured keys must load (an error names the key); a provider that cannot
@@ -71,7 +69,7 @@ final class ProviderKeys: Sendable {
     func prepare() async throws {
         if case .fixed(let keys) = source {
             let set = try await Self.fixedSet(keys, baseDirectory: baseDirectory)
-            state.withLock { $0.current = set; $0.fetchedAt = Date() }
+            state.withLock { $0.current = set }
         } else {
             await refresh()
         }
@@ -133,7 +131,6 @@ final class ProviderKeys: Sendable {
             let set = try await fetchSet()
             state.withLock { state in
                 state.current = set
-                state.fetchedAt = Date()
                 state.error = nil
                 state.retryAt = nil
                 state.refreshing = nil
