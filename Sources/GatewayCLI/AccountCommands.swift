@@ -35,7 +35,7 @@ private func readPassword(_ given: String?) throws -> String {
 struct UserCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "user", abstract: "Manage accounts (the first administrator comes from here).",
-        subcommands: [Add.self, List.self, Passwd.self, Disable.self, Grant.self, Realm.self, Link.self])
+        subcommands: [Add.self, List.self, Passwd.self, Disable.self, Grant.self, Realm.self, Link.self, Group.self])
 
     struct Add: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Create a user; the password is read from standard input unless --password is given.")
@@ -101,6 +101,38 @@ struct UserCommand: AsyncParsableCommand {
 }
 
 extension UserCommand {
+    /// Puts an account in a consumer group of `limits.groups` (its rate and quota apply to the
+    /// account's sessions, keys and tokens), or in none.
+    struct Group: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Put a user in a consumer group of limits.groups (its rate and quota then apply), or in none with --none.")
+        @OptionGroup var options: ConfigOptions
+        @Argument(help: "The username.") var username: String
+        @Argument(help: "The group's name in limits.groups.") var group: String?
+        @Flag(help: "Take the user out of their group.") var none = false
+
+        func validate() throws {
+            guard (group == nil) != !none else { throw ValidationError("name a group, or give --none") }
+        }
+
+        func run() async throws {
+            if let group { try Self.check(group, options) }
+            try await withAccounts(options) { store in
+                guard let user = try await store.user(named: username) else { throw ValidationError("no user named '\(username)'") }
+                try await store.setConsumerGroup(userID: user.id, group)
+            }
+            print(group.map { "\(username) is in group \($0)" } ?? "\(username) is in no group")
+        }
+
+        /// Refuses a group plugins.yaml does not configure.
+        static func check(_ group: String, _ options: ConfigOptions) throws {
+            let configured = try options.load().limits.groups
+            guard configured[group] != nil else {
+                throw ValidationError("limits.groups has no group '\(group)'" + (configured.isEmpty ? "" : " (it has \(configured.keys.sorted().joined(separator: ", ")))"))
+            }
+        }
+    }
+
     /// Links an account to a caller of an identity provider, so that the caller's tokens act for
     /// it: what a provider with `provision: existing` needs before its callers are accepted.
     struct Link: AsyncParsableCommand {
@@ -201,8 +233,10 @@ struct KeyCommand: AsyncParsableCommand {
         @Option(help: "Its own rate limit, such as 100/min (any rate: a user's own keys may only lower what keys get).") var rate: String?
         @Flag(help: "Count its requests in a rate-limit bucket of its own, not in its owner's (which all the owner's keys share).") var ownLimit = false
         @Option(name: .customLong("allow-address"), help: "An address or IPv4 CIDR it is accepted from (repeatable).") var addresses: [String] = []
+        @Option(help: "The consumer group (limits.groups) its requests count in, before its owner's.") var group: String?
 
         func run() async throws {
+            if let group { try UserCommand.Group.check(group, options) }
             let (secret, key) = try await withAccounts(options) { store in
                 var owner: String?
                 if let user {
@@ -211,7 +245,7 @@ struct KeyCommand: AsyncParsableCommand {
                 }
                 return try await store.createKey(userID: owner, grant: .init(label: label, scopes: scopes,
                                                                              allowedAddresses: addresses.isEmpty ? nil : addresses, rate: rate),
-                                                 ownLimit: ownLimit)
+                                                 ownLimit: ownLimit, consumerGroup: group)
             }
             print(secret)
             FileHandle.standardError.write(Data("key \(key.id) (\(key.label)); the secret above is not stored and will not be shown again\n".utf8))

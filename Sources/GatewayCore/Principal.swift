@@ -45,6 +45,10 @@ public struct Principal: Sendable, Equatable, Hashable {
     /// their owner's bucket (``rateLimitKey``), so that making more keys buys no more requests;
     /// an administrator may give one key a bucket of its own (master keys always have one).
     public var hasOwnLimit: Bool = false
+    /// The consumer groups the caller belongs to, the most specific first: its key's, its
+    /// account's, then those its provider's token names. The first that `limits.groups`
+    /// configures sets its rate and quota.
+    public var groups: [String] = []
 
     /// A number of requests per number of seconds.
     public struct Quota: Sendable, Equatable, Hashable {

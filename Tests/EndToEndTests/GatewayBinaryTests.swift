@@ -306,7 +306,7 @@ extension GatewayBinaryTests {
 }
 
 extension GatewayBinaryTests {
-    @Test("`user link` links an account to a provider's caller; `providers` lists the providers and their keys")
+    @Test("`user link` links an account to a provider's caller; `user group` and `key create --group` set consumer groups; `providers` lists the providers and their keys")
     func identityCommands() async throws {
         let directory = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
@@ -320,12 +320,23 @@ extension GatewayBinaryTests {
                   audiences: [gateway]
                   keys: [{ secret: "a-shared-secret-of-forty-bytes-or-so-000" }]
                   provision: existing
+            limits:
+              groups:
+                partners: { rate: 600/min, quota: 100000/month }
             """.write(to: directory.appendingPathComponent("plugins.yaml"), atomically: true, encoding: .utf8)
         #expect(try await run(["user", "add", "ada", "--password", "correct horse battery", "--log-level", "error"], in: directory).status == 0)
         let linked = try await run(["user", "link", "ada", "--provider", "corp", "--subject", "248289761001", "--log-level", "error"], in: directory)
         #expect(linked.status == 0 && linked.output.contains("ada linked to corp"), "\(linked.output)")
         let unknown = try await run(["user", "link", "ada", "--provider", "nope", "--subject", "x", "--log-level", "error"], in: directory)
         #expect(unknown.status != 0 && unknown.output.contains("no provider 'nope'"), "\(unknown.output)")
+        let grouped = try await run(["user", "group", "ada", "partners", "--log-level", "error"], in: directory)
+        #expect(grouped.status == 0 && grouped.output.contains("ada is in group partners"), "\(grouped.output)")
+        let noGroup = try await run(["user", "group", "ada", "gold", "--log-level", "error"], in: directory)
+        #expect(noGroup.status != 0 && noGroup.output.contains("no group 'gold' (it has partners)"), "\(noGroup.output)")
+        let key = try await run(["key", "create", "--label", "partner", "--group", "partners", "--log-level", "error"], in: directory)
+        #expect(key.status == 0 && key.output.hasPrefix("gk_"), "\(key.output)")
+        let ungrouped = try await run(["user", "group", "ada", "--none", "--log-level", "error"], in: directory)
+        #expect(ungrouped.status == 0 && ungrouped.output.contains("ada is in no group"), "\(ungrouped.output)")
         let providers = try await run(["providers", "--log-level", "error"], in: directory)
         #expect(providers.status == 0 && providers.output.contains("corp") && providers.output.contains("ok"), "\(providers.output)")
     }

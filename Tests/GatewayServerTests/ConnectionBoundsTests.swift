@@ -69,15 +69,15 @@ struct ConnectionBoundsTests {
     }
 
     @Test("the local limiter gives one /64 one bucket")
-    func localLimiterSharesPrefix() async {
+    func localLimiterSharesPrefix() async throws {
         var settings = LimitSettings()
         settings.anonymous = RateSpec(count: 2, period: 60)
         let limiter = LocalRateLimiter(policies: RateLimitPolicies(defaults: settings))
-        #expect(await limiter.acquire(principal: .anonymous(address: "2001:db8:5:6::1"), plugin: "p", cost: 1).allowed)
-        #expect(await limiter.acquire(principal: .anonymous(address: "2001:db8:5:6::2"), plugin: "p", cost: 1).allowed)
-        #expect(await !limiter.acquire(principal: .anonymous(address: "2001:db8:5:6:ffff::3"), plugin: "p", cost: 1).allowed)
-        #expect(await limiter.acquire(principal: .anonymous(address: "2001:db8:5:7::1"), plugin: "p", cost: 1).allowed)
-        #expect(await limiter.acquire(principal: .anonymous(address: "192.0.2.1"), plugin: "p", cost: 1).allowed)
+        #expect(try await limiter.acquire(principal: .anonymous(address: "2001:db8:5:6::1"), plugin: "p", cost: 1).allowed)
+        #expect(try await limiter.acquire(principal: .anonymous(address: "2001:db8:5:6::2"), plugin: "p", cost: 1).allowed)
+        #expect(try await !limiter.acquire(principal: .anonymous(address: "2001:db8:5:6:ffff::3"), plugin: "p", cost: 1).allowed)
+        #expect(try await limiter.acquire(principal: .anonymous(address: "2001:db8:5:7::1"), plugin: "p", cost: 1).allowed)
+        #expect(try await limiter.acquire(principal: .anonymous(address: "192.0.2.1"), plugin: "p", cost: 1).allowed)
     }
 
     @Test("the connection guard holds both caps, counts an IPv6 network as one address and exempts trusted proxies")

@@ -37,11 +37,11 @@ struct IdentityProviderTests {
     }
 
     /// A provider served on loopback and a gateway taking its tokens.
-    static func withProvider(storage: TestStorage = .sqlite, corp: String = "", extra: String = "", plugins: String = notesYAML,
+    static func withProvider(storage: TestStorage = .sqlite, corp: String = "", extra: String = "", plugins: String = notesYAML, limits: Bool = false,
                              _ body: @Sendable @escaping (TestIdentityProvider, TestGateway) async throws -> Void) async throws {
         let provider = try await TestIdentityProvider.make()
         try await provider.serve { provider in
-            try await TestGateway.with(notes, yaml: yaml(provider, corp: corp, extra: extra, plugins: plugins), storage: storage) { gateway in
+            try await TestGateway.with(notes, yaml: yaml(provider, corp: corp, extra: extra, plugins: plugins), storage: storage, limits: limits) { gateway in
                 try await body(provider, gateway)
             }
         }

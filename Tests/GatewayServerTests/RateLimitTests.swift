@@ -115,33 +115,33 @@ struct RateLimitTests {
     }
 
     @Test("memory stays bounded under a flood of distinct addresses: idle buckets are swept")
-    func boundedMemory() async {
+    func boundedMemory() async throws {
         let limiter = LocalRateLimiter(policies: RateLimitPolicies(defaults: LimitSettings()), sweepThreshold: 1000)
         var fast = LimitSettings()
         fast.anonymous = RateSpec(count: 1_000_000, period: 1)
         let quick = LocalRateLimiter(policies: RateLimitPolicies(defaults: fast), sweepThreshold: 1000)
         for index in 0..<200_000 {
-            _ = await quick.acquire(principal: .anonymous(address: "10.\(index >> 16).\((index >> 8) & 255).\(index & 255)"), plugin: "p", cost: 1)
+            _ = try await quick.acquire(principal: .anonymous(address: "10.\(index >> 16).\((index >> 8) & 255).\(index & 255)"), plugin: "p", cost: 1)
         }
         #expect(quick.bucketCount <= 32 * 1001)
-        _ = await limiter.acquire(principal: .anonymous(address: "1.2.3.4"), plugin: "p", cost: 1)
+        _ = try await limiter.acquire(principal: .anonymous(address: "1.2.3.4"), plugin: "p", cost: 1)
         #expect(limiter.bucketCount == 1)
     }
 
     @Test("each caller has its own bucket per plugin: another address, plugin, kind or caller whose parts run together is not charged")
-    func separateBuckets() async {
+    func separateBuckets() async throws {
         var settings = LimitSettings()
         settings.anonymous = RateSpec(count: 2, period: 3600)
         settings.user = RateSpec(count: 2, period: 3600)
         let limiter = LocalRateLimiter(policies: RateLimitPolicies(defaults: settings))
         let guest = Principal.anonymous(address: "10.0.0.1")
-        for _ in 0..<2 { #expect(await limiter.acquire(principal: guest, plugin: "notes", cost: 1).allowed) }
-        #expect(await !limiter.acquire(principal: guest, plugin: "notes", cost: 1).allowed)
-        #expect(await limiter.acquire(principal: .anonymous(address: "10.0.0.2"), plugin: "notes", cost: 1).allowed)
-        #expect(await limiter.acquire(principal: guest, plugin: "todo", cost: 1).allowed)
-        #expect(await limiter.acquire(principal: Principal(kind: .user, userID: "10.0.0.1", address: "10.0.0.1"), plugin: "notes", cost: 1).allowed)
+        for _ in 0..<2 { #expect(try await limiter.acquire(principal: guest, plugin: "notes", cost: 1).allowed) }
+        #expect(try await !limiter.acquire(principal: guest, plugin: "notes", cost: 1).allowed)
+        #expect(try await limiter.acquire(principal: .anonymous(address: "10.0.0.2"), plugin: "notes", cost: 1).allowed)
+        #expect(try await limiter.acquire(principal: guest, plugin: "todo", cost: 1).allowed)
+        #expect(try await limiter.acquire(principal: Principal(kind: .user, userID: "10.0.0.1", address: "10.0.0.1"), plugin: "notes", cost: 1).allowed)
         // "note" + "s10.0.0.1" holds the same bytes as "notes" + "10.0.0.1".
-        #expect(await limiter.acquire(principal: .anonymous(address: "s10.0.0.1"), plugin: "note", cost: 1).allowed)
+        #expect(try await limiter.acquire(principal: .anonymous(address: "s10.0.0.1"), plugin: "note", cost: 1).allowed)
         #expect(limiter.bucketCount == 5)
     }
 
@@ -195,10 +195,10 @@ struct RateLimitTests {
         let limiter = LocalRateLimiter(policies: RateLimitPolicies(defaults: settings))
         let guest = Principal.anonymous(address: "10.0.0.9")
         #expect(try #require(limiter.acquireNow(principal: guest, plugin: "notes", cost: 1)).allowed)
-        #expect(await limiter.acquire(principal: guest, plugin: "notes", cost: 1).allowed)
+        #expect(try await limiter.acquire(principal: guest, plugin: "notes", cost: 1).allowed)
         let third = try #require(limiter.acquireNow(principal: guest, plugin: "notes", cost: 1))
         #expect(third.allowed && third.headers.contains { $0.name.rawName == "x-ratelimit-remaining" && $0.value == "0" })
-        #expect(await !limiter.acquire(principal: guest, plugin: "notes", cost: 1).allowed)
+        #expect(try await !limiter.acquire(principal: guest, plugin: "notes", cost: 1).allowed)
         #expect(try #require(limiter.acquireNow(principal: guest, plugin: "notes", cost: 1)).allowed == false)
         #expect(UnlimitedRateLimiter().acquireNow(principal: guest, plugin: "notes", cost: 1)?.allowed == true)
     }

@@ -97,6 +97,7 @@ public final class AccountAuthenticator: Authenticator {
                                      quota: key.rate.flatMap(RateSpec.init(parsing:)).map { Principal.Quota(count: $0.count, seconds: $0.period) }, grants: grants),
                 allowedAddresses: key.allowedAddresses.compactMap(AddressMatcher.init), userID: owner?.id, expires: ContinuousClock.now + cacheTTL)
             resolved.principal.hasOwnLimit = key.ownLimit || owner == nil
+            resolved.principal.groups = [key.consumerGroup, owner?.consumerGroup].compactMap { $0 }
         }
         cache.withLockedValue { table in
             if table.count >= maxCachedCredentials { table.removeAll(keepingCapacity: true) }
@@ -106,9 +107,10 @@ public final class AccountAuthenticator: Authenticator {
     }
 
     private func session(_ user: AccountStore.User) async throws -> Cached {
-        Cached(principal: Principal(kind: .user, userID: user.id, displayName: user.displayName, isAdmin: user.isAdmin, address: "",
-                                    grants: Set(try await store.grants(of: user.id))),
-               allowedAddresses: [], userID: user.id, expires: ContinuousClock.now + cacheTTL)
+        var principal = Principal(kind: .user, userID: user.id, displayName: user.displayName, isAdmin: user.isAdmin, address: "",
+                                  grants: Set(try await store.grants(of: user.id)))
+        principal.groups = user.consumerGroup.map { [$0] } ?? []
+        return Cached(principal: principal, allowedAddresses: [], userID: user.id, expires: ContinuousClock.now + cacheTTL)
     }
 
     /// A native bearer token: a provider's JWT, a session of this gateway, or else an opaque token
@@ -131,6 +133,7 @@ public final class AccountAuthenticator: Authenticator {
         let mayAdminister = Principal.covers(identity.scopes, Principal.adminScope)
         var principal = Principal(kind: .token(provider: identity.provider, subject: identity.subject), displayName: identity.username,
                                   isAdmin: identity.isAdmin && mayAdminister, scopes: identity.scopes, address: "")
+        principal.groups = Array(identity.groups.prefix(32))
         let provision = identities.provisioning(of: identity.provider)
         if provision != .none {
             guard let user = try await store.linkedUser(for: identity, provision: provision) else {
@@ -141,6 +144,8 @@ public final class AccountAuthenticator: Authenticator {
             principal.displayName = user.displayName
             principal.isAdmin = (identity.isAdmin || user.isAdmin) && mayAdminister
             principal.grants = Set(try await store.grants(of: user.id))
+            // The account's group comes before those the token names.
+            if let group = user.consumerGroup { principal.groups.insert(group, at: 0) }
         }
         let remaining = Duration.seconds(max(0, identity.expiresAt.timeIntervalSinceNow))
         return Cached(principal: principal, allowedAddresses: [], userID: principal.userID, expires: ContinuousClock.now + min(cacheTTL, remaining))

@@ -45,6 +45,8 @@ public struct AccountStore: Sendable {
         /// Whether ``email`` was verified (its owner opened a link mailed to it); only a verified
         /// address receives password reset links. Changing the address makes it unverified.
         public var emailVerified: Bool = false
+        /// The consumer group the account belongs to (`limits.groups`), set by an administrator.
+        public var consumerGroup: String?
 
         public var email: String? { profile["email"] }
     }
@@ -65,13 +67,15 @@ public struct AccountStore: Sendable {
         var prehash_name: String?
         /// The address (as ``AccountStore/emailKey(_:)``) whose verification link the user opened.
         var verified_email: String? = nil
+        var consumer_group: String? = nil
 
         var user: User {
             let profile = (try? JSONDecoder().decode([String: String].self, from: Data(profile.utf8))) ?? [:]
             return User(id: id, username: username, displayName: display_name, profile: profile,
                         isAdmin: is_admin != 0, disabled: disabled != 0, createdAt: Date(timeIntervalSince1970: created_at),
                         updatedAt: Date(timeIntervalSince1970: updated_at), options: options,
-                        emailVerified: verified_email != nil && verified_email == profile["email"].map(AccountStore.emailKey))
+                        emailVerified: verified_email != nil && verified_email == profile["email"].map(AccountStore.emailKey),
+                        consumerGroup: consumer_group)
         }
 
         /// The name the stored password hash was prehashed with.
@@ -342,6 +346,11 @@ public struct AccountStore: Sendable {
         if disabled { try await revokeAllSessions(userID: userID) }
     }
 
+    /// Puts the user in consumer group `group` (`limits.groups`), or in none.
+    public func setConsumerGroup(userID: String, _ group: String?) async throws {
+        try await database.update("gateway_users").set("consumer_group", to: group).where("id", .equal, userID).run()
+    }
+
     /// Grants or removes the admin role.
     public func setAdmin(userID: String, _ isAdmin: Bool) async throws {
         try await database.update("gateway_users").set("is_admin", to: isAdmin ? 1 : 0).where("id", .equal, userID).run()
@@ -414,6 +423,8 @@ public struct AccountStore: Sendable {
         /// Whether the key counts its requests in a rate-limit bucket of its own (an
         /// administrator's choice) rather than in its owner's, which all their other keys share.
         public var ownLimit: Bool
+        /// The consumer group the key's requests count in (`limits.groups`), before its owner's.
+        public var consumerGroup: String?
         public var expiresAt: Date?
         public var revoked: Bool
         public var createdAt: Date
@@ -433,6 +444,7 @@ public struct AccountStore: Sendable {
         var revoked_at: Double?
         var created_at: Double
         var own_limit: Int?
+        var consumer_group: String? = nil
 
         var key: APIKey {
             let decoder = JSONDecoder()
@@ -440,7 +452,7 @@ public struct AccountStore: Sendable {
                           scopes: (try? decoder.decode([String].self, from: Data(scopes.utf8))) ?? [],
                           resources: (try? decoder.decode([String: [String]].self, from: Data(resources.utf8))) ?? [:],
                           allowedAddresses: (try? decoder.decode([String].self, from: Data(allowed_addresses.utf8))) ?? [],
-                          rate: rate, ownLimit: (own_limit ?? 0) != 0, expiresAt: expires_at.map(Date.init(timeIntervalSince1970:)), revoked: revoked_at != nil,
+                          rate: rate, ownLimit: (own_limit ?? 0) != 0, consumerGroup: consumer_group, expiresAt: expires_at.map(Date.init(timeIntervalSince1970:)), revoked: revoked_at != nil,
                           createdAt: Date(timeIntervalSince1970: created_at))
         }
     }
@@ -499,7 +511,7 @@ public struct AccountStore: Sendable {
     /// Creates a key for `userID` (nil: a master key, which acts as an administrator only when it
     /// holds `admin` or `*`). Returns the secret, shown only now, and the key. `ownLimit` gives it
     /// a rate-limit bucket of its own (an administrator's choice; master keys always have one).
-    public func createKey(userID: String?, grant: KeyGrant, ownLimit: Bool = false) async throws -> (secret: String, key: APIKey) {
+    public func createKey(userID: String?, grant: KeyGrant, ownLimit: Bool = false, consumerGroup: String? = nil) async throws -> (secret: String, key: APIKey) {
         let problems = grant.problems(now: clock.now())
         guard problems.isEmpty else { throw GatewayError.invalid(problems.map { "\($0.pointer): \($0.detail)" }.joined(separator: "; "), errors: problems) }
         if userID != nil, let index = grant.scopes.firstIndex(of: Principal.adminScope) {
@@ -513,7 +525,7 @@ public struct AccountStore: Sendable {
                          resources: String(decoding: try encoder.encode(grant.resources ?? [:]), as: UTF8.self),
                          allowed_addresses: String(decoding: try encoder.encode(grant.allowedAddresses ?? []), as: UTF8.self),
                          rate: grant.rate, expires_at: grant.expiresAt?.timeIntervalSince1970, revoked_at: nil,
-                         created_at: clock.now().timeIntervalSince1970, own_limit: ownLimit || userID == nil ? 1 : 0)
+                         created_at: clock.now().timeIntervalSince1970, own_limit: ownLimit || userID == nil ? 1 : 0, consumer_group: consumerGroup)
         try await database.insert(into: "gateway_api_keys").model(row).run()
         return (secret, row.key)
     }

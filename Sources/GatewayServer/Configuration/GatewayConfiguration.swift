@@ -407,10 +407,13 @@ public struct LimitSettings: Decodable, Sendable, Equatable {
     /// Guests with an IPv6 address share a bucket (and a connection count) per network of this
     /// many leading bits (default 64, one customer's network); IPv4 guests count per address.
     public var ipv6Prefix = 64
+    /// Consumer groups (`limits.groups.<name>`): a caller in a group is limited by the group's
+    /// rate (in every plugin, instead of its kind's) and its quota per day or month on top.
+    public var groups: [String: GroupLimits] = [:]
 
     public init() {}
 
-    enum CodingKeys: String, CodingKey { case policy, anonymous, user, key, ipv6Prefix }
+    enum CodingKeys: String, CodingKey { case policy, anonymous, user, key, ipv6Prefix, groups }
 
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
@@ -427,6 +430,43 @@ public struct LimitSettings: Decodable, Sendable, Equatable {
         guard (8...128).contains(ipv6Prefix) else {
             throw DecodingError.dataCorruptedError(forKey: .ipv6Prefix, in: container, debugDescription: "\(ipv6Prefix) is outside 8 to 128 (bits)")
         }
+        groups = try container.decodeIfPresent([String: GroupLimits].self, forKey: .groups) ?? [:]
+        if let bad = groups.keys.sorted().first(where: { !GroupLimits.isValidName($0) }) {
+            throw DecodingError.dataCorruptedError(forKey: .groups, in: container, debugDescription:
+                "'\(bad.prefix(60))' is not a group name (lowercase letters, digits, - and _, at most 64, starting with a letter; not anonymous, user or key)")
+        }
+    }
+}
+
+/// `limits.groups.<name>`: a consumer group's rate (per plugin, as every rate) and quota (per
+/// caller across the gateway, per UTC day or month). A caller belongs to a group by its key, its
+/// account, or its provider's group claim (`auth.providers.<name>.claims.group`).
+public struct GroupLimits: Decodable, Sendable, Equatable {
+    public var rate: RateSpec?
+    public var quota: QuotaSpec?
+
+    public init(rate: RateSpec? = nil, quota: QuotaSpec? = nil) {
+        self.rate = rate
+        self.quota = quota
+    }
+
+    enum CodingKeys: String, CodingKey { case rate, quota }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        rate = try container.decodeIfPresent(RateSpec.self, forKey: .rate)
+        quota = try container.decodeIfPresent(QuotaSpec.self, forKey: .quota)
+        guard rate != nil || quota != nil else {
+            throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription: "a group needs a rate, a quota or both"))
+        }
+    }
+
+    /// Lowercase letters, digits, `-` and `_`, starting with a letter, at most 64; not a caller
+    /// kind's policy name.
+    public static func isValidName(_ name: String) -> Bool {
+        guard let first = name.unicodeScalars.first, ("a"..."z").contains(first), name.unicodeScalars.count <= 64,
+              !["anonymous", "user", "key"].contains(name), !name.hasPrefix("key-") else { return false }
+        return name.unicodeScalars.allSatisfy { ("a"..."z").contains($0) || ("0"..."9").contains($0) || $0 == "-" || $0 == "_" }
     }
 }
 

@@ -33,3 +33,47 @@ public struct RateSpec: ConfigurationText, Sendable, Hashable {
         return "\(count)/\(unit)"
     }
 }
+
+/// A quota in a configuration file: `1000/day` or `1000000/month`, counted per calendar day or
+/// month in UTC (a quota renews at midnight, or on the first of the month, UTC).
+public struct QuotaSpec: ConfigurationText, Sendable, Hashable {
+    public init(from decoder: any Decoder) throws { try self.init(textFrom: decoder) }
+    public func encode(to encoder: any Encoder) throws { try encodeText(to: encoder) }
+
+    public enum Window: String, Sendable, Hashable { case day, month }
+
+    /// How many requests (units of cost)...
+    public var count: Int
+    /// ...per calendar day or month.
+    public var window: Window
+
+    public init(count: Int, window: Window) {
+        self.count = count
+        self.window = window
+    }
+
+    public static let kind = "quota"
+    public static let examples = "1000/day, 1000000/month"
+
+    public init?(parsing text: String) {
+        let parts = text.replacingOccurrences(of: " ", with: "").split(separator: "/")
+        guard parts.count == 2, let count = Int(parts[0]), count > 0, count <= 1_000_000_000_000 else { return nil }
+        switch parts[1] {
+        case "d", "day": window = .day
+        case "mo", "month": window = .month
+        default: return nil
+        }
+        self.count = count
+    }
+
+    public var description: String { "\(count)/\(window.rawValue)" }
+
+    /// The window holding `date`: its start and its end (UTC calendar day or month).
+    public func window(at date: Date) -> (start: Date, end: Date) {
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = TimeZone(identifier: "UTC")!
+        let unit: Calendar.Component = window == .day ? .day : .month
+        let interval = calendar.dateInterval(of: unit, for: date)!
+        return (interval.start, interval.end)
+    }
+}

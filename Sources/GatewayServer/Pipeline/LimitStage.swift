@@ -24,7 +24,7 @@ struct LimitStage: Sendable {
         }
         guard decision.allowed else {
             metrics.recordRateLimited(plugin: plugin)
-            throw GatewayError.quotaExceeded(policy: decision.policy, retryAfter: decision.retryAfter).adding(headers: HTTPFields(decision.headers))
+            throw GatewayError.quotaExceeded(policy: decision.policy, retryAfter: decision.retryAfter, detail: decision.detail).adding(headers: HTTPFields(decision.headers))
         }
         return decision.headers
     }

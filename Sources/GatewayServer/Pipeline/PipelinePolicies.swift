@@ -89,6 +89,8 @@ public struct RateLimitDecision: Sendable {
     public var policy: String
     /// Seconds until the request would be allowed (for 429).
     public var retryAfter: Int
+    /// What the 429 says, when more than the policy's name (a used-up quota and when it renews).
+    public var detail: String?
 
     public init(allowed: Bool, headers: [HTTPField] = [], policy: String = "default", retryAfter: Int = 0) {
         self.allowed = allowed

@@ -22,8 +22,23 @@ public struct RateLimitPolicies: Sendable, Equatable {
         ClientAddressKey.key(for: address, ipv6Prefix: defaults.ipv6Prefix)
     }
 
-    /// The policy name (for headers and 429 bodies) and its rate.
+    /// The first of the caller's consumer groups that `limits.groups` configures, with its limits.
+    func group(of principal: Principal) -> (name: String, limits: GroupLimits)? {
+        guard !principal.groups.isEmpty, !defaults.groups.isEmpty else { return nil }
+        for name in principal.groups { if let limits = defaults.groups[name] { return (name, limits) } }
+        return nil
+    }
+
+    /// The caller's group quota, when its group has one.
+    func quota(of principal: Principal) -> (name: String, quota: QuotaSpec)? {
+        guard let group = group(of: principal), let quota = group.limits.quota else { return nil }
+        return (group.name, quota)
+    }
+
+    /// The policy name (for headers and 429 bodies) and its rate: a key's own rate, else the
+    /// caller's group's, else its kind's (the plugin's override or the default).
     public func policy(for principal: Principal, plugin: String) -> (name: String, rate: RateSpec) {
+        if principal.quota == nil, let group = group(of: principal), let rate = group.limits.rate { return (group.name, rate) }
         let overrides = plugins[plugin]
         switch principal.kind {
         case .anonymous:
@@ -234,10 +249,16 @@ public final class LocalRateLimiter: RateLimiter, Sendable {
     private let shards = (0..<LocalRateLimiter.shardCount).map { _ in Shard() }
     private let defaultPolicies: KindPolicies
     private let pluginPolicies: [String: KindPolicies]
+    /// The rates of consumer groups that have one, resolved once.
+    private let groupPolicies: [String: GCRA.ResolvedPolicy]
+    /// Where group quotas are counted (nil: no group has a quota, or no database).
+    private let quotas: QuotaLedger?
 
-    public init(policies: RateLimitPolicies, sweepThreshold: Int = 65_536) {
+    public init(policies: RateLimitPolicies, quotas: QuotaLedger? = nil, sweepThreshold: Int = 65_536) {
         self.policies = policies
         self.sweepThreshold = sweepThreshold
+        self.quotas = quotas
+        groupPolicies = policies.defaults.groups.compactMapValues { $0.rate }.reduce(into: [:]) { $0[$1.key] = .init(name: $1.key, rate: $1.value) }
         func resolve(_ overrides: LimitOverrides?) -> KindPolicies {
             KindPolicies(anonymous: .init(name: "anonymous", rate: overrides?.anonymous ?? policies.defaults.anonymous),
                          user: .init(name: "user", rate: overrides?.user ?? policies.defaults.user),
@@ -250,17 +271,21 @@ public final class LocalRateLimiter: RateLimiter, Sendable {
     /// Seconds on the monotonic clock.
     private var now: Double { MonotonicClock.seconds }
 
-    public func acquire(principal: Principal, plugin: String, cost: Int) async -> RateLimitDecision {
-        decide(principal: principal, plugin: plugin, cost: cost)
+    public func acquire(principal: Principal, plugin: String, cost: Int) async throws -> RateLimitDecision {
+        let decision = decide(principal: principal, plugin: plugin, cost: cost)
+        guard let quotas, let quota = policies.quota(of: principal) else { return decision }
+        return try await quotas.apply(decision, group: quota, principal: principal, cost: cost)
     }
 
+    /// Nil for a caller whose group has a quota (counted in the database, so awaited).
     public func acquireNow(principal: Principal, plugin: String, cost: Int) -> RateLimitDecision? {
-        decide(principal: principal, plugin: plugin, cost: cost)
+        if quotas != nil, !principal.groups.isEmpty, policies.quota(of: principal) != nil { return nil }
+        return decide(principal: principal, plugin: plugin, cost: cost)
     }
 
     private func decide(principal: Principal, plugin: String, cost: Int) -> RateLimitDecision {
         let kinds = pluginPolicies.isEmpty ? defaultPolicies : pluginPolicies[plugin] ?? defaultPolicies
-        let policy: GCRA.ResolvedPolicy
+        var policy: GCRA.ResolvedPolicy
         let key: Bucket
         switch principal.kind {
         case .anonymous:
@@ -283,6 +308,9 @@ public final class LocalRateLimiter: RateLimiter, Sendable {
                 policy = kinds.key
                 key = Bucket(plugin: plugin, kind: 3, caller: provider + ":" + subject)
             }
+        }
+        if !principal.groups.isEmpty, principal.quota == nil, let group = policies.group(of: principal), let groupPolicy = groupPolicies[group.name] {
+            policy = groupPolicy
         }
         let now = self.now
         let rate = policy.rate
@@ -349,6 +377,8 @@ public struct ClusterRateLimiter: RateLimiter {
     public let clock: any WallClock
     public let pruneInterval: Double
     public let pruneBatch: Int
+    /// Where group quotas are counted.
+    let quotas: QuotaLedger
     /// When this instance last pruned (wall-clock seconds); shared by the copies of this value.
     private let lastPrune: NIOLockedValueBox<Double>
 
@@ -359,13 +389,15 @@ public struct ClusterRateLimiter: RateLimiter {
         self.clock = clock
         self.pruneInterval = pruneInterval
         self.pruneBatch = pruneBatch
+        quotas = QuotaLedger(database: database, clock: clock)
         lastPrune = .init(clock.now().timeIntervalSince1970)
     }
 
     public func acquire(principal: Principal, plugin: String, cost: Int) async throws -> RateLimitDecision {
         do {
-            let decision = try await decide(principal: principal, plugin: plugin, cost: cost)
+            var decision = try await decide(principal: principal, plugin: plugin, cost: cost)
             await pruneIfDue()
+            if let quota = policies.quota(of: principal) { decision = try await quotas.apply(decision, group: quota, principal: principal, cost: cost) }
             return decision
         } catch let error as GatewayError {
             throw error

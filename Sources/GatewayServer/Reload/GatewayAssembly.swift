@@ -117,7 +117,8 @@ extension Gateway {
                 return ClusterRateLimiter(policies: policies, database: database.sql, clock: options.clock)
             }
             if let previous = previous as? LocalRateLimiter, previous.policies == policies { return previous }
-            return LocalRateLimiter(policies: policies)
+            let quotas = configuration.limits.groups.values.contains { $0.quota != nil } ? QuotaLedger(database: database.sql, clock: options.clock) : nil
+            return LocalRateLimiter(policies: policies, quotas: quotas)
         }
 
         /// The routes of `plugins` under their mounts, their dialect and WebSocket routes and the

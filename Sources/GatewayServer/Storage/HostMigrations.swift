@@ -156,5 +156,16 @@ enum HostMigrations {
                 .run()
             try await db.create(index: "gateway_identities_user").on("gateway_identities").column("user_id").run()
         },
+        // Consumer groups (`limits.groups`) of accounts and keys, and what callers used of their
+        // groups' quotas: one row per caller and group, its current window's start and use.
+        Migration(51, "consumer groups and quotas") { db in
+            try await db.alter(table: "gateway_users").column("consumer_group", type: .text).run()
+            try await db.alter(table: "gateway_api_keys").column("consumer_group", type: .text).run()
+            try await db.create(table: "gateway_quota_usage")
+                .column("bucket", type: .text, .primaryKey(autoIncrement: false))
+                .column("window_start", type: .bigint, .notNull)
+                .column("used", type: .bigint, .notNull)
+                .run()
+        },
     ]
 }
