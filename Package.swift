@@ -266,6 +266,7 @@ let package = Package(
                            .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
                            .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
                            .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                           .product(name: "JWTKit", package: "jwt-kit"),
                            .product(name: "NIOPosix", package: "swift-nio"),
                            .product(name: "NIOHTTP1", package: "swift-nio"),
                            .product(name: "NIOWebSocket", package: "swift-nio"),

@@ -62,6 +62,9 @@ extension UpstreamPlugin {
         public var userHeader: String?
         /// Request fields telling the service who the caller is (a client's own are dropped).
         public var identityHeaders: IdentityHeaders?
+        /// A short-lived JWT the gateway signs naming the caller, for a service that verifies it
+        /// with the gateway's keys at `/.well-known/jwks.json` (needs `auth.signingKeys`).
+        public var forwardToken: ForwardToken?
         /// The routes; absent, every path under the mount goes to the same path of the service.
         public var routes: [Route]?
 
@@ -146,6 +149,15 @@ extension UpstreamPlugin {
         public var admin: String?
     }
 
+    /// ``Configuration/forwardToken``: the token's audience (`aud`), lifetime (default 60 s, at
+    /// most an hour) and the field that carries it (default `Authorization`, as `Bearer <token>`;
+    /// another field carries the bare token). Guests get none.
+    public struct ForwardToken: Codable, Sendable {
+        public var audience: String
+        public var ttl: ConfigDuration?
+        public var header: String?
+    }
+
     public struct HeaderTransform: Codable, Sendable {
         public var set: [String: String]?
         public var remove: [String]?
@@ -206,6 +218,8 @@ struct UpstreamSettings: Sendable {
     var maxBodySize: Int
     /// The fields that tell the service who the caller is.
     var identity: [(fact: IdentityFact, name: HTTPField.Name)]
+    /// The gateway's signed identity token: its audience, lifetime in seconds, and field.
+    var forwardToken: (audience: String, lifetime: Double, field: HTTPField.Name)?
     var routes: [Route]
     /// The routes' paths, to tell whether a path a lenient service reads would lead elsewhere.
     var routeShadows: RouteShadows
@@ -386,6 +400,23 @@ extension UpstreamPlugin.Configuration {
             guard let name = HTTPField.Name(text) else { throw ConfigurationError(key: key, "is not a header field name") }
             identity.append((fact, name))
         }
+        var signedIdentity: (audience: String, lifetime: Double, field: HTTPField.Name)?
+        if let forwardToken {
+            let audience = forwardToken.audience.trimmingCharacters(in: .whitespaces)
+            guard !audience.isEmpty, audience.utf8.count <= 256 else { throw ConfigurationError(key: "forwardToken.audience", "give the service's name, 1 to 256 characters") }
+            let lifetime = forwardToken.ttl?.seconds ?? 60
+            guard (1...3600).contains(lifetime) else { throw ConfigurationError(key: "forwardToken.ttl", "must be between 1s and 1h") }
+            guard let field = HTTPField.Name(forwardToken.header ?? "Authorization") else {
+                throw ConfigurationError(key: "forwardToken.header", "is not a header field name")
+            }
+            if let credential, field.canonicalName == (HTTPField.Name(credential.header ?? "Authorization")?.canonicalName ?? "") {
+                throw ConfigurationError(key: "forwardToken.header", "\(field.rawName) already carries credential: give the token another field")
+            }
+            if identity.contains(where: { $0.name == field }) {
+                throw ConfigurationError(key: "forwardToken.header", "\(field.rawName) is one of identityHeaders")
+            }
+            signedIdentity = (audience, lifetime, field)
+        }
         guard maxBodySize.bytes > 0 else { throw ConfigurationError(key: "maxBodySize", "must be more than 0") }
         if let openapi, openapi.trimmingCharacters(in: .whitespaces).isEmpty {
             throw ConfigurationError(key: "openapi", "give a file or an http(s) URL")
@@ -460,7 +491,7 @@ extension UpstreamPlugin.Configuration {
             ejectAfter: ejectAfter, ejectFor: ejectFor, breakAfter: breakAfter, breakFor: breakFor, credential: credentialField,
             requestSet: requestSet, requestRemove: requestRemove, responseSet: responseSet, responseRemove: responseRemove,
             querySet: (query?.set ?? [:]).sorted { $0.key < $1.key }.map { ($0.key, $0.value) }, queryRemove: Set(query?.remove ?? []),
-            maxBodySize: maxBodySize.bytes, identity: identity, routes: routes, routeShadows: RouteShadows(paths: routes.map(\.path)))
+            maxBodySize: maxBodySize.bytes, identity: identity, forwardToken: signedIdentity, routes: routes, routeShadows: RouteShadows(paths: routes.map(\.path)))
     }
 
     static func accessRule(_ text: String, key: String) throws -> AccessRule {

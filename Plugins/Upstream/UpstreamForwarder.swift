@@ -13,6 +13,8 @@ struct UpstreamForwarder: Sendable {
     let pool: UpstreamPool
     let http: any UpstreamHTTPClient
     let serviceName: String
+    /// The gateway's identity tokens (for ``UpstreamSettings/forwardToken``).
+    var identityTokens: IdentityTokens? = nil
 
     /// How long a request whose body streams may take to be sent and answered.
     static let uploadTimeout = Duration.seconds(3600)
@@ -31,7 +33,7 @@ struct UpstreamForwarder: Sendable {
     func forward(_ route: UpstreamSettings.Route, _ request: RouteRequest, _ context: OperationContext) async throws -> RouteReply {
         try pool.admit()
         let target = try upstreamPath(route, parameters: request.pathParameters) + query(request.queryParameters)
-        let headers = requestFields(context)
+        let headers = try await requestFields(context)
         if request.bodyStream != nil, let length = context.headers[.contentLength].flatMap(Int.init), length > settings.maxBodySize {
             throw GatewayError.contentTooLarge(limit: settings.maxBodySize)
         }
@@ -82,7 +84,7 @@ struct UpstreamForwarder: Sendable {
                           _ context: OperationContext) async throws {
         try pool.admit()
         let target = try upstreamPath(route, parameters: request.pathParameters) + query(request.queryParameters)
-        var headers = requestFields(context)
+        var headers = try await requestFields(context)
         // The handshake's own fields are the client library's to make.
         for field in headers where field.name.canonicalName.hasPrefix("sec-websocket-") && field.name.canonicalName != "sec-websocket-protocol" {
             headers[field.name] = nil
@@ -146,7 +148,7 @@ struct UpstreamForwarder: Sendable {
     /// The request's fields for the service: the caller's, without hop-by-hop fields, `Host`, the
     /// length (sent with the body) and the gateway's credentials; then the forwarding fields, the
     /// configured transforms, the service's credential and who the caller is (``UpstreamSettings/identity``).
-    private func requestFields(_ context: OperationContext) -> HTTPFields {
+    private func requestFields(_ context: OperationContext) async throws -> HTTPFields {
         var fields = HTTPFields()
         var forwarded: String?
         for field in context.headers {
@@ -167,6 +169,13 @@ struct UpstreamForwarder: Sendable {
         if let credential = settings.credential { fields[credential.name] = credential.value }
         for (fact, name) in settings.identity {
             if let value = fact.value(of: context.principal) { fields[name] = value }
+        }
+        if let forwardToken = settings.forwardToken {
+            // The client's own field of that name never reaches the service.
+            fields[forwardToken.field] = nil
+            if let token = try await identityTokens?.token(for: context.principal, audience: forwardToken.audience, lifetime: forwardToken.lifetime) {
+                fields[forwardToken.field] = forwardToken.field == .authorization ? "Bearer " + token : token
+            }
         }
         if let length = context.headers[.contentLength] { fields[.contentLength] = length }
         return fields

@@ -33,7 +33,11 @@ public struct UpstreamPlugin: ServicePlugin {
         self.settings = settings
         self.context = context
         pool = UpstreamPool(settings: settings, name: context.pluginID)
-        let forwarder = UpstreamForwarder(settings: settings, pool: pool, http: context.http, serviceName: context.pluginID)
+        if settings.forwardToken != nil, context.identityTokens == nil {
+            throw ConfigurationError(key: "forwardToken", "needs the gateway's signing keys: add auth.signingKeys to plugins.yaml")
+        }
+        let forwarder = UpstreamForwarder(settings: settings, pool: pool, http: context.http, serviceName: context.pluginID,
+                                          identityTokens: context.identityTokens)
         self.forwarder = forwarder
         // Each route forwards its calls; a route whose WebSockets go on to the service is also a
         // WebSocket route, with the route's access rule (the host checks it, and the key's

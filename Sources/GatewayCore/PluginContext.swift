@@ -33,13 +33,15 @@ public struct PluginContext: Sendable {
         let appKeys: Set<String>
         let secrets: ConfiguredSecrets
         let environment: [String: String]
+        let identityTokens: IdentityTokens?
 
         init(pluginID: String, logger: Logger, metrics: any MetricsFactory, database: any SQLDatabase, clock: any WallClock,
              http: any UpstreamHTTPClient, notify: @escaping @Sendable (String, String, String, String, String?) async throws -> Void,
              recordView: @escaping @Sendable (String, String, String, String) async throws -> Void,
              lease: @escaping @Sendable (String, any Service) -> any Service, events: any EventBus,
              purgeCache: @escaping @Sendable ([String]) async -> Void, accounts: any AccountDirectory, baseDirectory: URL, appKeys: Set<String>,
-             secrets: ConfiguredSecrets, environment: [String: String]) {
+             secrets: ConfiguredSecrets, environment: [String: String], identityTokens: IdentityTokens?) {
+            self.identityTokens = identityTokens
             self.appKeys = appKeys
             self.secrets = secrets
             self.environment = environment
@@ -118,6 +120,9 @@ public struct PluginContext: Sendable {
     /// the ones a test gives (changing the process's own with `setenv` while other tests start
     /// processes is a data race).
     public var environment: [String: String] { storage.environment }
+    /// The gateway's signed statements of who a caller is, for upstream services (nil when
+    /// plugins.yaml gives no `auth.signingKeys`).
+    public var identityTokens: IdentityTokens? { storage.identityTokens }
 
     package init(
         pluginID: String, logger: Logger, metrics: any MetricsFactory, database: any SQLDatabase,
@@ -126,11 +131,12 @@ public struct PluginContext: Sendable {
         recordView: @escaping @Sendable (_ userID: String, _ plugin: String, _ resource: String, _ title: String) async throws -> Void,
         lease: @escaping @Sendable (_ name: String, _ work: any Service) -> any Service, events: any EventBus,
         purgeCache: @escaping @Sendable (_ tags: [String]) async -> Void, accounts: any AccountDirectory, baseDirectory: URL, appKeys: Set<String> = [],
-        secrets: ConfiguredSecrets = .asWritten, environment: [String: String] = ProcessInfo.processInfo.environment
+        secrets: ConfiguredSecrets = .asWritten, environment: [String: String] = ProcessInfo.processInfo.environment,
+        identityTokens: IdentityTokens? = nil
     ) {
         storage = Storage(pluginID: pluginID, logger: logger, metrics: metrics, database: database, clock: clock, http: http,
                           notify: notify, recordView: recordView, lease: lease, events: events, purgeCache: purgeCache, accounts: accounts,
-                          baseDirectory: baseDirectory, appKeys: appKeys, secrets: secrets, environment: environment)
+                          baseDirectory: baseDirectory, appKeys: appKeys, secrets: secrets, environment: environment, identityTokens: identityTokens)
     }
 
     /// A path from the configuration, made absolute against ``baseDirectory``.
@@ -143,6 +149,23 @@ public struct PluginContext: Sendable {
 public protocol WallClock: Sendable {
     /// Now.
     func now() -> Date
+}
+
+/// Signs short-lived JWTs that tell an upstream service who the caller is, verifiable with the
+/// gateway's keys at `/.well-known/jwks.json` (`auth.signingKeys`).
+public struct IdentityTokens: Sendable {
+    private let sign: @Sendable (_ principal: Principal, _ audience: String, _ lifetime: Double) async throws -> String?
+
+    package init(sign: @escaping @Sendable (_ principal: Principal, _ audience: String, _ lifetime: Double) async throws -> String?) {
+        self.sign = sign
+    }
+
+    /// A token naming `principal` (`sub`: its account, else its key or provider subject; with its
+    /// scopes, credential kind, admin flag and groups) for `audience`, valid for `lifetime`
+    /// seconds; nil for a guest, who has no identity to state.
+    public func token(for principal: Principal, audience: String, lifetime: Double) async throws -> String? {
+        try await sign(principal, audience, lifetime)
+    }
 }
 
 /// A request to an upstream HTTP service.

@@ -252,6 +252,14 @@ public final class Gateway: Sendable {
             await identities?.shutdown()
             throw GatewayStartupError("\(error)")
         }
+        let signer: GatewaySigner?
+        do {
+            signer = configuration.auth.signingKeys.isEmpty ? nil
+                : try await GatewaySigner.make(configuration.auth.signingKeys, issuer: configuration.server.publicURL ?? "gateway", baseDirectory: options.baseDirectory)
+        } catch {
+            await identities?.shutdown()
+            throw error
+        }
         let accountAuthenticator = AccountAuthenticator(store: accounts, cacheTTL: options.credentialCacheTTL, identities: identities)
         if let authChannel {
             // Revocations reach every instance at once, not after the credential cache's few seconds.
@@ -276,7 +284,7 @@ public final class Gateway: Sendable {
             accountsService: AccountsService(store: accounts, authenticator: accountAuthenticator, throttle: loginThrottle,
                                              registration: configuration.auth.registration, cache: cache, resets: resets, reloads: reloads,
                                              keyRules: .init(maxPerUser: configuration.auth.maxKeysPerUser, maxRate: configuration.limits.key)),
-            reloads: reloads, secrets: secrets)
+            reloads: reloads, secrets: secrets, signer: signer)
         let built: (plugins: [LoadedPlugin], created: [LoadedPlugin])
         let assembled: (live: LiveState, pipeline: PipelineState, callable: [String: (operation: GatewayCore.Route, mount: String)])
         do {

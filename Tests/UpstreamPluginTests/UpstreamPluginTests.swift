@@ -9,6 +9,7 @@ import NIOHTTP1
 import NIOWebSocket
 import Synchronization
 import HummingbirdWSClient
+import JWTKit
 import Logging
 import Testing
 @testable import UpstreamPlugin
@@ -562,5 +563,143 @@ struct UpstreamPluginTests {
         await #expect(throws: (any Error).self) {
             try await TestGateway.with(upstream, yaml: upstreamYAML("weather", ["http://127.0.0.1:9"], "      credential: { env: UPSTREAM_TEST_NOT_SET }\n")) { _ in }
         }
+    }
+}
+
+/// `forwardToken`: the gateway's signed statement of who the caller is.
+@Suite("identity tokens for upstream services")
+struct ForwardTokenTests {
+    /// The claims an upstream service reads.
+    struct Claims: JWTPayload {
+        var iss: IssuerClaim
+        var sub: SubjectClaim
+        var aud: AudienceClaim
+        var iat: IssuedAtClaim
+        var exp: ExpirationClaim
+        var scope: String?
+        var credential: String?
+        var admin: Bool?
+        var groups: [String]?
+        func verify(using algorithm: some JWTAlgorithm) async throws {
+            try exp.verifyNotExpired()
+            try aud.verifyIntendedAudience(includes: "weather-service")
+        }
+    }
+
+    /// Two signing keys in PEM files: the signer (P-256, kid `current`) and a second one (P-384, its kid derived).
+    static func keyFiles() throws -> (directory: URL, yaml: String) {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("signing-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        try ES256PrivateKey().pemRepresentation.write(to: directory.appendingPathComponent("current.pem"), atomically: true, encoding: .utf8)
+        try ES384PrivateKey().pemRepresentation.write(to: directory.appendingPathComponent("next.pem"), atomically: true, encoding: .utf8)
+        let yaml = """
+            auth:
+              signingKeys:
+                - { file: \(directory.path)/current.pem, kid: current }
+                - { file: \(directory.path)/next.pem }
+
+            """
+        return (directory, yaml)
+    }
+
+    @Test("a short-lived JWT naming the caller, verifiable with /.well-known/jwks.json; none for a guest; a client's own is dropped")
+    func signedIdentity() async throws {
+        let (directory, keysYAML) = try Self.keyFiles()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let fake = FakeUpstream("a")
+        try await fake.serve { url in
+            let extra = """
+                  forwardToken: { audience: weather-service, ttl: 90s }
+              news:
+                type: upstream
+                mount: /news
+                config:
+                  upstreams: ["\(url)"]
+                  forwardToken: { audience: news, header: X-Gateway-Identity }
+
+            """
+            try await TestGateway.with(upstream, yaml: keysYAML + upstreamYAML("weather", [url], extra)) { gateway in
+                let jwksReply = try await gateway.gateway.handle(.get, "/.well-known/jwks.json")
+                #expect(jwksReply.status == 200 && jwksReply.headers[.contentType] == "application/jwk-set+json")
+                let jwks = try JSONDecoder().decode(JWKS.self, from: Data(jwksReply.body.readableBytesView))
+                #expect(jwks.keys.count == 2)
+                #expect(jwks.keys.first?.keyIdentifier?.string == "current")
+                let verifier = JWTKeyCollection()
+                try await verifier.add(jwks: jwks)
+
+                let (token, userID) = try await gateway.register("teller")
+                let key = try await gateway.createKey(token: token, grant: #"{"label": "k", "scopes": ["weather:read", "news:read"]}"#)
+                let byKey = try await gateway.gateway.handle(.get, "/v1/weather/x", headers: [HTTPField.Name("X-Api-Key")!: key.secret])
+                let headers = byKey.json["headers"] as? [String: String] ?? [:]
+                let bearer = try #require(headers["authorization"], "\(headers)")
+                #expect(bearer.hasPrefix("Bearer "))
+                let signed = String(bearer.dropFirst("Bearer ".count))
+                let claims = try await verifier.verify(signed, as: Claims.self)
+                #expect(claims.sub.value == userID && claims.iss.value == "gateway")
+                #expect(claims.scope == "news:read weather:read" && claims.credential == "key" && claims.admin == nil)
+                #expect(claims.exp.value.timeIntervalSince(claims.iat.value) == 90)
+                let header = try JSONSerialization.jsonObject(with: try #require(Data(base64URL: String(signed.split(separator: ".")[0])))) as? [String: Any]
+                #expect(header?["kid"] as? String == "current" && header?["alg"] as? String == "ES256")
+                // A signature of anything else does not verify.
+                var parts = signed.split(separator: ".").map(String.init)
+                let payloadBytes = try #require(Data(base64URL: parts[1]))
+                var forged = try #require(try JSONSerialization.jsonObject(with: payloadBytes) as? [String: Any])
+                forged["sub"] = "someone-else"
+                parts[1] = try JSONSerialization.data(withJSONObject: forged).base64EncodedString()
+                    .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+                await #expect(throws: (any Error).self) { _ = try await verifier.verify(parts.joined(separator: "."), as: Claims.self) }
+
+                // A session: the account, no scope; the bare token in another field for the other service.
+                let bySession = try await gateway.gateway.handle(.get, "/news/x", headers: [.authorization: "Bearer \(token)", HTTPField.Name("X-Gateway-Identity")!: "forged"])
+                let newsHeaders = bySession.json["headers"] as? [String: String] ?? [:]
+                #expect(newsHeaders["authorization"] == nil)
+                let newsToken = try #require(newsHeaders["x-gateway-identity"], "\(bySession.status) \(bySession.text)")
+                #expect(newsToken != "forged")
+                let payload = try JSONSerialization.jsonObject(with: try #require(Data(base64URL: String(newsToken.split(separator: ".")[1])))) as? [String: Any]
+                #expect(payload?["sub"] as? String == userID && payload?["aud"] as? [String] == ["news"] || payload?["aud"] as? String == "news")
+                #expect(payload?["credential"] as? String == "session" && payload?["scope"] == nil)
+
+                // A guest: no token, and a forged one is dropped.
+                let guest = try await gateway.gateway.handle(.get, "/news/x", headers: [HTTPField.Name("X-Gateway-Identity")!: "forged"])
+                #expect(guest.status == 200)
+                #expect((guest.json["headers"] as? [String: String])?["x-gateway-identity"] == nil)
+            }
+        }
+    }
+
+    @Test("forwardToken needs auth.signingKeys; its field may not be the service's credential; bad keys are located errors")
+    func configurationErrors() async throws {
+        let (directory, keysYAML) = try Self.keyFiles()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let url = "http://127.0.0.1:9"
+        await #expect { try await TestGateway.with(upstream, yaml: upstreamYAML("weather", [url], "      forwardToken: { audience: w }\n")) { _ in } } throws: { error in
+            "\(error)".contains("forwardToken") && "\(error)".contains("auth.signingKeys")
+        }
+        let conflicting = keysYAML + upstreamYAML("weather", [url], "      forwardToken: { audience: w }\n      credential: { env: UPSTREAM_SECRET }\n")
+        await #expect { try await TestGateway.with(upstream, yaml: conflicting, configure: { $0.environment["UPSTREAM_SECRET"] = "s" }) { _ in } } throws: { error in
+            "\(error)".contains("already carries credential")
+        }
+        try "not a key".write(to: directory.appendingPathComponent("bad.pem"), atomically: true, encoding: .utf8)
+        let bad = "auth:\n  signingKeys: [{ file: \(directory.path)/bad.pem }]\n" + upstreamYAML("weather", [url])
+        await #expect { try await TestGateway.with(upstream, yaml: bad) { _ in } } throws: { error in
+            "\(error)".contains("auth.signingKeys[0]") && "\(error)".contains("not a PEM private key")
+        }
+        let missing = "auth:\n  signingKeys: [{ file: \(directory.path)/absent.pem }]\n" + upstreamYAML("weather", [url])
+        await #expect { try await TestGateway.with(upstream, yaml: missing) { _ in } } throws: { error in
+            "\(error)".contains("cannot be read")
+        }
+        // Without keys, there is no key set to publish.
+        try await TestGateway.with(upstream, yaml: upstreamYAML("weather", [url])) { gateway async throws in
+            #expect(try await gateway.gateway.handle(.get, "/.well-known/jwks.json").status == 404)
+        }
+    }
+}
+
+extension Data {
+    /// Base64url, padding optional.
+    init?(base64URL text: String) {
+        var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        while base64.count % 4 != 0 { base64 += "=" }
+        self.init(base64Encoded: base64)
     }
 }

@@ -358,6 +358,8 @@ public struct AuthSettings: Decodable, Sendable, Equatable {
     public var maxKeysPerUser = 20
     /// Identity providers whose tokens the gateway accepts, by name (see ``ProviderSettings``).
     public var providers: [String: ProviderSettings] = [:]
+    /// The keys the gateway signs identity tokens for upstream services with (see ``SigningKeySettings``).
+    public var signingKeys: [SigningKeySettings] = []
 
     /// What a plugin's `accept` may name: `session`, `key` and each provider.
     public var credentialKinds: Set<String> { Set(["session", "key"] + providers.keys) }
@@ -365,7 +367,7 @@ public struct AuthSettings: Decodable, Sendable, Equatable {
     public init() {}
 
     enum CodingKeys: String, CodingKey {
-        case sessionTTL, registration, bcryptCost, appKeys, passwordReset, developmentMail, keepKeysOnReset, maxKeysPerUser, providers
+        case sessionTTL, registration, bcryptCost, appKeys, passwordReset, developmentMail, keepKeysOnReset, maxKeysPerUser, providers, signingKeys
     }
 
     public init(from decoder: any Decoder) throws {
@@ -389,6 +391,7 @@ public struct AuthSettings: Decodable, Sendable, Equatable {
         guard (10...16).contains(bcryptCost) else {
             throw DecodingError.dataCorruptedError(forKey: .bcryptCost, in: container, debugDescription: "\(bcryptCost) is outside 10 to 16")
         }
+        signingKeys = try container.decodeIfPresent([SigningKeySettings].self, forKey: .signingKeys) ?? []
         providers = try container.decodeIfPresent([String: ProviderSettings].self, forKey: .providers) ?? [:]
         for name in providers.keys where !PluginRegistration.isValidID(name) || name == "session" || name == "key" {
             throw DecodingError.dataCorruptedError(forKey: .providers, in: container,

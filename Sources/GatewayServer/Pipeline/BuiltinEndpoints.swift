@@ -3,6 +3,7 @@ import GatewayCore
 import HTTPTypes
 import Hummingbird
 import NIOCore
+import NIOFoundationCompat
 import SQLKit
 
 extension Gateway {
@@ -15,7 +16,7 @@ extension Gateway {
     /// the listener's address is the boundary and everything is shown to anyone who reaches it.
     static func builtinEndpoints(plugins: [LoadedPlugin], metrics: GatewayMetrics, openAPIJSON: LazyOpenAPIDocument,
                                  database: GatewayDatabase, metricsReader: (any Authenticator)?, administrators: any Authenticator,
-                                 identities: IdentityProviders? = nil, trusted: Bool = false) -> [(path: String, endpoint: GatewayEndpoint)] {
+                                 identities: IdentityProviders? = nil, signer: GatewaySigner? = nil, trusted: Bool = false) -> [(path: String, endpoint: GatewayEndpoint)] {
         let metricsReader = trusted ? nil : metricsReader
         /// Whether the caller may see health reasons: on the admin listener, or an administrator's
         /// valid credential. No credential or a bad one only hides the reasons (load balancers'
@@ -75,7 +76,17 @@ extension Gateway {
             return result
         }
         let healthz = ByteBuffer(string: #"{"status":"ok"}"#)
-        return [
+        // The public keys of the gateway's identity tokens, for upstream services to verify them.
+        let keySet: [(path: String, endpoint: GatewayEndpoint)] = signer.map { signer in
+            let body = ByteBuffer(data: signer.jwksJSON)
+            return [("/.well-known/jwks.json", GatewayEndpoint(name: "gateway.jwks", summary: "The public keys of the gateway's identity tokens (JWKS)", metrics: metrics) { _, _ in
+                var headers = HTTPFields()
+                headers[.contentType] = "application/jwk-set+json"
+                headers[.cacheControl] = "public, max-age=300"
+                return Response(status: .ok, headers: headers, body: .init(byteBuffer: body))
+            })]
+        } ?? []
+        return keySet + [
             ("/healthz", GatewayEndpoint(name: "gateway.healthz", summary: "Liveness: the process answers", metrics: metrics) { _, _ in
                 var headers = HTTPFields()
                 headers[.contentType] = "application/json"

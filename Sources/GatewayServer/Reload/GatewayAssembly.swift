@@ -38,6 +38,8 @@ extension Gateway {
         /// How plugins check the secrets of plugins.yaml (shipped demo secrets replaced on a
         /// reachable listener), decided at start.
         let secrets: ConfiguredSecrets
+        /// The signer of identity tokens (`auth.signingKeys`), when there are keys.
+        let signer: GatewaySigner?
 
         /// The context of the plugin `id`.
         func context(_ id: String, configuration: GatewayConfiguration) -> PluginContext {
@@ -49,7 +51,8 @@ extension Gateway {
                                  lease: { [database = database.sql, logger] name, work in LeasedService(name, database: database, logger: logger, work: work) },
                                  events: events, purgeCache: { [cache] in await cache.invalidate(tags: $0) }, accounts: directory,
                                  baseDirectory: options.baseDirectory, appKeys: Set(configuration.auth.appKeys), secrets: secrets,
-                                 environment: options.environment)
+                                 environment: options.environment,
+                                 identityTokens: signer.map { signer in IdentityTokens { try await signer.token(for: $0, audience: $1, lifetime: $2) } })
         }
 
         /// Whether a plugins.yaml entry can be created, replaced and removed while the gateway runs:
@@ -194,12 +197,12 @@ extension Gateway {
             let metricsReader: (any Authenticator)? = configuration.server.publicMetrics ? nil : authenticator
             for endpoint in Gateway.builtinEndpoints(plugins: plugins, metrics: metrics, openAPIJSON: openAPIJSON, database: database,
                                                      metricsReader: metricsReader, administrators: authenticator,
-                                                     identities: accountsService.authenticator.identities) {
+                                                     identities: accountsService.authenticator.identities, signer: signer) {
                 try add(.get, endpoint.path, .gateway(endpoint.endpoint))
             }
             let adminEndpoints = Gateway.builtinEndpoints(plugins: plugins, metrics: metrics, openAPIJSON: openAPIJSON, database: database,
                                                           metricsReader: nil, administrators: authenticator,
-                                                          identities: accountsService.authenticator.identities, trusted: true)
+                                                          identities: accountsService.authenticator.identities, signer: signer, trusted: true)
 
             for (index, listener) in configuration.server.socketListeners.enumerated() {
                 guard case .found = try? sockets.resolve(.get, path: Substring(listener.route)) else {
