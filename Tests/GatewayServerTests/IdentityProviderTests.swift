@@ -409,6 +409,37 @@ struct IdentityProviderTests {
         }
     }
 
+    @Test("accept on a composite: it takes only the kinds it lists, whatever the plugins it calls take")
+    func compositeAccept() async throws {
+        let plugins = notesYAML + """
+            composites:
+              greeting:
+                path: /v1/views/greeting
+                accept: [session]
+                steps:
+                  echo: { method: GET, path: "/v1/notes/echo?name=x" }
+              open-greeting:
+                path: /v1/views/open-greeting
+                steps:
+                  echo: { method: GET, path: "/v1/notes/echo?name=x" }
+
+            """
+        try await Self.withProvider(plugins: plugins) { provider, gateway in
+            // A composite is bound by `composite:read` as every plugin by its own scope.
+            let token = try await provider.token(provider.claims(scope: "notes:read composite:read"))
+            let refused = try await gateway.gateway.handle(.get, "/v1/views/greeting", headers: Self.bearer(token))
+            #expect(refused.status == 401 && refused.text.contains("corp"), "\(refused.text)")
+            let open = try await gateway.gateway.handle(.get, "/v1/views/open-greeting", headers: Self.bearer(token))
+            #expect(open.status == 200, "\(open.text)")
+            let session = try await gateway.register("iris")
+            #expect(try await gateway.gateway.handle(.get, "/v1/views/greeting", headers: Self.bearer(session.token)).status == 200)
+        }
+        #expect(throws: (any Error).self) {
+            try GatewayConfiguration.parse(Data((notesYAML + "composites:\n  v:\n    path: /v1/v\n    accept: [nobody]\n    steps:\n      a: { operation: notes.echo }\n").utf8),
+                                           file: "plugins.yaml", knownPlugins: ["notes"])
+        }
+    }
+
     @Test("providers are checked when the file is read", arguments: [
         ("type: oidc\nissuer: https://idp.example", "audiences"),
         ("type: oidc\nissuer: http://idp.example\naudiences: [g]", "not loopback"),

@@ -152,6 +152,20 @@ struct UpstreamPluginTests {
         }
     }
 
+    @Test("accept on an upstream service: it takes only the credential kinds it lists")
+    func acceptList() async throws {
+        let fake = FakeUpstream("a")
+        try await fake.serve { url in
+            try await TestGateway.with(upstream, yaml: upstreamYAML("weather", [url]) + "    accept: [session]\n") { gateway in
+                let (token, _) = try await gateway.register("picky")
+                let key = try await gateway.createKey(token: token, grant: #"{"label": "k", "scopes": ["*"]}"#)
+                let byKey = try await gateway.gateway.handle(.get, "/v1/weather/x", headers: [HTTPField.Name("X-Api-Key")!: key.secret])
+                #expect(byKey.status == 401 && byKey.text.contains("it takes session"), "\(byKey.text)")
+                #expect(try await gateway.gateway.handle(.get, "/v1/weather/x", headers: [.authorization: "Bearer \(token)"]).status == 200)
+            }
+        }
+    }
+
     @Test("keys are bounded by their scopes; cached routes are served from the cache; rate-limit costs apply")
     func gatewayPolicies() async throws {
         let fake = FakeUpstream("a")

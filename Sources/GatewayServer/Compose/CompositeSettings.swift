@@ -33,8 +33,11 @@ public struct CompositeSettings: Decodable, Sendable, Equatable {
     public var steps: [String: CompositeStep]
     /// The reply's shape (default: each step's reply under its name).
     public var reply: JSONValue?
+    /// The credential kinds the composite takes (`session`, `key`, providers' names; default all),
+    /// as a plugin's `accept`.
+    public var accept: [String]?
 
-    enum CodingKeys: String, CodingKey { case method, path, summary, access, timeout, steps, reply }
+    enum CodingKeys: String, CodingKey { case method, path, summary, access, timeout, steps, reply, accept }
 
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
@@ -56,6 +59,7 @@ public struct CompositeSettings: Decodable, Sendable, Equatable {
         guard timeout.seconds > 0 else { throw DecodingError.dataCorruptedError(forKey: .timeout, in: container, debugDescription: "must be more than 0") }
         steps = try container.decode([String: CompositeStep].self, forKey: .steps)
         reply = try container.decodeIfPresent(JSONValue.self, forKey: .reply)
+        accept = try container.decodeIfPresent([String].self, forKey: .accept)
         guard !steps.isEmpty else { throw DecodingError.dataCorruptedError(forKey: .steps, in: container, debugDescription: "give at least one step") }
         // References: to path parameters the path has, to steps that exist, without a circle.
         let parameters = Set(Route.parameterNames(in: path))

@@ -116,6 +116,12 @@ public struct GatewayConfiguration: Decodable, Sendable, Equatable {
                     debugDescription: "plugins.\(id).accept: '\(kind)' is not session, key or a provider of auth.providers")
             }
         }
+        for (name, composite) in composites.sorted(by: { $0.key < $1.key }) {
+            for kind in composite.accept ?? [] where !kinds.contains(kind) {
+                throw DecodingError.dataCorruptedError(forKey: .composites, in: container,
+                    debugDescription: "composites.\(name).accept: '\(kind)' is not session, key or a provider of auth.providers")
+            }
+        }
     }
 }
 

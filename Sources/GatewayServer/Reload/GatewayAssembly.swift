@@ -177,9 +177,12 @@ extension Gateway {
                             throw GatewayStartupError("operation '\(route.name)' is declared twice")
                         }
                     }
+                    // A composite takes the credentials its own `accept` names.
+                    let routeAccept = plugin.id == CompositeService.id
+                        ? configuration.composites[String(route.name.dropFirst(CompositeService.id.count + 1))]?.accept.map(Set.init) : accept
                     try add(route.method, template, .route(MountedRoute(
                         pluginID: plugin.id, route: route, dialect: dialect, plugin: plugin.context, template: template,
-                        cache: overridden(route.cache), instance: plugin.instance, metrics: metrics, accept: accept)))
+                        cache: overridden(route.cache), instance: plugin.instance, metrics: metrics, accept: routeAccept)))
                 }
                 for route in plugin.instance.routes { try mount(route, under: plugin.mount, dialect: nil) }
                 for dialect in plugin.instance.dialects {
