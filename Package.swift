@@ -158,6 +158,10 @@ let package = Package(
                 .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
                 .product(name: "AsyncKit", package: "async-kit"),
                 .product(name: "JWTKit", package: "jwt-kit"),
+                // Client certificates (`server.tls.clientCertificates`): their subject and names.
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+                .product(name: "NIOTLS", package: "swift-nio"),
             ] + products("HTTPTypes", "Logging", "Metrics", "NIOCore", "SQLKit"),
             swiftSettings: strictSettings
         ),
@@ -223,6 +227,7 @@ let package = Package(
             dependencies: [
                 "GatewayServer", "GatewaySupport", "GatewayTesting", "NotesFixturePlugin",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "X509", package: "swift-certificates"),
                 .product(name: "CompressNIO", package: "compress-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),

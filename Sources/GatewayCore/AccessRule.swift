@@ -47,7 +47,7 @@ extension AccessRule {
     /// `<plugin>:*`, or `*`); an administrators' route needs `admin` (or `*`) instead.
     /// Throws 401 for a guest where a caller must be known, 403 otherwise.
     public func enforce(principal: Principal, plugin: String, method: HTTPRequest.Method) throws {
-        let credential = if case .token = principal.kind { "token" } else { "key" }
+        let credential = if case .token(let provider, _) = principal.kind { provider == Principal.certificateKind ? "certificate" : "token" } else { "key" }
         if principal.isBoundByScopes {
             if self == .admin {
                 guard principal.keyAllows(Principal.adminScope) else {

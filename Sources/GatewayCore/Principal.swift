@@ -13,7 +13,8 @@ public struct Principal: Sendable, Equatable, Hashable {
         case apiKey(keyID: String)
         /// A caller presenting a token of the identity provider `provider` (`auth.providers`),
         /// known there as `subject`; acting for the linked account `userID`, or for no account
-        /// when the provider provisions none.
+        /// when the provider provisions none. A verified client certificate is such a credential
+        /// too, of the provider ``Principal/certificateKind`` with its subject as `subject`.
         case token(provider: String, subject: String)
     }
 
@@ -128,6 +129,10 @@ public struct Principal: Sendable, Equatable, Hashable {
         guard let allowed = resources[plugin] else { return true }
         return allowed.contains(resource)
     }
+
+    /// The credential kind (and ``Kind-swift.enum/token(provider:subject:)``'s provider) of a
+    /// caller named by a verified client certificate (`auth.certificates`).
+    public static let certificateKind = "certificate"
 
     /// The scope that covers the administrators' routes for a key (a master key's `admin`).
     public static let adminScope = "admin"

@@ -396,12 +396,13 @@ public final class Gateway: Sendable {
             // Built when the application runs: a failure of NIOSSL's (the pair was checked when
             // read) makes `run` throw rather than serve plain HTTP.
             let tls = certificates.configuration()
+            let clientCertificates = certificates.settings.clientCertificates != nil
             if certificates.settings.http2 {
-                server = Self.bounded(connections, timeouts: timeouts, canReply: false) { responder in
+                server = Self.bounded(connections, timeouts: timeouts, canReply: false, clientCertificates: clientCertificates) { responder in
                     try HTTP2UpgradeChannel(tlsConfiguration: tls, configuration: Self.http2Configuration(timeouts), responder: responder)
                 }
             } else {
-                server = Self.bounded(connections, timeouts: timeouts, canReply: false) { responder in
+                server = Self.bounded(connections, timeouts: timeouts, canReply: false, clientCertificates: clientCertificates) { responder in
                     try TLSChannel(HTTP1WebSocketUpgradeChannel(responder: responder, configuration: webSockets, shouldUpgrade: shouldUpgrade), tlsConfiguration: tls)
                 }
             }

@@ -9,6 +9,8 @@ public struct TestCertificates: Sendable {
     public var authority: String
     public var leaf: String
     public var leafKey: String
+    /// The authority's private key (PEM), to sign client certificates.
+    public var authorityKey: String
 
     public static func make(_ name: String) throws -> TestCertificates {
         let now = Date()
@@ -35,7 +37,38 @@ public struct TestCertificates: Sendable {
             },
             issuerPrivateKey: .init(authorityKey))
         return TestCertificates(authority: try authority.serializeAsPEM().pemString, leaf: try leaf.serializeAsPEM().pemString,
-                                leafKey: leafKey.pemRepresentation)
+                                leafKey: leafKey.pemRepresentation, authorityKey: authorityKey.pemRepresentation)
+    }
+
+    /// A client certificate this authority signed, for `commonName` in `organization`, with
+    /// `alternativeNames`: its PEM and its private key's.
+    public func client(_ commonName: String, organization: String = "Acme", alternativeNames: [GeneralName] = []) throws -> (certificate: String, key: String) {
+        let now = Date()
+        let signer = try P256.Signing.PrivateKey(pemRepresentation: authorityKey)
+        let issuer = try Certificate(pemEncoded: authority).subject
+        let key = P256.Signing.PrivateKey()
+        let certificate = try Certificate(
+            version: .v3, serialNumber: .init(), publicKey: .init(key.publicKey),
+            notValidBefore: now - 3600, notValidAfter: now + 86_400, issuer: issuer,
+            subject: try DistinguishedName {
+                OrganizationName(organization)
+                CommonName(commonName)
+            },
+            signatureAlgorithm: .ecdsaWithSHA256,
+            extensions: try Certificate.Extensions {
+                if !alternativeNames.isEmpty { SubjectAlternativeNames(alternativeNames) }
+                try ExtendedKeyUsage([.clientAuth])
+            },
+            issuerPrivateKey: .init(signer))
+        return (try certificate.serializeAsPEM().pemString, key.pemRepresentation)
+    }
+
+    /// A client's TLS configuration that trusts this authority and presents `client` (from ``client(_:organization:alternativeNames:)``).
+    public func clientConfiguration(presenting client: (certificate: String, key: String)) throws -> TLSConfiguration {
+        var tls = try clientConfiguration()
+        tls.certificateChain = [.certificate(try NIOSSLCertificate(bytes: Array(client.certificate.utf8), format: .pem))]
+        tls.privateKey = .privateKey(try NIOSSLPrivateKey(bytes: Array(client.key.utf8), format: .pem))
+        return tls
     }
 
     /// Writes `cert.pem` (the leaf) and `key.pem` into `directory`.

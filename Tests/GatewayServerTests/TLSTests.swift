@@ -13,6 +13,7 @@ import NIOWebSocket
 import NotesFixturePlugin
 import ServiceLifecycle
 import Testing
+import X509
 
 @Suite("TLS and HTTP/2")
 struct TLSTests {
@@ -153,6 +154,115 @@ struct TLSTests {
         }
         #expect(throws: ConfigurationFileError.self) {
             try GatewayConfiguration.parse(Data("server:\n  tls: { certificate: a.pem }\n".utf8), file: "plugins.yaml", knownPlugins: [])
+        }
+    }
+
+    /// A client trusting `server`'s authority and presenting `certificate` (nil: none).
+    static func client(trusting server: TestCertificates, presenting certificate: (certificate: String, key: String)?, http1Only: Bool = false) throws -> HTTPClient {
+        let tls = try certificate.map { try server.clientConfiguration(presenting: $0) } ?? server.clientConfiguration()
+        var configuration = HTTPClient.Configuration(tlsConfiguration: tls)
+        configuration.httpVersion = http1Only ? .http1Only : .automatic
+        configuration.timeout.connect = .seconds(2)
+        return HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+    }
+
+    /// GET `url` with `client` (and `headers`), then shuts the client down.
+    static func call(_ client: HTTPClient, _ url: String, method: HTTPMethod = .GET, headers: [(String, String)] = []) async throws -> (status: UInt, body: String) {
+        var request = HTTPClientRequest(url: url)
+        request.method = method
+        for (name, value) in headers { request.headers.add(name: name, value: value) }
+        if method == .POST {
+            request.headers.add(name: "Content-Type", value: "application/json")
+            request.body = .bytes(ByteBuffer(string: #"{"title": "t", "body": "b"}"#))
+        }
+        do {
+            let response = try await client.execute(request, timeout: .seconds(30))
+            let body = String(buffer: try await response.body.collect(upTo: 1 << 20))
+            try await client.shutdown()
+            return (response.status.code, body)
+        } catch {
+            try? await client.shutdown()
+            throw error
+        }
+    }
+
+    @Test("client certificates: optional and required; a verified certificate names an account or scopes (auth.certificates); unmapped is a 401; a foreign one fails the handshake")
+    func clientCertificates() async throws {
+        let folder = try Self.directory()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let server = try TestCertificates.make("mtls-server")
+        try server.write(to: folder)
+        let clients = try TestCertificates.make("mtls-clients")
+        try clients.authority.write(to: folder.appendingPathComponent("clients-ca.pem"), atomically: true, encoding: .utf8)
+        let billing = try clients.client("billing")
+        let reports = try clients.client("reports", alternativeNames: [.uniformResourceIdentifier("spiffe://acme/reports")])
+        let stranger = try clients.client("stranger")
+        let foreign = try TestCertificates.make("elsewhere").client("billing")
+        func yaml(_ mode: String, plugins: String = notesYAML) -> String {
+            plugins + """
+
+                server:
+                  tls: { certificate: \(folder.path)/cert.pem, key: \(folder.path)/key.pem, clientCertificates: { ca: \(folder.path)/clients-ca.pem, mode: \(mode) } }
+                auth:
+                  certificates:
+                    - { subject: "CN=billing,O=Acme", user: billing }
+                    - { san: "uri:spiffe://acme/reports", scopes: [notes:read] }
+
+                """
+        }
+        try await TestGateway.with(notes, yaml: yaml("optional")) { gateway in
+            let user = try await gateway.register("billing")
+            let key = try await gateway.createKey(token: user.token, grant: #"{"label": "k", "scopes": ["*"]}"#)
+            try await Self.serving(gateway) { port in
+                let base = "https://127.0.0.1:\(port)"
+                // Optional: a client without a certificate is served as a guest.
+                #expect(try await Self.call(Self.client(trusting: server, presenting: nil), base + "/v1/notes/echo?name=x").status == 200)
+                #expect(try await Self.call(Self.client(trusting: server, presenting: nil), base + "/v1/me").status == 401)
+                // A certificate naming an account acts for it, over HTTP/2 and HTTP/1.1.
+                for http1Only in [false, true] {
+                    let me = try await Self.call(Self.client(trusting: server, presenting: billing, http1Only: http1Only), base + "/v1/me")
+                    #expect(me.status == 200 && me.body.contains(user.userID), "\(me.body)")
+                }
+                // A certificate naming scopes: bound by them.
+                #expect(try await Self.call(Self.client(trusting: server, presenting: reports), base + "/v1/notes/echo?name=x").status == 200)
+                let write = try await Self.call(Self.client(trusting: server, presenting: reports), base + "/v1/notes/notes", method: .POST)
+                #expect(write.status == 403 && write.body.contains("certificate lacks the scope notes:write"), "\(write.body)")
+                // Verified but named by no rule: a 401 saying so.
+                let unmapped = try await Self.call(Self.client(trusting: server, presenting: stranger), base + "/v1/notes/echo?name=x")
+                #expect(unmapped.status == 401 && unmapped.body.contains("names no caller"), "\(unmapped.body)")
+                // Another credential beside the certificate decides who calls.
+                let withKey = try await Self.call(Self.client(trusting: server, presenting: stranger), base + "/v1/me", headers: [("X-Api-Key", key.secret)])
+                #expect(withKey.status == 200 && withKey.body.contains(user.userID))
+                // Signed by another authority: the handshake fails.
+                await #expect(throws: (any Error).self) { _ = try await Self.call(Self.client(trusting: server, presenting: foreign), base + "/v1/notes/echo?name=x") }
+            }
+            // A disabled account's certificate is refused once the gateway forgets its credentials.
+            try await gateway.gateway.accounts.setDisabled(userID: user.userID, true)
+            gateway.gateway.forgetCredentials(userID: user.userID)
+            try await Self.serving(gateway) { port in
+                let me = try await Self.call(Self.client(trusting: server, presenting: billing), "https://127.0.0.1:\(port)/v1/me")
+                #expect(me.status == 401, "\(me.body)")
+            }
+        }
+        try await TestGateway.with(notes, yaml: yaml("required", plugins: notesYAML + "    accept: [certificate]\n")) { gateway in
+            _ = try await gateway.register("billing")
+            try await Self.serving(gateway) { port async throws in
+                let base = "https://127.0.0.1:\(port)"
+                await #expect(throws: (any Error).self, "required: no certificate, no handshake") {
+                    _ = try await Self.call(Self.client(trusting: server, presenting: nil), base + "/v1/notes/echo?name=x")
+                }
+                #expect(try await Self.call(Self.client(trusting: server, presenting: billing), base + "/v1/notes/echo?name=x").status == 200)
+            }
+        }
+        // Configuration errors: a missing authority file; a rule without a caller.
+        await #expect(throws: GatewayStartupError.self) {
+            try await TestGateway.with(notes, yaml: notesYAML + "\nserver:\n  tls: { certificate: \(folder.path)/cert.pem, key: \(folder.path)/key.pem, clientCertificates: { ca: \(folder.path)/none.pem } }\n") { _ in }
+        }
+        #expect(throws: (any Error).self) {
+            try GatewayConfiguration.parse(Data("auth:\n  certificates:\n    - { subject: \"CN=x\" }\n".utf8), file: "plugins.yaml", knownPlugins: [])
+        }
+        #expect(throws: (any Error).self) {
+            try GatewayConfiguration.parse(Data("auth:\n  certificates:\n    - { san: \"x\", scopes: [\"*\"] }\n".utf8), file: "plugins.yaml", knownPlugins: [])
         }
     }
 }

@@ -151,6 +151,21 @@ public final class AccountAuthenticator: Authenticator {
         return Cached(principal: principal, allowedAddresses: [], userID: principal.userID, expires: ContinuousClock.now + min(cacheTTL, remaining))
     }
 
+    /// A principal remembered under `key` (a client certificate's), if still fresh.
+    func remembered(_ key: String, address: String) throws -> Principal? {
+        guard let hit = cache.withLockedValue({ $0[key] }), hit.expires > ContinuousClock.now else { return nil }
+        return try admit(hit, address: address)
+    }
+
+    /// Remembers `principal` under `key` for ``cacheTTL``.
+    func remember(_ key: String, principal: Principal) {
+        let cached = Cached(principal: principal, allowedAddresses: [], userID: principal.userID, expires: ContinuousClock.now + cacheTTL)
+        cache.withLockedValue { table in
+            if table.count >= maxCachedCredentials { table.removeAll(keepingCapacity: true) }
+            table[key] = cached
+        }
+    }
+
     private func admit(_ cached: Cached, address: String) throws -> Principal {
         if !cached.allowedAddresses.isEmpty, !cached.allowedAddresses.contains(where: { $0.matches(address) }) {
             throw GatewayError.forbidden("This key is not accepted from \(address).")

@@ -113,13 +113,13 @@ public struct GatewayConfiguration: Decodable, Sendable, Equatable {
         for (id, settings) in plugins.sorted(by: { $0.key < $1.key }) {
             for kind in settings.accept ?? [] where !kinds.contains(kind) {
                 throw DecodingError.dataCorruptedError(forKey: .plugins, in: container,
-                    debugDescription: "plugins.\(id).accept: '\(kind)' is not session, key or a provider of auth.providers")
+                    debugDescription: "plugins.\(id).accept: '\(kind)' is not session, key, certificate or a provider of auth.providers")
             }
         }
         for (name, composite) in composites.sorted(by: { $0.key < $1.key }) {
             for kind in composite.accept ?? [] where !kinds.contains(kind) {
                 throw DecodingError.dataCorruptedError(forKey: .composites, in: container,
-                    debugDescription: "composites.\(name).accept: '\(kind)' is not session, key or a provider of auth.providers")
+                    debugDescription: "composites.\(name).accept: '\(kind)' is not session, key, certificate or a provider of auth.providers")
             }
         }
     }
@@ -364,16 +364,18 @@ public struct AuthSettings: Decodable, Sendable, Equatable {
     public var maxKeysPerUser = 20
     /// Identity providers whose tokens the gateway accepts, by name (see ``ProviderSettings``).
     public var providers: [String: ProviderSettings] = [:]
+    /// Which callers verified client certificates name (see ``CertificateRule``).
+    public var certificates: [CertificateRule] = []
     /// The keys the gateway signs identity tokens for upstream services with (see ``SigningKeySettings``).
     public var signingKeys: [SigningKeySettings] = []
 
     /// What a plugin's `accept` may name: `session`, `key` and each provider.
-    public var credentialKinds: Set<String> { Set(["session", "key"] + providers.keys) }
+    public var credentialKinds: Set<String> { Set(["session", "key", Principal.certificateKind] + providers.keys) }
 
     public init() {}
 
     enum CodingKeys: String, CodingKey {
-        case sessionTTL, registration, bcryptCost, appKeys, passwordReset, developmentMail, keepKeysOnReset, maxKeysPerUser, providers, signingKeys
+        case sessionTTL, registration, bcryptCost, appKeys, passwordReset, developmentMail, keepKeysOnReset, maxKeysPerUser, providers, signingKeys, certificates
     }
 
     public init(from decoder: any Decoder) throws {
@@ -398,10 +400,11 @@ public struct AuthSettings: Decodable, Sendable, Equatable {
             throw DecodingError.dataCorruptedError(forKey: .bcryptCost, in: container, debugDescription: "\(bcryptCost) is outside 10 to 16")
         }
         signingKeys = try container.decodeIfPresent([SigningKeySettings].self, forKey: .signingKeys) ?? []
+        certificates = try container.decodeIfPresent([CertificateRule].self, forKey: .certificates) ?? []
         providers = try container.decodeIfPresent([String: ProviderSettings].self, forKey: .providers) ?? [:]
-        for name in providers.keys where !PluginRegistration.isValidID(name) || name == "session" || name == "key" {
+        for name in providers.keys where !PluginRegistration.isValidID(name) || ["session", "key", Principal.certificateKind].contains(name) {
             throw DecodingError.dataCorruptedError(forKey: .providers, in: container,
-                debugDescription: "'\(name)' is not a provider name (lowercase letters, digits and -, starting with a letter; not session or key)")
+                debugDescription: "'\(name)' is not a provider name (lowercase letters, digits and -, starting with a letter; not session, key or certificate)")
         }
     }
 }

@@ -8,12 +8,12 @@ import NIOCore
 /// everything else; then `base` (HTTP/1.1, WebSocket upgrades, TLS) sets up the rest.
 struct GuardedChildChannel<Base: ServerChildChannel>: ServerChildChannel {
     enum Value: ServerChildChannelValue {
-        case admitted(Base.Value)
+        case admitted(Base.Value, ConnectionCertificate?)
         case refused(any Channel)
 
         var channel: any Channel {
             switch self {
-            case .admitted(let value): value.channel
+            case .admitted(let value, _): value.channel
             case .refused(let channel): channel
             }
         }
@@ -25,6 +25,9 @@ struct GuardedChildChannel<Base: ServerChildChannel>: ServerChildChannel {
     let timeouts: ServerTimeouts?
     /// Whether bytes written first in the pipeline reach the client as they are (not under TLS).
     let canReply: Bool
+    /// Whether the TLS handshake asks for a client certificate, which requests then see
+    /// (``ConnectionCertificate``).
+    var clientCertificates = false
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
         guard let ticket = connections.admit(peer: channel.remoteAddress) else {
@@ -45,12 +48,18 @@ struct GuardedChildChannel<Base: ServerChildChannel>: ServerChildChannel {
                 return channel.eventLoop.makeFailedFuture(error)
             }
         }
-        return base.setup(channel: channel, logger: logger).map { .admitted($0) }
+        let clientCertificates = self.clientCertificates
+        return base.setup(channel: channel, logger: logger).flatMapThrowing { value in
+            // The TLS handler was added by the base's set-up, before the channel is active: the
+            // handshake cannot complete unseen.
+            .admitted(value, clientCertificates ? try ClientCertificateRecorder.install(on: channel) : nil)
+        }
     }
 
     func handle(value: Value, logger: Logger) async {
-        guard case .admitted(let admitted) = value else { return }
-        await base.handle(value: admitted, logger: logger)
+        guard case .admitted(let admitted, let certificate) = value else { return }
+        guard let certificate else { return await base.handle(value: admitted, logger: logger) }
+        await ConnectionCertificate.$current.withValue(certificate) { await base.handle(value: admitted, logger: logger) }
     }
 }
 

@@ -17,11 +17,12 @@ extension Gateway {
     /// A listener's server: the child channel `make` builds for the application's responder,
     /// behind `connections` and, for HTTP/1.1, the deadlines of `timeouts`.
     static func bounded<Base: ServerChildChannel>(
-        _ connections: ConnectionGuard, timeouts: ServerTimeouts?, canReply: Bool,
+        _ connections: ConnectionGuard, timeouts: ServerTimeouts?, canReply: Bool, clientCertificates: Bool = false,
         _ make: @escaping @Sendable (@escaping HTTPChannelHandler.Responder) throws -> Base
     ) -> HTTPServerBuilder {
         HTTPServerBuilder { responder in
-            GuardedChildChannel(base: try make(responder), connections: connections, timeouts: timeouts, canReply: canReply)
+            GuardedChildChannel(base: try make(responder), connections: connections, timeouts: timeouts, canReply: canReply,
+                                clientCertificates: clientCertificates)
         }
     }
 

@@ -9,10 +9,13 @@ public struct GatewayRequestContext: RequestContext {
     /// The client's address (no port): the socket's peer, or behind `server.trustedProxies` the
     /// address they forwarded.
     public internal(set) var remoteAddress: String
+    /// The client certificate the connection's TLS handshake verified (`server.tls.clientCertificates`).
+    public internal(set) var clientCertificate: ClientCertificate?
 
     public init(source: ApplicationRequestContextSource) {
         coreContext = .init(source: source)
         remoteAddress = source.channel.remoteAddress.map(Self.text(of:)) ?? "local"
+        clientCertificate = ConnectionCertificate.current?.certificate
     }
 
     /// An address as text without a port. IPv4, the common case, is written directly: NIO's

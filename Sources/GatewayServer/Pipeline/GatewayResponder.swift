@@ -70,6 +70,8 @@ public struct GatewayResponder: HTTPResponder {
         var accessLog: Bool
         var proxies = ProxyTrust([])
         var compression: ResponseCompression?
+        /// `auth.certificates`: the callers verified client certificates name.
+        var certificateRules: [CertificateRule] = []
     }
 
     public func respond(to request: Request, context: Context) async throws -> Response {
@@ -120,7 +122,7 @@ public struct GatewayResponder: HTTPResponder {
         let limit = LimitStage(limiter: rateLimiter, metrics: metrics)
         do {
             var call = try RouteCall(exchange, mounted: mounted, parameters: parameters)
-            try await IdentifyStage(authenticator: authenticator, metrics: metrics, bodyLimit: bodyLimit).run(&call)
+            try await IdentifyStage(authenticator: authenticator, metrics: metrics, bodyLimit: bodyLimit, certificateRules: settings.certificateRules).run(&call)
             try await limit.run(&call)
             try await AuthorizeStage().run(call)
             if let stored = await CacheLookupStage(cache: cache).run(&call) { return stored }

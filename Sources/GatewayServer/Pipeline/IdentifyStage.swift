@@ -11,6 +11,8 @@ struct IdentifyStage {
     let authenticator: any Authenticator
     let metrics: GatewayMetrics
     let bodyLimit: BodyLimit
+    /// `auth.certificates`: the callers client certificates name.
+    var certificateRules: [CertificateRule] = []
 
     func run(_ call: inout RouteCall) async throws {
         var invalid = CredentialExtractor.InvalidCredential.refuse
@@ -29,6 +31,18 @@ struct IdentifyStage {
             }
         }
         let (credential, address) = (call.credential, call.exchange.client)
+        // A verified client certificate names the caller of a native request that presents no
+        // other credential (dialects keep their old clients' credentials).
+        if credential == nil, call.mounted.dialect == nil, let certificate = call.exchange.context.clientCertificate,
+           let accounts = authenticator as? AccountAuthenticator {
+            do {
+                call.principal = try await accounts.principal(for: certificate, rules: certificateRules, address: address)
+            } catch let error as GatewayError where error.kind == .unauthorized {
+                metrics.recordAuthenticationFailure()
+                throw error
+            }
+            return
+        }
         (call.principal, call.credentialRefused) = try await GatewayTracing.span("principal") {
             try await principal(for: credential, address: address, invalid: invalid)
         }

@@ -222,7 +222,8 @@ extension Gateway {
             }
             let settings = GatewayResponder.PipelineSettings(
                 maxBodySize: configuration.server.maxBodySize.bytes, cors: configuration.server.cors, accessLog: configuration.server.accessLog,
-                proxies: ProxyTrust(configuration.server.trustedProxies), compression: ResponseCompression(configuration.server.compression))
+                proxies: ProxyTrust(configuration.server.trustedProxies), compression: ResponseCompression(configuration.server.compression),
+                certificateRules: configuration.auth.certificates)
             let live = LiveState(configuration: configuration, plugins: plugins,
                                  routeList: routeList.sorted { ($0.path, $0.method) < ($1.path, $1.method) }, openAPIDocument: document,
                                  adminEndpoints: Dictionary(adminEndpoints.map { ($0.path, $0.endpoint) }, uniquingKeysWith: { first, _ in first }))

@@ -18,6 +18,8 @@ public struct TLSSettings: Decodable, Sendable, Equatable {
     public var http2 = true
     /// The oldest TLS version accepted: `1.2` (default) or `1.3`.
     public var minimumVersion = "1.2"
+    /// Client certificates the handshake asks for (see ``ClientCertificateSettings``).
+    public var clientCertificates: ClientCertificateSettings?
 
     public init(certificate: String, key: String, http2: Bool = true) {
         self.certificate = certificate
@@ -25,7 +27,7 @@ public struct TLSSettings: Decodable, Sendable, Equatable {
         self.http2 = http2
     }
 
-    enum CodingKeys: String, CodingKey { case certificate, key, http2, minimumVersion }
+    enum CodingKeys: String, CodingKey { case certificate, key, http2, minimumVersion, clientCertificates }
 
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
@@ -33,6 +35,7 @@ public struct TLSSettings: Decodable, Sendable, Equatable {
         key = try container.decode(String.self, forKey: .key)
         http2 = try container.decodeIfPresent(Bool.self, forKey: .http2) ?? http2
         minimumVersion = try container.decodeIfPresent(String.self, forKey: .minimumVersion) ?? minimumVersion
+        clientCertificates = try container.decodeIfPresent(ClientCertificateSettings.self, forKey: .clientCertificates)
         guard ["1.2", "1.3"].contains(minimumVersion) else {
             throw DecodingError.dataCorruptedError(forKey: .minimumVersion, in: container, debugDescription: "'\(minimumVersion)' is not a TLS version this gateway accepts as the oldest (1.2 or 1.3)")
         }
@@ -52,6 +55,8 @@ public final class CertificateStore: Sendable {
     let keyFile: URL
     let settings: TLSSettings
     private let current: Mutex<Pair>
+    /// The authorities client certificates must chain to (`clientCertificates.ca`), read at start.
+    private let clientAuthorities: [NIOSSLCertificate]
 
     /// Reads the pair; a missing, unreadable or mismatched file is an error naming it.
     public init(_ settings: TLSSettings, baseDirectory: URL) throws {
@@ -62,6 +67,19 @@ public final class CertificateStore: Sendable {
         certificateFile = resolve(settings.certificate)
         keyFile = resolve(settings.key)
         current = Mutex(try Self.read(certificateFile, keyFile))
+        if let clients = settings.clientCertificates {
+            let file = resolve(clients.ca)
+            let authorities: [NIOSSLCertificate]
+            do {
+                authorities = try NIOSSLCertificate.fromPEMFile(file.path)
+            } catch {
+                throw GatewayStartupError("server.tls.clientCertificates.ca: \(file.path) is not a readable PEM file of certificates (\(error))")
+            }
+            guard !authorities.isEmpty else { throw GatewayStartupError("server.tls.clientCertificates.ca: \(file.path) holds no certificate") }
+            clientAuthorities = authorities
+        } else {
+            clientAuthorities = []
+        }
     }
 
     /// The leaf certificate's serial number, as hexadecimal (for logs and tests).
@@ -106,6 +124,14 @@ public final class CertificateStore: Sendable {
         var configuration = TLSConfiguration.makeServerConfiguration(certificateChain: pair.chain.map { .certificate($0) }, privateKey: .privateKey(pair.key))
         configuration.minimumTLSVersion = settings.minimumVersion == "1.3" ? .tlsv13 : .tlsv12
         configuration.applicationProtocols = settings.http2 ? ["h2", "http/1.1"] : ["http/1.1"]
+        if let clients = settings.clientCertificates {
+            // Only the configured authorities, never the system's; no host name check (a client's
+            // name is not its address). Optional: a client may send none, but one it sends must verify.
+            configuration.trustRoots = .certificates(clientAuthorities)
+            configuration.additionalTrustRoots = []
+            configuration.certificateVerification = clients.mode == .required ? .noHostnameVerification : .optionalVerification
+            configuration.sendCANameList = true
+        }
         configuration.sslContextCallback = { [self] _, promise in
             let pair = current.withLock { $0 }
             var override = NIOSSLContextConfigurationOverride()
