@@ -318,6 +318,7 @@ let package = Package(
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOFoundationCompat", package: "swift-nio"),
                 .product(name: "SQLKit", package: "sql-kit"),
+                .product(name: "JWTKit", package: "jwt-kit"),
             ] + products("GatewayCore", "HTTPTypes", "Logging", "NIOWebSocket", "ServiceLifecycle"),
             swiftSettings: strictSettings
         ),
@@ -335,7 +336,8 @@ let package = Package(
         // Benchmark servers (see Benchmarks/README.md).
         .executableTarget(
             name: "gateway-bench-server",
-            dependencies: ["GatewayServer", "NotesFixturePlugin", "SuggestPlugin", "TodoPlugin", "UpstreamPlugin"] + products("GatewayCore", "Logging", "NIOCore"),
+            dependencies: ["GatewayServer", "NotesFixturePlugin", "SuggestPlugin", "TodoPlugin", "UpstreamPlugin",
+                           .product(name: "JWTKit", package: "jwt-kit")] + products("GatewayCore", "Logging", "NIOCore"),
             path: "Benchmarks/Servers/GatewayBenchServer",
             swiftSettings: strictSettings
         ),

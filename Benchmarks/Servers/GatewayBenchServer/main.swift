@@ -1,6 +1,7 @@
 import Foundation
 import GatewayCore
 import GatewayServer
+import JWTKit
 import Logging
 import NIOCore
 import NotesFixturePlugin
@@ -31,6 +32,13 @@ import UpstreamPlugin
 //                     without the incoming socket
 //   --forward-only URL with --in-process N: N GETs of URL through the forwarding client alone (no
 //                     gateway around it), with the CPU time per call
+//   --jwt-file PATH   also accept the tokens of an identity provider `bench` (ES256, static key,
+//                     accounts made on first sight) and write a token of it (scope notes:read,
+//                     valid a day) there: the same cached GET as --key-file's, with a JWT
+//   --verify-cost N   print what the first (uncached) verification of a token costs per algorithm:
+//                     N requests each with a new token, against N with one remembered token, in
+//                     process (providers with `provision: none`, so no account is looked up);
+//                     --rsa-key PATH (a PEM RSA private key) adds RS256 and PS256
 // Quotas are set far above what the load generator can reach, so rate limiting is measured as
 // work done, not as rejections. Logging is at warning level, as a production gateway would run.
 func argument(_ name: String) -> String? {
@@ -68,6 +76,75 @@ if let upstream {
         config: { upstreams: ["\(upstream)"], access: public }
     """
     configuration.plugins["weather"] = try GatewayConfiguration.parse(Data(yaml.utf8), file: "upstream.yaml", knownPlugins: [], instanceTypes: ["upstream"]).plugins["weather"]
+}
+// Identity providers: `bench` for --jwt-file, one per algorithm for --verify-cost.
+let jwtFile = argument("--jwt-file")
+let verifyCount = argument("--verify-cost").flatMap(Int.init)
+/// A signer per provider, with the algorithm's name.
+var signers: [(provider: String, algorithm: String, keys: JWTKeyCollection)] = []
+if jwtFile != nil || verifyCount != nil {
+    var providers = ""
+    func provider(_ name: String, algorithm: String, key: String, provision: String) {
+        let pem = key.split(separator: "\n").map { "              " + $0 }.joined(separator: "\n")
+        let secret = algorithm.hasPrefix("HS")
+        providers += """
+              \(name):
+                type: jwt
+                issuer: https://\(name).bench.example
+                audiences: [gateway]
+                provision: \(provision)
+                keys:
+                  - kid: \(name)
+                    algorithm: \(algorithm)
+                    \(secret ? "secret: \"\(key)\"" : "pem: |\n\(pem)")
+
+            """
+    }
+    if jwtFile != nil {
+        let key = ES256PrivateKey()
+        let keys = JWTKeyCollection()
+        await keys.add(ecdsa: key, kid: "bench")
+        provider("bench", algorithm: "ES256", key: key.publicKey.pemRepresentation, provision: "auto")
+        signers.append(("bench", "ES256", keys))
+    }
+    if verifyCount != nil {
+        let es256 = ES256PrivateKey(), es384 = ES384PrivateKey(), eddsa = try EdDSA.PrivateKey(curve: .ed25519)
+        let secret = String(repeating: "s", count: 64)
+        var made: [(String, String, String, @Sendable (JWTKeyCollection) async -> Void)] = [
+            ("v-es256", "ES256", es256.publicKey.pemRepresentation, { await $0.add(ecdsa: es256, kid: "v-es256") }),
+            ("v-es384", "ES384", es384.publicKey.pemRepresentation, { await $0.add(ecdsa: es384, kid: "v-es384") }),
+            ("v-eddsa", "EdDSA", eddsa.publicKey.pemRepresentation, { await $0.add(eddsa: eddsa, kid: "v-eddsa") }),
+            ("v-hs256", "HS256", secret, { await $0.add(hmac: HMACKey(from: secret), digestAlgorithm: .sha256, kid: "v-hs256") }),
+        ]
+        if let path = argument("--rsa-key") {
+            let rsa = try Insecure.RSA.PrivateKey(pem: try String(contentsOfFile: path, encoding: .utf8))
+            let pem = try rsa.publicKey.pemRepresentation
+            made.append(("v-rs256", "RS256", pem, { await $0.add(rsa: rsa, digestAlgorithm: .sha256, kid: "v-rs256") }))
+            made.append(("v-ps256", "PS256", pem, { await $0.add(pss: rsa, digestAlgorithm: .sha256, kid: "v-ps256") }))
+        }
+        for (name, algorithm, key, add) in made {
+            let keys = JWTKeyCollection()
+            await add(keys)
+            provider(name, algorithm: algorithm, key: key, provision: "none")
+            signers.append((name, algorithm, keys))
+        }
+    }
+    configuration.auth.providers = try GatewayConfiguration.parse(Data("auth:\n providers:\n\(providers)".utf8), file: "providers.yaml", knownPlugins: []).auth.providers
+}
+/// The claims of a benchmark token.
+struct BenchClaims: JWTPayload {
+    var iss: IssuerClaim
+    var sub: SubjectClaim
+    var aud: AudienceClaim
+    var exp: ExpirationClaim
+    var jti: IDClaim
+    var scope: String
+    func verify(using algorithm: some JWTAlgorithm) async throws {}
+}
+func token(_ signer: (provider: String, algorithm: String, keys: JWTKeyCollection), subject: String) async throws -> String {
+    try await signer.keys.sign(BenchClaims(iss: .init(value: "https://\(signer.provider).bench.example"), sub: .init(value: subject), aud: .init(value: ["gateway"]),
+                                           exp: .init(value: Date().addingTimeInterval(86_400)), jti: .init(value: UUID().uuidString), scope: "notes:read"),
+                               kid: JWKIdentifier(string: signer.provider))
 }
 let todo = CommandLine.arguments.contains("--todo")
 if todo { configuration.plugins["todo"] = PluginSettings() }
@@ -110,6 +187,33 @@ if let keyFile = argument("--key-file"), !unprotected {
     let user = try await gateway.accounts.register(username: "bench", secret: .plain("benchmark-password"))
     let (secret, _) = try await gateway.accounts.createKey(userID: user.id, grant: .init(label: "bench", scopes: ["notes:read"]))
     try secret.write(toFile: keyFile, atomically: true, encoding: .utf8)
+}
+if let jwtFile, !unprotected, let bench = signers.first(where: { $0.provider == "bench" }) {
+    try await token(bench, subject: "bench-jwt").write(toFile: jwtFile, atomically: true, encoding: .utf8)
+}
+if let count = verifyCount {
+    // Per algorithm: N requests each with a token never seen (verified), then N with one token the
+    // gateway remembers; the difference is the verification (signature, claims, the principal).
+    @concurrent func timed(_ tokens: [String]) async throws -> Double {
+        let start = ContinuousClock.now
+        for token in tokens {
+            let reply = try await gateway.handle(.get, "/v1/notes/echo?name=bench", headers: [.authorization: "Bearer " + token])
+            guard reply.status == 200 else { fatalError("token refused: \(reply.status) \(String(buffer: reply.body))") }
+        }
+        let elapsed = ContinuousClock.now - start
+        return (Double(elapsed.components.seconds) * 1e6 + Double(elapsed.components.attoseconds) / 1e12) / Double(tokens.count)
+    }
+    print("first verification of a token, per algorithm (\(count) requests each; µs per request, in process):")
+    for signer in signers where signer.provider != "bench" {
+        var fresh: [String] = []
+        for index in 0..<count { fresh.append(try await token(signer, subject: "caller-\(index)")) }
+        let known = try await token(signer, subject: "known")
+        _ = try await timed(Array(repeating: known, count: count / 10 + 1))
+        let remembered = try await timed(Array(repeating: known, count: count))
+        let verified = try await timed(fresh)
+        print(String(format: "  %@: %.1f µs with a new token, %.1f µs remembered: verification %.1f µs", signer.algorithm, verified, remembered, verified - remembered))
+    }
+    exit(0)
 }
 /// Time per request through the pipeline in process, on the global executor (top-level code
 /// runs on the main actor, and hopping there and back would be measured too).
