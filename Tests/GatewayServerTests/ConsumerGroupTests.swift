@@ -100,9 +100,14 @@ struct ConsumerGroupTests {
             #expect(reply.headers[Self.policy] == "\"bulk\";q=1000;w=60")
             let (gone, _) = try await gateway.gateway.accounts.createKey(userID: nil, grant: .init(label: "gone", scopes: ["*"]), consumerGroup: "removed-group")
             #expect(try await gateway.gateway.handle(.get, "/v1/notes/echo?name=x", headers: [Self.apiKey: gone]).headers[Self.policy] == "\"key\";q=6000;w=60")
-            // A key's own rate is more specific than its group's.
+            // A key's own rate only lowers its group's: the stricter of the two applies.
             let (own, _) = try await gateway.gateway.accounts.createKey(userID: nil, grant: .init(label: "own", scopes: ["*"], rate: "7/min"), consumerGroup: "bulk")
             #expect(try await gateway.gateway.handle(.get, "/v1/notes/echo?name=x", headers: [Self.apiKey: own]).headers[Self.policy]?.contains("q=7;w=60") == true)
+            let user = try await gateway.register("escaper")
+            try await gateway.gateway.accounts.setConsumerGroup(userID: user.userID, "bulk")
+            let fast = try await gateway.createKey(token: user.token, grant: #"{"label": "fast", "scopes": ["*"], "rate": "5000/min"}"#)
+            let escaped = try await gateway.gateway.handle(.get, "/v1/notes/echo?name=x", headers: [Self.apiKey: fast.secret])
+            #expect(escaped.headers[Self.policy] == "\"bulk\";q=1000;w=60", "\(escaped.headers)")
         }
     }
 
@@ -191,10 +196,26 @@ struct ConsumerGroupTests {
             }
             #expect(statuses.filter { $0 == 200 }.count == 50, "\(statuses)")
             #expect(statuses.filter { $0 == 429 }.count == 14, "\(statuses)")
-            // The use survives a restart: it lives in the database, read by the next instance as by this one.
+            // The use is kept in the database (what another instance, or this one after a restart, reads).
             struct Row: Decodable { var used: Int }
             let used = try await gateway.gateway.database.sql.select().column("used").from("gateway_quota_usage").first(decoding: Row.self)
             #expect(used?.used == 50)
+        }
+    }
+
+    @Test("a request stamped with the window before the row's counts in the row's window, never resets it (clocks apart at midnight)", arguments: TestStorage.available)
+    func windowsNeverGoBack(storage: TestStorage) async throws {
+        try await TestGateway.with(notes, yaml: notesYAML, storage: storage) { gateway in
+            let ahead = QuotaLedger(database: gateway.gateway.database.sql, clock: TestClock(Self.date(day: 1, month: 12, hour: 0, minute: 1)))
+            let behind = QuotaLedger(database: gateway.gateway.database.sql, clock: TestClock(Self.date(day: 30, month: 11, hour: 23, minute: 59)))
+            let caller = Principal(kind: .apiKey(keyID: "k1"), address: "192.0.2.1")
+            let quota = QuotaSpec(count: 4, window: .day)
+            var used: [Bool] = []
+            for ledger in [behind, ahead, ahead, behind, ahead, behind] {
+                used.append(try await ledger.charge(group: "partners", quota: quota, principal: caller, cost: 1).allowed)
+            }
+            // November's one, then December's four (two of them stamped late by the clock behind), then refused.
+            #expect(used == [true, true, true, true, true, false], "\(used)")
         }
     }
 }

@@ -76,7 +76,25 @@ struct CredentialHardeningTests {
             #expect(basic == 401 && basicBesideKey == 401 && emptyBearer == 401)
             let guest = try await status([:])
             #expect(guest == 200, "no credential at all is a guest, where guests may call")
+            // The scheme in any case, blanks around the token.
+            #expect(try await status([.authorization: "bearer \(token)"]) == 200)
+            #expect(try await status([.authorization: "BEARER \t \(token) "]) == 200)
+            #expect(try await status([.authorization: "Bearer\t\(token)"]) == 401, "a tab is not the separator after the scheme")
+            #expect(try await status([.authorization: "Bearerx \(token)"]) == 401)
+            #expect(try await status([.authorization: "Bearer  \t "]) == 401)
         }
+    }
+
+    @Test("the token of `Bearer <token>` is read byte by byte: scheme in any case, blanks dropped, nothing else")
+    func bearerParsing() {
+        #expect(NativeCredentials.bearerToken(in: "Bearer abc") == "abc")
+        #expect(NativeCredentials.bearerToken(in: "bEaReR   abc.def.ghi\t") == "abc.def.ghi")
+        #expect(NativeCredentials.bearerToken(in: "Bearer a b") == "a b")
+        #expect(NativeCredentials.bearerToken(in: "Bearer ") == nil)
+        #expect(NativeCredentials.bearerToken(in: "Bearer") == nil)
+        #expect(NativeCredentials.bearerToken(in: "Basic abc") == nil)
+        #expect(NativeCredentials.bearerToken(in: "Béarer abc") == nil)
+        #expect(NativeCredentials.bearerToken(in: "Bearer ünïcode") == "ünïcode")
     }
 }
 

@@ -288,22 +288,34 @@ struct IdentityProviderTests {
         }
     }
 
-    @Test("a flood of made-up opaque tokens: at most 64 introspections under way, the rest 503")
+    @Test("a flood of made-up opaque tokens: at most 8 introspections under way per address (429 beyond), 64 in all (503 beyond)")
     func introspectionFlood() async throws {
         let provider = try await TestIdentityProvider.make()
         try await provider.serve { provider in
             let yaml = Self.introspectionYAML(provider)
             try await TestGateway.with(notes, yaml: yaml) { gateway in
                 provider.state.withLock { $0.introspectionDelay = .milliseconds(500) }
-                let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
-                    for index in 0..<100 {
-                        group.addTask { try await gateway.gateway.handle(.get, "/v1/me", headers: Self.bearer("made-up-\(index)")).status }
+                func flood(_ count: Int, from address: @escaping @Sendable (Int) -> String) async throws -> [Int] {
+                    try await withThrowingTaskGroup(of: Int.self) { group in
+                        for index in 0..<count {
+                            group.addTask {
+                                try await gateway.gateway.handle(.get, "/v1/me", headers: Self.bearer("made-up-\(UUID().uuidString)"), from: address(index)).status
+                            }
+                        }
+                        return try await group.reduce(into: [Int]()) { $0.append($1) }
                     }
-                    return try await group.reduce(into: [Int]()) { $0.append($1) }
                 }
+                // One address: its own share only.
+                let one = try await flood(30) { _ in "203.0.113.9" }
+                #expect(provider.state.withLock { $0.introspections } <= 8)
+                #expect(one.filter { $0 == 429 }.count >= 22, "\(one)")
+                #expect(one.allSatisfy { $0 == 401 || $0 == 429 }, "\(one)")
+                // Many addresses: the total bound.
+                provider.state.withLock { $0.introspections = 0 }
+                let many = try await flood(100) { "198.51.100.\($0 % 50 + 1)" }
                 #expect(provider.state.withLock { $0.introspections } <= 64)
-                #expect(statuses.filter { $0 == 503 }.count >= 36, "\(statuses)")
-                #expect(statuses.allSatisfy { $0 == 401 || $0 == 503 })
+                #expect(many.filter { $0 == 503 }.count >= 36, "\(many)")
+                #expect(many.allSatisfy { $0 == 401 || $0 == 503 || $0 == 429 }, "\(many)")
             }
         }
     }

@@ -201,6 +201,12 @@ struct TLSTests {
         func yaml(_ mode: String, plugins: String = notesYAML) -> String {
             plugins + """
 
+                composites:
+                  whoami:
+                    path: /v1/views/whoami
+                    access: user
+                    steps:
+                      me: { method: GET, path: /v1/me }
                 server:
                   tls: { certificate: \(folder.path)/cert.pem, key: \(folder.path)/key.pem, clientCertificates: { ca: \(folder.path)/clients-ca.pem, mode: \(mode) } }
                 auth:
@@ -223,6 +229,9 @@ struct TLSTests {
                     let me = try await Self.call(Self.client(trusting: server, presenting: billing, http1Only: http1Only), base + "/v1/me")
                     #expect(me.status == 200 && me.body.contains(user.userID), "\(me.body)")
                 }
+                // A composite's steps run as the certificate's caller too.
+                let composed = try await Self.call(Self.client(trusting: server, presenting: billing), base + "/v1/views/whoami")
+                #expect(composed.status == 200 && composed.body.contains(user.userID), "\(composed.body)")
                 // A certificate naming scopes: bound by them.
                 #expect(try await Self.call(Self.client(trusting: server, presenting: reports), base + "/v1/notes/echo?name=x").status == 200)
                 let write = try await Self.call(Self.client(trusting: server, presenting: reports), base + "/v1/notes/notes", method: .POST)
@@ -263,6 +272,32 @@ struct TLSTests {
         }
         #expect(throws: (any Error).self) {
             try GatewayConfiguration.parse(Data("auth:\n  certificates:\n    - { san: \"x\", scopes: [\"*\"] }\n".utf8), file: "plugins.yaml", knownPlugins: [])
+        }
+    }
+
+    @Test("certificate rules: DNS names and e-mail addresses match without regard to case, IP addresses in any spelling; the rule is the caller")
+    func certificateRules() throws {
+        let yaml = """
+            auth:
+              certificates:
+                - { san: "dns:Reports.Internal", scopes: [notes:read] }
+                - { san: "ip:2001:db8::1", scopes: [notes:read] }
+                - { subject: "CN=billing,O=Acme", user: billing }
+
+            """
+        let rules = try GatewayConfiguration.parse(Data(yaml.utf8), file: "plugins.yaml", knownPlugins: []).auth.certificates
+        func rule(for certificate: ClientCertificate) -> CertificateRule? { rules.first { $0.matches(certificate) } }
+        let reports = ClientCertificate(subject: "CN=any", alternativeNames: ["dns:reports.internal"], fingerprint: "a")
+        #expect(rule(for: reports)?.selector == "san:dns:reports.internal")
+        let byAddress = ClientCertificate(subject: "CN=other", alternativeNames: ["ip:2001:db8:0:0:0:0:0:1"], fingerprint: "b")
+        #expect(rule(for: byAddress) == rules[1])
+        // Two certificates of one subject are one caller: the rule's.
+        let first = ClientCertificate(subject: "CN=billing,O=Acme", alternativeNames: [], fingerprint: "c")
+        let renewed = ClientCertificate(subject: "CN=billing,O=Acme", alternativeNames: [], fingerprint: "d")
+        #expect(rule(for: first)?.selector == rule(for: renewed)?.selector)
+        #expect(rule(for: ClientCertificate(subject: "", alternativeNames: [], fingerprint: "unreadable")) == nil)
+        #expect(throws: (any Error).self) {
+            try GatewayConfiguration.parse(Data("auth:\n  certificates:\n    - { subject: \"\", scopes: [\"*\"] }\n".utf8), file: "plugins.yaml", knownPlugins: [])
         }
     }
 }

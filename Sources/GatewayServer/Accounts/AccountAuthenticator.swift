@@ -80,7 +80,7 @@ public final class AccountAuthenticator: Authenticator {
             }
             resolved = try await session(user)
         case .bearerToken(let token):
-            resolved = try await bearer(token)
+            resolved = try await bearer(token, address: address)
         case .apiKey(let secret):
             guard secret.utf8.count <= 256, let (key, owner) = try await store.liveKey(secret: secret) else {
                 throw GatewayError.unauthorized("The API key is unknown, expired or revoked.")
@@ -115,13 +115,13 @@ public final class AccountAuthenticator: Authenticator {
 
     /// A native bearer token: a provider's JWT, a session of this gateway, or else an opaque token
     /// a provider introspects.
-    private func bearer(_ token: String) async throws -> Cached {
+    private func bearer(_ token: String, address: String) async throws -> Cached {
         if let identities, !identities.isEmpty, IdentityProviders.isJWT(token) {
-            return try await caller(identities.identify(token), identities: identities)
+            return try await caller(identities.identify(token, address: address), identities: identities)
         }
         if token.utf8.count <= 256, let user = try await store.sessionUser(token: token) { return try await session(user) }
         if let identities, identities.introspects {
-            return try await caller(identities.identify(token), identities: identities)
+            return try await caller(identities.identify(token, address: address), identities: identities)
         }
         throw IdentityProviders.refusal("The session token is unknown, expired or revoked.")
     }

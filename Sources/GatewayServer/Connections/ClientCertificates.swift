@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import GatewayCore
 import NIOCore
 import NIOSSL
 import NIOTLS
@@ -44,9 +45,15 @@ public struct ClientCertificate: Sendable, Hashable {
         self.fingerprint = fingerprint
     }
 
-    /// Reads the DER of a certificate the TLS handshake verified.
-    init?(der: [UInt8]) {
-        guard let certificate = try? Certificate(derEncoded: der) else { return nil }
+    /// Reads the DER of a certificate the TLS handshake verified. One it cannot read has no
+    /// subject and no names: no rule names it, so it is refused (401), never served as a guest.
+    init(der: [UInt8]) {
+        fingerprint = SHA256.hash(data: der).map { String(format: "%02x", $0) }.joined()
+        guard let certificate = try? Certificate(derEncoded: der) else {
+            subject = ""
+            alternativeNames = []
+            return
+        }
         subject = certificate.subject.description
         var names: [String] = []
         let alternatives: [GeneralName] = ((try? certificate.extensions.subjectAlternativeNames) ?? nil).map(Array.init) ?? []
@@ -56,21 +63,11 @@ public struct ClientCertificate: Sendable, Hashable {
             case .rfc822Name(let value): names.append("email:" + value)
             case .uniformResourceIdentifier(let value): names.append("uri:" + value)
             case .ipAddress(let bytes):
-                let octets = Array(bytes.bytes)
-                if octets.count == 4 {
-                    names.append("ip:" + octets.map(String.init).joined(separator: "."))
-                } else if octets.count == 16 {
-                    let groups: [String] = stride(from: 0, to: 16, by: 2).map { (index: Int) -> String in
-                        let group = UInt16(octets[index]) << 8 | UInt16(octets[index + 1])
-                        return String(group, radix: 16)
-                    }
-                    names.append("ip:" + groups.joined(separator: ":"))
-                }
+                if let address = IPAddress(bytes: Array(bytes.bytes)) { names.append("ip:" + address.description) }
             default: continue
             }
         }
         alternativeNames = names
-        fingerprint = SHA256.hash(data: der).map { String(format: "%02x", $0) }.joined()
     }
 }
 

@@ -25,6 +25,9 @@ public struct CertificateRule: Decodable, Sendable, Equatable {
         guard (subject == nil) != (san == nil) else {
             throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription: "a rule matches one of subject: or san:"))
         }
+        if let subject, subject.isEmpty {
+            throw DecodingError.dataCorruptedError(forKey: .subject, in: container, debugDescription: "an empty subject names no certificate")
+        }
         if let san, !["dns:", "email:", "uri:", "ip:"].contains(where: { san.hasPrefix($0) && san.count > $0.count }) {
             throw DecodingError.dataCorruptedError(forKey: .san, in: container, debugDescription: "'\(san.prefix(80))' is not dns:NAME, email:ADDRESS, uri:URI or ip:ADDRESS")
         }
@@ -37,11 +40,25 @@ public struct CertificateRule: Decodable, Sendable, Equatable {
         }
     }
 
-    /// Whether the rule names `certificate`.
+    /// What the rule matches, as the caller's subject: `subject:CN=…` or `san:dns:…`.
+    var selector: String { subject.map { "subject:" + $0 } ?? "san:" + (san.map(Self.normalized) ?? "") }
+
+    /// Whether the rule names `certificate`: its subject exactly, or one of its alternative names
+    /// (DNS names and e-mail addresses without regard to case, IP addresses in any spelling).
     func matches(_ certificate: ClientCertificate) -> Bool {
         if let subject { return subject == certificate.subject }
-        if let san { return certificate.alternativeNames.contains(san) }
+        if let san {
+            let wanted = Self.normalized(san)
+            return certificate.alternativeNames.contains { Self.normalized($0) == wanted }
+        }
         return false
+    }
+
+    /// A name as compared: `dns:` and `email:` lowercased, `ip:` as its address bytes' one spelling.
+    static func normalized(_ name: String) -> String {
+        if name.hasPrefix("dns:") || name.hasPrefix("email:") { return name.lowercased() }
+        if name.hasPrefix("ip:"), let address = IPAddress(host: String(name.dropFirst(3))) { return "ip:" + address.description }
+        return name
     }
 }
 
@@ -57,7 +74,9 @@ extension AccountAuthenticator {
         }
         let scopes = Set(rule.scopes ?? ["*"])
         let mayAdminister = Principal.covers(scopes, Principal.adminScope)
-        var principal = Principal(kind: .token(provider: Principal.certificateKind, subject: certificate.subject), displayName: certificate.subject,
+        // The caller is the rule's: every certificate it names is the same caller (subjects are
+        // not unique across certificates, a rule's selector is unique among the rules).
+        var principal = Principal(kind: .token(provider: Principal.certificateKind, subject: rule.selector), displayName: certificate.subject,
                                   isAdmin: rule.admin == true && mayAdminister, scopes: scopes, address: "")
         if let username = rule.user {
             guard let user = try await store.user(named: username), !user.disabled else {

@@ -31,7 +31,10 @@ final class IdentityProviders: Sendable {
     /// Introspection calls under way at most: a flood of made-up bearer tokens (each one a call,
     /// asked before any rate limit, since the caller is not known yet) gets 503s beyond it.
     static let maxIntrospecting = 64
-    private let introspecting = Mutex(0)
+    /// At most this many of them for one client address (an IPv6 client by its /64 network): one
+    /// client's flood of made-up tokens is answered 429 without taking everyone's share.
+    static let maxIntrospectingPerAddress = 8
+    private let introspecting = Mutex<(total: Int, byAddress: [String: Int])>((0, [:]))
 
     private struct Remembered {
         var identity: VerifiedIdentity?
@@ -118,7 +121,7 @@ final class IdentityProviders: Sendable {
     var introspects: Bool { !introspectors.isEmpty }
 
     /// The caller `token` stands for, or a 401 saying why not (503 when a provider cannot answer).
-    func identify(_ token: String) async throws -> VerifiedIdentity {
+    func identify(_ token: String, address: String = "") async throws -> VerifiedIdentity {
         guard token.utf8.count <= Self.maxTokenLength else { throw Self.refusal("The token is too long.") }
         let digest = SHA256.hash(data: Data(token.utf8))
         let now = now()
@@ -127,9 +130,12 @@ final class IdentityProviders: Sendable {
             throw Self.refusal(known.refusal ?? "The token is not active.")
         }
         do {
-            let identity = try await verify(token)
+            let identity = try await verify(token, address: address)
             remember(digest, Remembered(identity: identity, until: identity.expiresAt), now: now)
             return identity
+        } catch let busy as IntrospectionsBusy where busy.fromOneAddress {
+            throw GatewayError.quotaExceeded(policy: "introspection", retryAfter: 1,
+                                             detail: "Too many tokens from this address are being checked with the identity provider; retry shortly.")
         } catch let refusal as TokenRefusal {
             if refusal.inactive { remember(digest, Remembered(refusal: refusal.description, until: now.addingTimeInterval(Self.inactiveFor)), now: now) }
             throw Self.refusal(refusal.description)
@@ -139,7 +145,12 @@ final class IdentityProviders: Sendable {
         }
     }
 
-    private func verify(_ token: String) async throws -> VerifiedIdentity {
+    /// More introspections under way than allowed: in all, or from one address.
+    private struct IntrospectionsBusy: Error {
+        var fromOneAddress: Bool
+    }
+
+    private func verify(_ token: String, address: String) async throws -> VerifiedIdentity {
         if Self.isJWT(token) {
             guard let (header, claims, _) = try? DefaultJWTParser().parse(Array(token.utf8), as: TokenClaims.self) else {
                 throw TokenRefusal("The token is malformed.")
@@ -152,13 +163,25 @@ final class IdentityProviders: Sendable {
             }
         }
         guard let introspector = introspectors.first else { throw TokenRefusal("The token is unknown.") }
-        let admitted = introspecting.withLock { count in
-            guard count < Self.maxIntrospecting else { return false }
-            count += 1
-            return true
+        let client = ClientAddressKey.key(for: address, ipv6Prefix: 64)
+        let refusal: IntrospectionsBusy? = introspecting.withLock { state in
+            if state.byAddress[client, default: 0] >= Self.maxIntrospectingPerAddress { return IntrospectionsBusy(fromOneAddress: true) }
+            guard state.total < Self.maxIntrospecting else { return IntrospectionsBusy(fromOneAddress: false) }
+            state.total += 1
+            state.byAddress[client, default: 0] += 1
+            return nil
         }
-        guard admitted else { throw ProviderError.unreachable("too many introspections under way") }
-        defer { introspecting.withLock { $0 -= 1 } }
+        if let refusal {
+            if refusal.fromOneAddress { throw refusal }
+            throw ProviderError.unreachable("too many introspections under way")
+        }
+        defer {
+            introspecting.withLock { state in
+                state.total -= 1
+                let left = state.byAddress[client, default: 1] - 1
+                state.byAddress[client] = left > 0 ? left : nil
+            }
+        }
         return try await introspector.introspect(token)
     }
 

@@ -45,6 +45,8 @@ public struct GatewayRequestContext: RequestContext {
         struct LocalSource: RequestContextSource { let logger: Logger }
         coreContext = .init(source: LocalSource(logger: logger))
         self.remoteAddress = remoteAddress
+        // A composite's or a batch's inner call runs in its request's task: the same connection.
+        clientCertificate = ConnectionCertificate.current?.certificate
     }
 
     /// The body is collected by the pipeline itself, against the configured limit.

@@ -22,6 +22,13 @@ public struct RateLimitPolicies: Sendable, Equatable {
         ClientAddressKey.key(for: address, ipv6Prefix: defaults.ipv6Prefix)
     }
 
+    /// Whether a key's own rate is stricter than `rate` (a key's rate only lowers its group's: its
+    /// owner may set one up to `limits.key`).
+    static func ownRate(of principal: Principal, isStricterThan rate: RateSpec) -> Bool {
+        guard let own = principal.quota else { return false }
+        return Double(own.count) / own.seconds < Double(rate.count) / rate.period
+    }
+
     /// The first of the caller's consumer groups that `limits.groups` configures, with its limits.
     func group(of principal: Principal) -> (name: String, limits: GroupLimits)? {
         guard !principal.groups.isEmpty, !defaults.groups.isEmpty else { return nil }
@@ -38,7 +45,7 @@ public struct RateLimitPolicies: Sendable, Equatable {
     /// The policy name (for headers and 429 bodies) and its rate: a key's own rate, else the
     /// caller's group's, else its kind's (the plugin's override or the default).
     public func policy(for principal: Principal, plugin: String) -> (name: String, rate: RateSpec) {
-        if principal.quota == nil, let group = group(of: principal), let rate = group.limits.rate { return (group.name, rate) }
+        if let group = group(of: principal), let rate = group.limits.rate, !Self.ownRate(of: principal, isStricterThan: rate) { return (group.name, rate) }
         let overrides = plugins[plugin]
         switch principal.kind {
         case .anonymous:
@@ -309,7 +316,8 @@ public final class LocalRateLimiter: RateLimiter, Sendable {
                 key = Bucket(plugin: plugin, kind: 3, caller: provider + ":" + subject)
             }
         }
-        if !principal.groups.isEmpty, principal.quota == nil, let group = policies.group(of: principal), let groupPolicy = groupPolicies[group.name] {
+        if !principal.groups.isEmpty, let group = policies.group(of: principal), let groupPolicy = groupPolicies[group.name],
+           !RateLimitPolicies.ownRate(of: principal, isStricterThan: groupPolicy.rate) {
             policy = groupPolicy
         }
         let now = self.now

@@ -1,6 +1,7 @@
 import Foundation
 import GatewayCore
 import HTTPTypes
+import NIOConcurrencyHelpers
 import SQLKit
 
 /// The quotas of consumer groups (`limits.groups.<name>.quota`): what each caller used of its
@@ -14,10 +15,27 @@ import SQLKit
 public struct QuotaLedger: Sendable {
     let database: any SQLDatabase
     let clock: any WallClock
+    /// When this instance last deleted the rows of past windows (wall-clock seconds).
+    private let lastPrune: NIOLockedValueBox<Double>
 
     public init(database: any SQLDatabase, clock: any WallClock = SystemClock()) {
         self.database = database
         self.clock = clock
+        lastPrune = .init(clock.now().timeIntervalSince1970)
+    }
+
+    /// Once an hour per instance, deletes the rows no window can use any more (started more than
+    /// 32 days ago: a month's window is at most 31 days), so callers who come once do not grow
+    /// the table without end. A failure waits for the next hour.
+    private func pruneIfDue(now: Date) async {
+        let seconds = now.timeIntervalSince1970
+        let due = lastPrune.withLockedValue { last in
+            guard seconds - last >= 3600 else { return false }
+            last = seconds
+            return true
+        }
+        guard due else { return }
+        try? await database.delete(from: "gateway_quota_usage").where("window_start", .lessThan, Int(seconds) - 32 * 86_400).run()
     }
 
     /// The outcome of one charge: allowed or not, with what is left and when it renews.
@@ -48,24 +66,28 @@ public struct QuotaLedger: Sendable {
             var window_start: Int
         }
         if cost <= quota.count {
-            // One statement: a row of an earlier window starts again from this request's cost.
+            // One statement: a row of an earlier window starts again from this request's cost; a
+            // request stamped with an earlier window than the row's (an instance's clock a little
+            // behind, a statement overtaken at midnight) counts in the row's window, never resets it.
             let charged = try await database.raw("""
                 INSERT INTO gateway_quota_usage (bucket, window_start, used) VALUES (\(bind: bucket), \(bind: startSeconds), \(bind: cost))
                 ON CONFLICT (bucket) DO UPDATE SET
-                    used = CASE WHEN gateway_quota_usage.window_start = excluded.window_start
-                                THEN gateway_quota_usage.used + excluded.used ELSE excluded.used END,
-                    window_start = excluded.window_start
-                WHERE (CASE WHEN gateway_quota_usage.window_start = excluded.window_start
-                            THEN gateway_quota_usage.used ELSE 0 END) + excluded.used <= \(bind: quota.count)
+                    used = CASE WHEN excluded.window_start > gateway_quota_usage.window_start
+                                THEN excluded.used ELSE gateway_quota_usage.used + excluded.used END,
+                    window_start = CASE WHEN excluded.window_start > gateway_quota_usage.window_start
+                                        THEN excluded.window_start ELSE gateway_quota_usage.window_start END
+                WHERE (CASE WHEN excluded.window_start > gateway_quota_usage.window_start
+                            THEN 0 ELSE gateway_quota_usage.used END) + excluded.used <= \(bind: quota.count)
                 RETURNING used, window_start
                 """).first(decoding: Row.self)
+            await pruneIfDue(now: now)
             if let charged {
                 return Outcome(allowed: true, remaining: max(0, quota.count - charged.used), windowStart: start, windowEnd: end, now: now)
             }
         }
         let current = try await database.select().column("used").column("window_start").from("gateway_quota_usage")
             .where("bucket", .equal, bucket).first(decoding: Row.self)
-        let used = current.map { $0.window_start == startSeconds ? $0.used : 0 } ?? 0
+        let used = current.map { $0.window_start >= startSeconds ? $0.used : 0 } ?? 0
         return Outcome(allowed: false, remaining: max(0, quota.count - used), windowStart: start, windowEnd: end, now: now)
     }
 
