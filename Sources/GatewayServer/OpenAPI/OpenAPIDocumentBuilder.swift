@@ -395,7 +395,7 @@ public enum OpenAPIDocumentBuilder {
             securitySchemes: [
                 OpenAPI.ComponentKey(stringLiteral: SecuritySchemeName.bearer): .http(
                     scheme: "bearer",
-                    description: "A session token from signing in."
+                    description: "A session token from signing in, or an access token of an identity provider the gateway accepts (auth.providers), whose scopes limit it as a key's."
                 ),
                 OpenAPI.ComponentKey(stringLiteral: SecuritySchemeName.apiKey): .apiKey(
                     name: "X-Api-Key",
