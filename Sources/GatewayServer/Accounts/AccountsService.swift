@@ -258,29 +258,36 @@ struct AccountsService: HostService {
                 .access(.admin)
                 .status(200)
                 .body(Purge.self)
-                .returns(Purged.self) { input, _ in
+                .returns(Purged.self) { [audit] input, context in
                     if input.body.all == true {
                         await cache.invalidate(tags: [ResponseCacheTags.all])
+                        try await audit.record(context, action: "cache.purge", target: nil, detail: ["all": .bool(true)])
                         return Purged(purged: [ResponseCacheTags.all])
                     }
                     guard let tags = input.body.tags, !tags.isEmpty else { throw GatewayError.invalid(field: "/tags", "name at least one tag, or send all: true") }
                     await cache.invalidate(tags: tags)
+                    try await audit.record(context, action: "cache.purge", target: nil, detail: ["tags": .array(tags.map(JSONValue.string))])
                     return Purged(purged: tags)
                 },
             Route.define("accounts.reload", .post, "/admin/reload",
                                     summary: "Read plugins.yaml again and apply what can change live (on every instance of the database)")
                 .access(.admin)
                 .status(200)
-                .returns(ReloadReport.self) { [reloads] _, _ in
+                .returns(ReloadReport.self) { [reloads, audit] _, context in
                     let report = await reloads.reload()
                     guard report.status != .refused else {
                         throw GatewayError.invalid("The configuration was not reloaded; the running one stays. \(report.error ?? "")")
                     }
+                    try await audit.record(context, action: "reload", target: nil, detail: ["changes": .array(report.changes.map(JSONValue.string))])
                     return report
                 },
         ] + InboxOperations.operations(database: database) + PasswordResetOperations.operations(resets: resets)
-            + GrantOperations.operations(store: store, authenticator: authenticator)
+            + GrantOperations.operations(store: store, authenticator: authenticator, audit: audit)
+            + AdminUserOperations.operations(store: store, authenticator: authenticator, audit: audit)
     }
+
+    /// The audit log of the admin API's changes.
+    var audit: AuditLog { AuditLog(database: database, clock: store.clock) }
 
     static func currentUser(_ context: OperationContext, store: AccountStore) async throws -> AccountStore.User {
         guard let userID = context.principal.userID, let user = try await store.user(id: userID) else {

@@ -18,11 +18,8 @@ enum GrantOperations {
         var scopes: [String]
     }
 
-    static func operations(store: AccountStore, authenticator: AccountAuthenticator) -> [Route] {
-        @Sendable func user(_ username: String) async throws -> AccountStore.User {
-            guard let user = try await store.user(named: username) else { throw GatewayError.notFound("No user named '\(username.prefix(64))'.") }
-            return user
-        }
+    static func operations(store: AccountStore, authenticator: AccountAuthenticator, audit: AuditLog) -> [Route] {
+        @Sendable func user(_ username: String) async throws -> AccountStore.User { try await store.existingUser(named: username) }
         return [
             Route.define("accounts.grants.get", .get, "/admin/users/{username}/grants", summary: "What an administrator granted a user")
                 .access(.admin)
@@ -36,10 +33,11 @@ enum GrantOperations {
                 .status(200)
                 .path(UserName.self)
                 .body(Grants.self)
-                .returns(Grants.self) { input, _ in
+                .returns(Grants.self) { input, context in
                     let found = try await user(input.path.username)
                     let scopes = try await store.setGrants(input.body.scopes, of: found.id)
                     authenticator.forget(userID: found.id)
+                    try await audit.record(context, action: "grants.set", target: "user:" + found.username, detail: ["scopes": .array(scopes.map(JSONValue.string))])
                     return Grants(scopes: scopes)
                 },
         ]

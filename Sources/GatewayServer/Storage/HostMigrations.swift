@@ -167,5 +167,20 @@ enum HostMigrations {
                 .column("used", type: .bigint, .notNull)
                 .run()
         },
+        // What administrators changed through the admin API (`/v1/admin/audit`).
+        Migration(52, "audit log") { db in
+            try await db.create(table: "gateway_audit")
+                .column("id", type: .text, .primaryKey(autoIncrement: false))
+                .column("at", type: .double, .notNull)
+                .column("actor", type: .text, .notNull)
+                .column("actor_name", type: .text)
+                .column("credential", type: .text)
+                .column("address", type: .text, .notNull)
+                .column("action", type: .text, .notNull)
+                .column("target", type: .text)
+                .column("detail", type: .text, .notNull)
+                .run()
+            try await db.create(index: "gateway_audit_at").on("gateway_audit").column("at").run()
+        },
     ]
 }

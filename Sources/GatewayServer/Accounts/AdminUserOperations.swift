@@ -1,0 +1,243 @@
+import Foundation
+import GatewayCore
+import SQLKit
+
+/// `/v1/admin/users`: administrators manage accounts as `gateway user` does from the command line
+/// — list and search, create, change (disable, administrator, consumer group, password), delete.
+/// Every change is written to the audit log (``AuditLog``). An administrator cannot disable,
+/// demote or delete their own account (409): a console must not lock its last user out.
+enum AdminUserOperations {
+    struct UserName: Codable, Sendable, ValidatableInput {
+        static let fieldRules: [String: FieldRule] = ["username": AccountRules.username]
+        var username: String
+    }
+
+    struct ListQuery: Codable, Sendable, ValidatableInput {
+        static let fieldRules: [String: FieldRule] = [
+            "q": FieldRule.text(0...100).described("A part of the username, display name or e-mail address (any case)."),
+            "limit": PageQuery.limitRule, "cursor": PageQuery.cursorRule,
+        ]
+        var q: String?
+        var limit: Int?
+        var cursor: String?
+    }
+
+    struct NewUser: Codable, Sendable, ValidatableInput {
+        static let fieldRules: [String: FieldRule] = [
+            "username": AccountRules.username, "password": AccountRules.password, "displayName": AccountRules.displayName,
+            "email": FieldRule.text(3...254).described("An e-mail address."),
+        ]
+        var username: String
+        var password: String
+        var displayName: String?
+        var email: String?
+        var admin: Bool?
+        /// A consumer group of `limits.groups`.
+        var group: String?
+    }
+
+    struct UserChange: Codable, Sendable, ValidatableInput {
+        static let fieldRules: [String: FieldRule] = [
+            "password": AccountRules.password, "displayName": AccountRules.displayName,
+            "group": FieldRule.text(0...64).described("A consumer group of limits.groups; \"\" for none."),
+        ]
+        var disabled: Bool?
+        var admin: Bool?
+        /// A consumer group of `limits.groups`; `""` takes the user out of theirs.
+        var group: String?
+        /// A new password (ends the user's sessions).
+        var password: String?
+        var displayName: String?
+    }
+
+    static func groupProblem(_ group: String?) -> GatewayError? {
+        guard let group, !group.isEmpty, !GroupLimits.isValidName(group) else { return nil }
+        return GatewayError.invalid(field: "/group", "'\(group.prefix(64))' is not a group name (lowercase letters, digits, - and _, starting with a letter)")
+    }
+
+    static func operations(store: AccountStore, authenticator: AccountAuthenticator, audit: AuditLog) -> [Route] {
+        @Sendable func user(_ username: String) async throws -> AccountStore.User { try await store.existingUser(named: username) }
+        return [
+            Route.define("accounts.admin.users.list", .get, "/admin/users", summary: "Users, by username, with a search")
+                .access(.admin)
+                .query(ListQuery.self)
+                .returns(Page<AccountStore.User>.self) { input, _ in
+                    let limit = input.query.limit ?? 50
+                    let (users, next) = try await store.searchUsers(input.query.q, after: input.query.cursor, limit: limit)
+                    return Page(items: users, nextCursor: next)
+                },
+            Route.define("accounts.admin.users.get", .get, "/admin/users/{username}", summary: "One user")
+                .access(.admin)
+                .path(UserName.self)
+                .returns(AccountStore.User.self) { input, _ in try await user(input.path.username) },
+            Route.define("accounts.admin.users.create", .post, "/admin/users", summary: "Create a user (an administrator with admin: true)")
+                .access(.admin)
+                .body(NewUser.self)
+                .returns(AccountStore.User.self) { input, context in
+                    let body = input.body
+                    if let problem = groupProblem(body.group) { throw problem }
+                    var made = try await store.register(username: body.username, secret: .plain(body.password), displayName: body.displayName,
+                                                        isAdmin: body.admin == true, email: body.email)
+                    if let group = body.group, !group.isEmpty {
+                        try await store.setConsumerGroup(userID: made.id, group)
+                        made.consumerGroup = group
+                    }
+                    try await audit.record(context, action: "user.create", target: "user:" + made.username,
+                                           detail: ["admin": .bool(made.isAdmin), "group": made.consumerGroup.map(JSONValue.string) ?? .null])
+                    return made
+                },
+            Route.define("accounts.admin.users.update", .patch, "/admin/users/{username}",
+                         summary: "Disable or enable a user, make or unmake an administrator, set their consumer group or password")
+                .access(.admin)
+                .path(UserName.self)
+                .body(UserChange.self)
+                .returns(AccountStore.User.self) { input, context in
+                    let found = try await user(input.path.username)
+                    let change = input.body
+                    if let problem = groupProblem(change.group) { throw problem }
+                    if found.id == context.principal.userID, change.disabled == true || change.admin == false {
+                        throw GatewayError.conflict("An administrator cannot disable or demote their own account; another administrator can.")
+                    }
+                    var detail: [String: JSONValue] = [:]
+                    if let disabled = change.disabled, disabled != found.disabled {
+                        try await store.setDisabled(userID: found.id, disabled)
+                        detail["disabled"] = .bool(disabled)
+                    }
+                    if let admin = change.admin, admin != found.isAdmin {
+                        try await store.setAdmin(userID: found.id, admin)
+                        detail["admin"] = .bool(admin)
+                    }
+                    if let group = change.group {
+                        try await store.setConsumerGroup(userID: found.id, group.isEmpty ? nil : group)
+                        detail["group"] = group.isEmpty ? .null : .string(group)
+                    }
+                    if let password = change.password {
+                        try await store.setPassword(userID: found.id, secret: .plain(password))
+                        detail["password"] = .string("changed")
+                    }
+                    if let displayName = change.displayName {
+                        _ = try await store.updateProfile(userID: found.id, displayName: displayName, profile: nil)
+                        detail["displayName"] = .string(displayName)
+                    }
+                    // Remembered credentials of the user (here and on the other instances) are dropped:
+                    // a disabled user's next request is refused, a new role or group applies at once.
+                    authenticator.forget(userID: found.id)
+                    if !detail.isEmpty { try await audit.record(context, action: "user.update", target: "user:" + found.username, detail: detail) }
+                    return try await user(found.username)
+                },
+            Route.define("accounts.admin.users.delete", .delete, "/admin/users/{username}", summary: "Delete a user with their sessions and keys")
+                .access(.admin)
+                .path(UserName.self)
+                .returns(NoContent.self) { input, context in
+                    let found = try await user(input.path.username)
+                    if found.id == context.principal.userID {
+                        throw GatewayError.conflict("An administrator cannot delete their own account; another administrator can.")
+                    }
+                    _ = try await store.deleteUser(id: found.id)
+                    authenticator.forget(userID: found.id)
+                    try await audit.record(context, action: "user.delete", target: "user:" + found.username, detail: [:])
+                    return NoContent()
+                },
+            Route.define("accounts.admin.audit", .get, "/admin/audit", summary: "The audit log: every change made through the admin API, newest first")
+                .access(.admin)
+                .query(PageQuery.self)
+                .returns(Page<AuditLog.Entry>.self) { input, _ in
+                    let (entries, next) = try await audit.entries(before: input.query.cursor, limit: input.query.limit ?? 50)
+                    return Page(items: entries, nextCursor: next)
+                },
+        ]
+    }
+}
+
+extension AccountStore {
+    /// The user named `username`, or a 404 saying there is none (for the administrators' routes).
+    func existingUser(named username: String) async throws -> User {
+        guard let user = try await user(named: username) else { throw GatewayError.notFound("No user named '\(username.prefix(64))'.") }
+        return user
+    }
+
+    /// Users whose username, display name or e-mail address holds `search` (any case), by
+    /// username, after the cursor (the last username key of the page before); the next cursor.
+    func searchUsers(_ search: String?, after cursor: String?, limit: Int) async throws -> (users: [User], next: String?) {
+        var query = database.select().column("*").from("gateway_users").orderBy("username_key").limit(limit + 1)
+        if let cursor { query = query.where("username_key", .greaterThan, cursor) }
+        // LIKE's own wildcards and escape are dropped from the search: it matches text only.
+        let text = (search ?? "").lowercased().filter { $0 != "%" && $0 != "_" && $0 != "\\" }.trimmingCharacters(in: .whitespaces)
+        if !text.isEmpty {
+            let pattern = "%" + text + "%"
+            query = query.where { group in
+                group.where("username_key", .like, pattern)
+                    .orWhere("email_key", .like, pattern)
+                    .orWhere(SQLFunction("LOWER", args: SQLColumn("display_name")), .like, SQLBind(pattern))
+            }
+        }
+        let rows = try await query.all(decoding: UserRow.self)
+        let page = Array(rows.prefix(limit))
+        return (page.map(\.user), rows.count > limit ? page.last?.username_key : nil)
+    }
+}
+
+/// The audit log (`gateway_audit`): who changed what through the admin API, when and from where.
+/// Entries are written after the change they record, in the same request; they are never changed.
+struct AuditLog: Sendable {
+    let database: any SQLDatabase
+    let clock: any WallClock
+
+    /// One entry as `/v1/admin/audit` shows it.
+    struct Entry: Codable, Sendable {
+        var id: String
+        var at: Date
+        /// The account (or key, or provider subject) that acted, its name and kind of credential.
+        var actor: String
+        var actorName: String?
+        var credential: String?
+        var address: String
+        /// What was done (`user.update`, `grants.set`, `cache.purge`, `reload`).
+        var action: String
+        /// What it was done to (`user:ada`).
+        var target: String?
+        var detail: JSONValue
+    }
+
+    struct Row: Codable {
+        var id: String
+        var at: Double
+        var actor: String
+        var actor_name: String?
+        var credential: String?
+        var address: String
+        var action: String
+        var target: String?
+        var detail: String
+
+        var entry: Entry {
+            Entry(id: id, at: Date(timeIntervalSince1970: at), actor: actor, actorName: actor_name, credential: credential, address: address,
+                  action: action, target: target, detail: (try? JSONValue.parse(detail)) ?? .object([:]))
+        }
+    }
+
+    func record(_ context: OperationContext, action: String, target: String?, detail: [String: JSONValue]) async throws {
+        let principal = context.principal
+        let actor = principal.userID.map { "user:" + $0 } ?? principal.limitKey
+        let row = Row(id: AccountStore.newID(), at: clock.now().timeIntervalSince1970, actor: actor, actor_name: principal.displayName,
+                      credential: principal.credentialKind, address: principal.address, action: action, target: target,
+                      detail: String(decoding: try JSONEncoder().encode(JSONValue.object(detail)), as: UTF8.self))
+        try await database.insert(into: "gateway_audit").model(row).run()
+    }
+
+    /// Entries newest first, before the cursor (`<at>:<id>` of the last entry of the page before).
+    func entries(before cursor: String?, limit: Int) async throws -> (entries: [Entry], next: String?) {
+        var query = database.select().column("*").from("gateway_audit").orderBy("at", .descending).orderBy("id", .descending).limit(limit + 1)
+        if let cursor {
+            let parts = cursor.split(separator: ":", maxSplits: 1)
+            guard parts.count == 2, let at = Double(parts[0]) else { throw GatewayError.invalid(field: "/cursor", "is not a cursor of this list") }
+            let id = String(parts[1])
+            query = query.where { group in
+                group.where("at", .lessThan, at).orWhere { same in same.where("at", .equal, at).where("id", .lessThan, id) }
+            }
+        }
+        let rows = try await query.all(decoding: Row.self)
+        let page = Array(rows.prefix(limit))
+        return (page.map(\.entry), rows.count > limit ? page.last.map { "\($0.at):\($0.id)" } : nil)
+    }
+}
