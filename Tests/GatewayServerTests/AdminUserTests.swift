@@ -128,4 +128,55 @@ struct AdminUserTests {
             #expect(try await gateway.gateway.handle(.get, "/v1/admin/audit?cursor=nonsense", headers: Self.bearer(root.token)).status == 422)
         }
     }
+
+    @Test("keys: an administrator makes a user's key or a master key (secret once), lists and revokes any; the revoked key is refused at once", arguments: TestStorage.available)
+    func manageKeys(storage: TestStorage) async throws {
+        try await TestGateway.with(notes, yaml: notesYAML, storage: storage) { gateway in
+            let root = try await Self.administrator(gateway)
+            _ = try await gateway.register("owner")
+            func call(_ method: HTTPRequest.Method, _ path: String, _ body: String? = nil) async throws -> InProcessResponse {
+                try await gateway.gateway.handle(method, path, headers: Self.bearer(root.token), body: body.map { ByteBuffer(string: $0) })
+            }
+            let made = try await call(.post, "/v1/admin/keys", #"{"user": "owner", "label": "reader", "scopes": ["notes:read"], "rate": "9000/min", "ownLimit": true, "group": "partners"}"#)
+            #expect(made.status == 201, "\(made.text)")
+            #expect(made.headers[.cacheControl] == "no-store")
+            let secret = try #require(made.object["secret"] as? String)
+            let key = try #require(made.object["key"] as? [String: Any])
+            #expect(key["consumerGroup"] as? String == "partners" && key["ownLimit"] as? Bool == true && key["rate"] as? String == "9000/min")
+            let apiKey = HTTPField.Name("X-Api-Key")!
+            #expect(try await gateway.gateway.handle(.get, "/v1/notes/echo?name=x", headers: [apiKey: secret]).status == 200)
+            // A user's key never administers; a master key with admin does.
+            #expect(try await call(.post, "/v1/admin/keys", #"{"user": "owner", "label": "x", "scopes": ["admin"]}"#).status == 422)
+            let master = try await call(.post, "/v1/admin/keys", #"{"label": "ops", "scopes": ["admin"]}"#)
+            let masterSecret = try #require(master.object["secret"] as? String)
+            #expect(try await gateway.gateway.handle(.get, "/v1/admin/users", headers: [apiKey: masterSecret]).status == 200)
+            #expect(try await call(.post, "/v1/admin/keys", #"{"user": "nobody", "label": "x", "scopes": ["*"]}"#).status == 404)
+            #expect(try await call(.post, "/v1/admin/keys", #"{"label": "x", "scopes": ["*"], "group": "Bad Group"}"#).status == 422)
+            // Lists: the user's keys, the master keys; never a secret.
+            let owned = try await call(.get, "/v1/admin/keys?user=owner")
+            #expect((owned.object["items"] as? [[String: Any]])?.count == 1 && !owned.text.contains(secret))
+            let masters = try await call(.get, "/v1/admin/keys")
+            #expect((masters.object["items"] as? [[String: Any]])?.compactMap { $0["label"] as? String } == ["ops"])
+            // Revoked: refused from the next request.
+            let id = try #require(key["id"] as? String)
+            #expect(try await call(.delete, "/v1/admin/keys/\(id)").status == 204)
+            #expect(try await gateway.gateway.handle(.get, "/v1/notes/echo?name=x", headers: [apiKey: secret]).status == 401)
+            #expect(try await call(.delete, "/v1/admin/keys/\(id)x").status == 404)
+            let log = try await call(.get, "/v1/admin/audit")
+            let actions = (log.object["items"] as? [[String: Any]] ?? []).compactMap { $0["action"] as? String }
+            #expect(actions == ["key.revoke", "key.create", "key.create"], "\(actions)")
+            #expect(!log.text.contains(secret) && !log.text.contains(masterSecret))
+        }
+    }
+
+    @Test("providers: their key status for administrators")
+    func providers() async throws {
+        try await IdentityProviderTests.withProvider { provider, gateway in
+            let root = try await Self.administrator(gateway)
+            let reply = try await gateway.gateway.handle(.get, "/v1/admin/providers", headers: Self.bearer(root.token))
+            let items = reply.object["items"] as? [[String: Any]] ?? []
+            #expect(items.count == 1 && items.first?["name"] as? String == "corp" && items.first?["status"] as? String == "ok", "\(reply.text)")
+            #expect((items.first?["keys"] as? Int ?? 0) > 0)
+        }
+    }
 }

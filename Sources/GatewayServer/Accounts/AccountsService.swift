@@ -284,6 +284,7 @@ struct AccountsService: HostService {
         ] + InboxOperations.operations(database: database) + PasswordResetOperations.operations(resets: resets)
             + GrantOperations.operations(store: store, authenticator: authenticator, audit: audit)
             + AdminUserOperations.operations(store: store, authenticator: authenticator, audit: audit)
+            + AdminKeyOperations.operations(store: store, authenticator: authenticator, audit: audit)
     }
 
     /// The audit log of the admin API's changes.

@@ -241,3 +241,90 @@ struct AuditLog: Sendable {
         return (page.map(\.entry), rows.count > limit ? page.last.map { "\($0.at):\($0.id)" } : nil)
     }
 }
+
+/// `/v1/admin/keys` and `/v1/admin/providers`: administrators manage any user's keys and master
+/// keys as `gateway key` does (the secret shown once), and see the identity providers' keys.
+enum AdminKeyOperations {
+    struct Owner: Codable, Sendable, ValidatableInput {
+        static let fieldRules: [String: FieldRule] = ["user": AccountRules.username.described("The owner's username; absent: master keys.")]
+        var user: String?
+    }
+
+    /// A key an administrator makes: a user's (`user`) or a master key, with what a user's own
+    /// grant holds and what only an administrator sets (a bucket of its own, a consumer group,
+    /// any rate).
+    struct AdminKeyGrant: Codable, Sendable, ValidatableInput {
+        static let fieldRules: [String: FieldRule] = ["user": AccountRules.username]
+        var user: String?
+        var label: String
+        var scopes: [String]
+        var resources: [String: [String]]?
+        var allowedAddresses: [String]?
+        var expiresAt: Date?
+        var rate: String?
+        var ownLimit: Bool?
+        var group: String?
+    }
+
+    struct KeyID: Codable, Sendable { var id: String }
+
+    struct Provider: Codable, Sendable {
+        var name: String
+        var type: String
+        /// `ok`, or `degraded` while its keys cannot be fetched (those fetched before stay in use).
+        var status: String
+        var keys: Int?
+        var reason: String?
+    }
+
+    static func operations(store: AccountStore, authenticator: AccountAuthenticator, audit: AuditLog) -> [Route] {
+        [
+            Route.define("accounts.admin.keys.list", .get, "/admin/keys", summary: "A user's API keys, or the master keys")
+                .access(.admin)
+                .query(Owner.self)
+                .returns(Page<AccountStore.APIKey>.self) { input, _ in
+                    var owner: String?
+                    if let name = input.query.user { owner = try await store.existingUser(named: name).id }
+                    return Page(items: try await store.keys(userID: owner), nextCursor: nil)
+                },
+            Route.define("accounts.admin.keys.create", .post, "/admin/keys", summary: "Create a user's key or a master key (its secret is shown once)")
+                .access(.admin)
+                .body(AdminKeyGrant.self)
+                .replies(AccountsService.CreatedKey.self) { input, context in
+                    let body = input.body
+                    if let problem = AdminUserOperations.groupProblem(body.group) { throw problem }
+                    var owner: AccountStore.User?
+                    if let name = body.user { owner = try await store.existingUser(named: name) }
+                    let grant = AccountStore.KeyGrant(label: body.label, scopes: body.scopes, resources: body.resources, allowedAddresses: body.allowedAddresses,
+                                                      expiresAt: body.expiresAt, rate: body.rate)
+                    let (secret, key) = try await store.createKey(userID: owner?.id, grant: grant, ownLimit: body.ownLimit == true,
+                                                                  consumerGroup: body.group.flatMap { $0.isEmpty ? nil : $0 })
+                    try await audit.record(context, action: "key.create", target: "key:" + key.id,
+                                           detail: ["owner": owner.map { .string($0.username) } ?? .null, "label": .string(key.label),
+                                                    "scopes": .array(key.scopes.map(JSONValue.string))])
+                    return Reply(AccountsService.CreatedKey(secret: secret, key: key), status: 201, headers: [.cacheControl: "no-store"])
+                },
+            Route.define("accounts.admin.keys.revoke", .delete, "/admin/keys/{id}", summary: "Revoke any key")
+                .access(.admin)
+                .path(KeyID.self)
+                .returns(NoContent.self) { input, context in
+                    guard try await store.revokeKey(id: input.path.id, userID: nil) else { throw GatewayError.notFound("No such key.") }
+                    // Whose it was is not looked up: every remembered credential is dropped (here and on
+                    // the other instances), so the key is refused from its next request.
+                    authenticator.forget(userID: nil)
+                    try await audit.record(context, action: "key.revoke", target: "key:" + input.path.id, detail: [:])
+                    return NoContent()
+                },
+            Route.define("accounts.admin.providers", .get, "/admin/providers", summary: "The identity providers of auth.providers and their keys")
+                .access(.admin)
+                .returns(Page<Provider>.self) { _, _ in
+                    let providers = (authenticator.identities?.statuses() ?? []).map { provider in
+                        let failing = provider.status.map { $0.error != nil || $0.keys == 0 } ?? false
+                        return Provider(name: provider.name, type: provider.type, status: failing ? "degraded" : "ok", keys: provider.status?.keys,
+                                        reason: provider.status?.error)
+                    }
+                    return Page(items: providers, nextCursor: nil)
+                },
+        ]
+    }
+}
