@@ -295,9 +295,36 @@ struct TLSTests {
         let first = ClientCertificate(subject: "CN=billing,O=Acme", alternativeNames: [], fingerprint: "c")
         let renewed = ClientCertificate(subject: "CN=billing,O=Acme", alternativeNames: [], fingerprint: "d")
         #expect(rule(for: first)?.selector == rule(for: renewed)?.selector)
+        #expect(rule(for: first) != nil)
         #expect(rule(for: ClientCertificate(subject: "", alternativeNames: [], fingerprint: "unreadable")) == nil)
+        #expect(ClientCertificate(der: Array("not a certificate".utf8)).subject.isEmpty)
+        #expect(throws: (any Error).self) {
+            try GatewayConfiguration.parse(Data("auth:\n  certificates:\n    - { san: \"ip:010.0.0.1\", scopes: [\"*\"] }\n".utf8), file: "plugins.yaml", knownPlugins: [])
+        }
         #expect(throws: (any Error).self) {
             try GatewayConfiguration.parse(Data("auth:\n  certificates:\n    - { subject: \"\", scopes: [\"*\"] }\n".utf8), file: "plugins.yaml", knownPlugins: [])
+        }
+    }
+
+    @Test("two certificates of one rule are one caller, named by the rule; a rule of scopes alone has no account")
+    func certificateCallerIdentity() async throws {
+        let yaml = notesYAML + """
+            auth:
+              certificates:
+                - { san: "uri:spiffe://acme/reports", scopes: [notes:read] }
+
+            """
+        try await TestGateway.with(notes, yaml: yaml) { gateway in
+            let rules = gateway.gateway.configuration.auth.certificates
+            let authenticator = try #require(gateway.gateway.parts.accountsService.authenticator as AccountAuthenticator?)
+            let first = ClientCertificate(subject: "O=SPIRE,C=US", alternativeNames: ["uri:spiffe://acme/reports"], fingerprint: "one")
+            let second = ClientCertificate(subject: "O=SPIRE,C=US", alternativeNames: ["uri:spiffe://acme/reports"], fingerprint: "two")
+            let a = try await authenticator.principal(for: first, rules: rules, address: "192.0.2.1")
+            let b = try await authenticator.principal(for: second, rules: rules, address: "192.0.2.2")
+            #expect(a.kind == .token(provider: "certificate", subject: "san:uri:spiffe://acme/reports"))
+            #expect(a.kind == b.kind && a.userID == nil && a.scopes == ["notes:read"])
+            let stranger = ClientCertificate(subject: "O=SPIRE,C=US", alternativeNames: ["uri:spiffe://acme/other"], fingerprint: "three")
+            await #expect(throws: GatewayError.self) { _ = try await authenticator.principal(for: stranger, rules: rules, address: "192.0.2.3") }
         }
     }
 }

@@ -161,14 +161,20 @@ extension AccountStore {
     func searchUsers(_ search: String?, after cursor: String?, limit: Int) async throws -> (users: [User], next: String?) {
         var query = database.select().column("*").from("gateway_users").orderBy("username_key").limit(limit + 1)
         if let cursor { query = query.where("username_key", .greaterThan, cursor) }
-        // LIKE's own wildcards and escape are dropped from the search: it matches text only.
-        let text = (search ?? "").lowercased().filter { $0 != "%" && $0 != "_" && $0 != "\\" }.trimmingCharacters(in: .whitespaces)
+        let text = (search ?? "").trimmingCharacters(in: .whitespaces)
         if !text.isEmpty {
-            let pattern = "%" + text + "%"
+            // Compared as the names are kept (the username's and address's keys), LIKE's own
+            // characters escaped: the search matches text only. (Display names compare through
+            // LOWER(), which SQLite applies to ASCII letters only.)
+            func like(_ column: any SQLExpression, _ text: String) -> any SQLExpression {
+                let escaped = text.replacingOccurrences(of: "!", with: "!!").replacingOccurrences(of: "%", with: "!%").replacingOccurrences(of: "_", with: "!_")
+                return SQLBinaryExpression(left: column, op: SQLBinaryOperator.like,
+                                           right: SQLList([SQLBind("%" + escaped + "%"), SQLRaw("ESCAPE '!'")], separator: SQLRaw(" ")))
+            }
             query = query.where { group in
-                group.where("username_key", .like, pattern)
-                    .orWhere("email_key", .like, pattern)
-                    .orWhere(SQLFunction("LOWER", args: SQLColumn("display_name")), .like, SQLBind(pattern))
+                group.where(like(SQLColumn("username_key"), Self.usernameKey(text)))
+                    .orWhere(like(SQLColumn("email_key"), Self.emailKey(text)))
+                    .orWhere(like(SQLFunction("LOWER", args: SQLColumn("display_name")), text.lowercased()))
             }
         }
         let rows = try await query.all(decoding: UserRow.self)
@@ -268,15 +274,6 @@ enum AdminKeyOperations {
 
     struct KeyID: Codable, Sendable { var id: String }
 
-    struct Provider: Codable, Sendable {
-        var name: String
-        var type: String
-        /// `ok`, or `degraded` while its keys cannot be fetched (those fetched before stay in use).
-        var status: String
-        var keys: Int?
-        var reason: String?
-    }
-
     static func operations(store: AccountStore, authenticator: AccountAuthenticator, audit: AuditLog) -> [Route] {
         [
             Route.define("accounts.admin.keys.list", .get, "/admin/keys", summary: "A user's API keys, or the master keys")
@@ -293,6 +290,11 @@ enum AdminKeyOperations {
                 .replies(AccountsService.CreatedKey.self) { input, context in
                     let body = input.body
                     if let problem = AdminUserOperations.groupProblem(body.group) { throw problem }
+                    // A credential held to scopes (a master key, a provider's token) makes no key
+                    // stronger than itself.
+                    if context.principal.isBoundByScopes, let scope = body.scopes.first(where: { !Principal.covers(context.principal.scopes, $0) }) {
+                        throw GatewayError.forbidden("This credential may not make a key with the scope '\(scope.prefix(60))': it does not hold it.")
+                    }
                     var owner: AccountStore.User?
                     if let name = body.user { owner = try await store.existingUser(named: name) }
                     let grant = AccountStore.KeyGrant(label: body.label, scopes: body.scopes, resources: body.resources, allowedAddresses: body.allowedAddresses,
@@ -308,6 +310,9 @@ enum AdminKeyOperations {
                 .access(.admin)
                 .path(KeyID.self)
                 .returns(NoContent.self) { input, context in
+                    if case .apiKey(let own) = context.principal.kind, own == input.path.id {
+                        throw GatewayError.conflict("A key cannot revoke itself through the admin API; another administrator, or `gateway key revoke`, can.")
+                    }
                     guard try await store.revokeKey(id: input.path.id, userID: nil) else { throw GatewayError.notFound("No such key.") }
                     // Whose it was is not looked up: every remembered credential is dropped (here and on
                     // the other instances), so the key is refused from its next request.
@@ -317,13 +322,8 @@ enum AdminKeyOperations {
                 },
             Route.define("accounts.admin.providers", .get, "/admin/providers", summary: "The identity providers of auth.providers and their keys")
                 .access(.admin)
-                .returns(Page<Provider>.self) { _, _ in
-                    let providers = (authenticator.identities?.statuses() ?? []).map { provider in
-                        let failing = provider.status.map { $0.error != nil || $0.keys == 0 } ?? false
-                        return Provider(name: provider.name, type: provider.type, status: failing ? "degraded" : "ok", keys: provider.status?.keys,
-                                        reason: provider.status?.error)
-                    }
-                    return Page(items: providers, nextCursor: nil)
+                .returns(Page<IdentityProviders.State>.self) { _, _ in
+                    Page(items: authenticator.identities?.states(reasons: true) ?? [], nextCursor: nil)
                 },
         ]
     }

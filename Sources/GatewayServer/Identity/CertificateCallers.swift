@@ -31,6 +31,9 @@ public struct CertificateRule: Decodable, Sendable, Equatable {
         if let san, !["dns:", "email:", "uri:", "ip:"].contains(where: { san.hasPrefix($0) && san.count > $0.count }) {
             throw DecodingError.dataCorruptedError(forKey: .san, in: container, debugDescription: "'\(san.prefix(80))' is not dns:NAME, email:ADDRESS, uri:URI or ip:ADDRESS")
         }
+        if let san, san.hasPrefix("ip:"), !Self.isStrictAddress(String(san.dropFirst(3))) {
+            throw DecodingError.dataCorruptedError(forKey: .san, in: container, debugDescription: "'\(san.prefix(80))' is not ip: and an IPv4 address in dotted decimal or an IPv6 address")
+        }
         guard user != nil || scopes != nil else {
             throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription: "a rule names a user:, scopes: or both"))
         }
@@ -52,6 +55,16 @@ public struct CertificateRule: Decodable, Sendable, Equatable {
             return certificate.alternativeNames.contains { Self.normalized($0) == wanted }
         }
         return false
+    }
+
+    /// Dotted decimal without leading zeros (`10.0.0.1`, never `010.0.0.1` or `10.1`), or IPv6.
+    static func isStrictAddress(_ text: String) -> Bool {
+        if text.contains(":") { return IPAddress(host: text).map { !$0.isIPv4 } ?? false }
+        let parts = text.split(separator: ".", omittingEmptySubsequences: false)
+        return parts.count == 4 && parts.allSatisfy { part in
+            part.count <= 3 && !part.isEmpty && part.allSatisfy(\.isASCII) && part.allSatisfy(\.isNumber)
+                && (part.count == 1 || part.first != "0") && Int(part).map { $0 <= 255 } == true
+        }
     }
 
     /// A name as compared: `dns:` and `email:` lowercased, `ip:` as its address bytes' one spelling.

@@ -206,6 +206,27 @@ final class IdentityProviders: Sendable {
     func statuses() -> [(name: String, type: String, status: ProviderKeys.Status?)] {
         verifiers.map { ($0.name, $0.settings.type.rawValue, $0.keys?.status) }
     }
+
+    /// One provider as `/readyz` and `/v1/admin/providers` show it.
+    struct State: Codable, Sendable {
+        var name: String
+        var type: String
+        /// `ok`, or `degraded` while its keys cannot be fetched (those fetched before stay in use;
+        /// a provider with none refuses its tokens with 503).
+        var status: String
+        var keys: Int?
+        /// Why, for administrators only (it may name hosts and TLS errors).
+        var reason: String?
+    }
+
+    /// Each provider's state; `reasons`: with why a degraded one is.
+    func states(reasons: Bool) -> [State] {
+        statuses().map { provider in
+            let failing = provider.status.map { $0.error != nil || $0.keys == 0 } ?? false
+            return State(name: provider.name, type: provider.type, status: failing ? "degraded" : "ok", keys: provider.status?.keys,
+                         reason: reasons ? provider.status?.error : nil)
+        }
+    }
 }
 
 /// One identity provider as `gateway providers` shows it.

@@ -42,28 +42,16 @@ extension Gateway {
             var operations: Int
             var dialects: [String]
         }
-        struct ProviderStatus: Encodable, Sendable {
-            var name: String
-            var type: String
-            var status: String
-            var keys: Int?
-            var reason: String?
-        }
         struct Readiness: Encodable, Sendable {
             var status: String
             var database: String
             var plugins: [PluginStatus]
-            var providers: [ProviderStatus]?
+            var providers: [IdentityProviders.State]?
         }
         /// Identity providers: degraded while a provider's keys cannot be fetched (the keys
         /// fetched before stay in use; a provider with none refuses its tokens with 503).
-        @Sendable func providerStatuses(reasons: Bool) -> [ProviderStatus]? {
-            guard let identities else { return nil }
-            return identities.statuses().map { provider in
-                let failing = provider.status.map { $0.error != nil || $0.keys == 0 } ?? false
-                return ProviderStatus(name: provider.name, type: provider.type, status: failing ? "degraded" : "ok", keys: provider.status?.keys,
-                                      reason: reasons ? provider.status?.error : nil)
-            }
+        @Sendable func providerStatuses(reasons: Bool) -> [IdentityProviders.State]? {
+            identities?.states(reasons: reasons)
         }
         @Sendable func statuses(reasons: Bool) async -> [PluginStatus] {
             var result: [PluginStatus] = []

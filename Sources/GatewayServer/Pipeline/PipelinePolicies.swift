@@ -58,10 +58,17 @@ public enum NativeCredentials {
     }
 
     public static func extract(from headers: HTTPFields) -> Credential? {
-        if let authorization = headers.value(.authorization), let bearer = bearerToken(in: authorization) {
-            let token = String(bearer)
-            // An API key as a bearer token, for clients that can send only that (Prometheus).
-            return token.hasPrefix("gk_") ? .apiKey(token) : .bearerToken(token)
+        if let authorization = headers.value(.authorization) {
+            if let bearer = bearerToken(in: authorization) {
+                let token = String(bearer)
+                // An API key as a bearer token, for clients that can send only that (Prometheus).
+                return token.hasPrefix("gk_") ? .apiKey(token) : .bearerToken(token)
+            }
+            // `Bearer` with nothing after it is a credential that cannot resolve (a 401), never
+            // nothing: an API key beside it must not be taken instead (WebSocket upgrades read
+            // only this).
+            let scheme = authorization.utf8.prefix { $0 != 0x20 }
+            if scheme.count == 6, zip(scheme, "bearer".utf8).allSatisfy({ $0 | 0x20 == $1 }) { return .bearerToken("") }
         }
         if let key = headers.value(apiKeyField) { return .apiKey(key) }
         return nil

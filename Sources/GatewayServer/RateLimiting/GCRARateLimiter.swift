@@ -26,7 +26,8 @@ public struct RateLimitPolicies: Sendable, Equatable {
     /// owner may set one up to `limits.key`).
     static func ownRate(of principal: Principal, isStricterThan rate: RateSpec) -> Bool {
         guard let own = principal.quota else { return false }
-        return Double(own.count) / own.seconds < Double(rate.count) / rate.period
+        // Stricter in both its burst and its rate: 599/min under a group's 10/s would burst 599.
+        return own.count <= rate.count && Double(own.count) / own.seconds < Double(rate.count) / rate.period
     }
 
     /// The first of the caller's consumer groups that `limits.groups` configures, with its limits.

@@ -21,7 +21,8 @@ public struct QuotaLedger: Sendable {
     public init(database: any SQLDatabase, clock: any WallClock = SystemClock()) {
         self.database = database
         self.clock = clock
-        lastPrune = .init(clock.now().timeIntervalSince1970)
+        // The first quota charged prunes (an instance restarted within the hour prunes too).
+        lastPrune = .init(-.infinity)
     }
 
     /// Once an hour per instance, deletes the rows no window can use any more (started more than
