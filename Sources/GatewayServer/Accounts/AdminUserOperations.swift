@@ -20,12 +20,37 @@ enum AdminUserOperations {
         var q: String?
         var limit: Int?
         var cursor: String?
+
+        func validate() -> [GatewayError.FieldError] {
+            var problems = PageQuery(limit: limit, cursor: cursor).validate()
+            if let q, q.unicodeScalars.count > 100 { problems.append(.init(pointer: "q", detail: "must be at most 100 characters")) }
+            return problems
+        }
+    }
+
+    /// `/v1/admin/audit`'s query: a page's size and the cursor it gave.
+    struct AuditQuery: Codable, Sendable, ValidatableInput {
+        static let cursorPattern = "^[0-9]{1,20}(\\.[0-9]{1,20})?:[0-9a-f]{1,64}$"
+        static let fieldRules: [String: FieldRule] = [
+            "limit": PageQuery.limitRule,
+            "cursor": FieldRule.pattern(cursorPattern).described("The `nextCursor` of the page before."),
+        ]
+        var limit: Int?
+        var cursor: String?
+
+        func validate() -> [GatewayError.FieldError] {
+            var problems = PageQuery(limit: limit).validate()
+            if let cursor, cursor.range(of: Self.cursorPattern, options: .regularExpression) == nil {
+                problems.append(.init(pointer: "cursor", detail: "is not a cursor of this list"))
+            }
+            return problems
+        }
     }
 
     struct NewUser: Codable, Sendable, ValidatableInput {
         static let fieldRules: [String: FieldRule] = [
             "username": AccountRules.username, "password": AccountRules.password, "displayName": AccountRules.displayName,
-            "email": FieldRule.text(3...254).described("An e-mail address."),
+            "email": FieldRule.text(3...254).described("An e-mail address."), "group": groupRule,
         ]
         var username: String
         var password: String
@@ -34,12 +59,20 @@ enum AdminUserOperations {
         var admin: Bool?
         /// A consumer group of `limits.groups`.
         var group: String?
+
+        func validate() -> [GatewayError.FieldError] {
+            var problems = AccountsService.ProfilePatch(displayName: displayName, profile: nil).validate()
+            if username.unicodeScalars.count > AccountStore.longestUsername { problems.append(.init(pointer: "/username", detail: "must be at most 64 characters")) }
+            if let email, !(3...254).contains(email.unicodeScalars.count) { problems.append(.init(pointer: "/email", detail: "must be 3 to 254 characters")) }
+            if let problem = AdminUserOperations.groupProblem(group) { problems.append(problem) }
+            return problems
+        }
     }
 
     struct UserChange: Codable, Sendable, ValidatableInput {
         static let fieldRules: [String: FieldRule] = [
             "password": AccountRules.password, "displayName": AccountRules.displayName,
-            "group": FieldRule.text(0...64).described("A consumer group of limits.groups; \"\" for none."),
+            "group": groupRule,
         ]
         var disabled: Bool?
         var admin: Bool?
@@ -48,11 +81,25 @@ enum AdminUserOperations {
         /// A new password (ends the user's sessions).
         var password: String?
         var displayName: String?
+
+        func validate() -> [GatewayError.FieldError] {
+            var problems = AccountsService.ProfilePatch(displayName: displayName, profile: nil).validate()
+            if let password, !AccountStore.passwordLength.contains(password.unicodeScalars.count) {
+                problems.append(.init(pointer: "/password", detail: "must be 8 to 1024 characters"))
+            }
+            if let problem = AdminUserOperations.groupProblem(group) { problems.append(problem) }
+            return problems
+        }
     }
 
-    static func groupProblem(_ group: String?) -> GatewayError? {
-        guard let group, !group.isEmpty, !GroupLimits.isValidName(group) else { return nil }
-        return GatewayError.invalid(field: "/group", "'\(group.prefix(64))' is not a group name (lowercase letters, digits, - and _, starting with a letter)")
+    /// A group's name as the admin API takes it: `""` (none), or lowercase letters, digits, `-` and
+    /// `_` starting with a letter, at most 64 (a name plugins.yaml does not configure has no effect).
+    static let groupPattern = "^([a-z][a-z0-9_-]{0,63})?$"
+    static let groupRule = FieldRule.pattern(groupPattern).described("A consumer group of limits.groups; \"\" for none.")
+
+    static func groupProblem(_ group: String?) -> GatewayError.FieldError? {
+        guard let group, group.range(of: groupPattern, options: .regularExpression) == nil else { return nil }
+        return .init(pointer: "/group", detail: "'\(group.prefix(64))' is not a group name (lowercase letters, digits, - and _, starting with a letter)")
     }
 
     static func operations(store: AccountStore, authenticator: AccountAuthenticator, audit: AuditLog) -> [Route] {
@@ -75,7 +122,6 @@ enum AdminUserOperations {
                 .body(NewUser.self)
                 .returns(AccountStore.User.self) { input, context in
                     let body = input.body
-                    if let problem = groupProblem(body.group) { throw problem }
                     var made = try await store.register(username: body.username, secret: .plain(body.password), displayName: body.displayName,
                                                         isAdmin: body.admin == true, email: body.email)
                     if let group = body.group, !group.isEmpty {
@@ -94,7 +140,6 @@ enum AdminUserOperations {
                 .returns(AccountStore.User.self) { input, context in
                     let found = try await user(input.path.username)
                     let change = input.body
-                    if let problem = groupProblem(change.group) { throw problem }
                     if found.id == context.principal.userID, change.disabled == true || change.admin == false {
                         throw GatewayError.conflict("An administrator cannot disable or demote their own account; another administrator can.")
                     }
@@ -140,7 +185,7 @@ enum AdminUserOperations {
                 },
             Route.define("accounts.admin.audit", .get, "/admin/audit", summary: "The audit log: every change made through the admin API, newest first")
                 .access(.admin)
-                .query(PageQuery.self)
+                .query(AuditQuery.self)
                 .returns(Page<AuditLog.Entry>.self) { input, _ in
                     let (entries, next) = try await audit.entries(before: input.query.cursor, limit: input.query.limit ?? 50)
                     return Page(items: entries, nextCursor: next)
@@ -260,7 +305,12 @@ enum AdminKeyOperations {
     /// grant holds and what only an administrator sets (a bucket of its own, a consumer group,
     /// any rate).
     struct AdminKeyGrant: Codable, Sendable, ValidatableInput {
-        static let fieldRules: [String: FieldRule] = ["user": AccountRules.username]
+        static let fieldRules: [String: FieldRule] = AccountStore.KeyGrant.fieldRules.merging([
+            "user": AccountRules.username,
+            "scopes": .list(1...100, of: .pattern(#"^(\*|admin|[a-z][a-z0-9-]{0,39}:(read|write|\*))$"#))
+                .described("`<plugin>:read`, `<plugin>:write`, `<plugin>:*`, `*`, or (a master key) `admin`."),
+            "group": AdminUserOperations.groupRule,
+        ]) { $1 }
         var user: String?
         var label: String
         var scopes: [String]
@@ -270,6 +320,13 @@ enum AdminKeyOperations {
         var rate: String?
         var ownLimit: Bool?
         var group: String?
+
+        func validate() -> [GatewayError.FieldError] {
+            var problems = AccountStore.KeyGrant(label: label, scopes: scopes, resources: resources, allowedAddresses: allowedAddresses,
+                                                 expiresAt: nil, rate: rate).problems(now: Date())
+            if let problem = AdminUserOperations.groupProblem(group) { problems.append(problem) }
+            return problems
+        }
     }
 
     struct KeyID: Codable, Sendable { var id: String }
@@ -289,7 +346,6 @@ enum AdminKeyOperations {
                 .body(AdminKeyGrant.self)
                 .replies(AccountsService.CreatedKey.self) { input, context in
                     let body = input.body
-                    if let problem = AdminUserOperations.groupProblem(body.group) { throw problem }
                     // A credential held to scopes (a master key, a provider's token) makes no key
                     // stronger than itself.
                     if context.principal.isBoundByScopes, let scope = body.scopes.first(where: { !Principal.covers(context.principal.scopes, $0) }) {
