@@ -103,6 +103,8 @@ let package = Package(
         .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
         // JOSE for the tokens of outside identity providers (`auth.providers`).
         .package(url: "https://github.com/vapor/jwt-kit.git", from: "5.8.0"),
+        // The admin console's pages: mustache templates rendered on the server.
+        .package(url: "https://github.com/hummingbird-project/swift-mustache.git", from: "2.1.1"),
     ],
     targets: [
         .target(
@@ -162,7 +164,10 @@ let package = Package(
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
                 .product(name: "NIOTLS", package: "swift-nio"),
+                .product(name: "Mustache", package: "swift-mustache"),
             ] + products("HTTPTypes", "Logging", "Metrics", "NIOCore", "SQLKit"),
+            // The console's templates, stylesheet and script, carried by the binary's bundle.
+            resources: [.copy("Console/Resources")],
             swiftSettings: strictSettings
         ),
         .target(

@@ -225,10 +225,19 @@ struct EventService: Sendable {
 
     /// The event owner's (or an administrator's) decision on a reservation; posts it to the user's inbox.
     func decide(_ id: Int64, confirm: Bool, reason: String?, context: OperationContext) async throws -> Reservation {
+        try await decide(id, confirm: confirm, reason: reason, by: context.principal)
+    }
+
+    /// A decision by `decider` (the event's owner or an administrator: 404 for anyone else), as the
+    /// API and the admin console make it: the reservation moves and its user is told.
+    func decide(_ id: Int64, confirm: Bool, reason: String?, by decider: Principal) async throws -> Reservation {
         guard let reservation = try await store.reservation(id) else { throw GatewayError.notFound("No such reservation.") }
-        let event = try await ownedEvent(reservation.event, context: context)
+        guard let event = try await store.event(reservation.event) else { throw GatewayError.notFound("No such event.") }
+        if !decider.isAdmin, event.owner == nil || decider.userID != event.owner {
+            throw GatewayError.notFound("No such event.")
+        }
         let decided = try await store.transition(id, from: confirm ? [.requested] : [.requested, .confirmed], to: confirm ? .confirmed : .rejected,
-                                                 by: context.principal.userID, reason: reason)
+                                                 by: decider.userID, reason: reason)
         let showing = try await store.showing(reservation.showing)
         let date = showing.map { when($0, event: event) } ?? "the showing"
         if confirm {

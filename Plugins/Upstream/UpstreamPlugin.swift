@@ -66,7 +66,7 @@ public struct UpstreamPlugin: ServicePlugin {
     public var services: [any Service] {
         guard let health = settings.health else { return [] }
         return [HealthChecker(pool: pool, http: context.http, path: health.path, interval: health.interval, timeout: health.timeout,
-                              healthyAfter: health.healthyAfter, unhealthyAfter: health.unhealthyAfter, logger: context.logger)]
+                              healthyAfter: health.healthyAfter, unhealthyAfter: health.unhealthyAfter, clock: context.clock, logger: context.logger)]
     }
 
     public func health() async -> PluginHealth { pool.health() }
@@ -81,6 +81,7 @@ struct HealthChecker: Service {
     let timeout: Duration
     let healthyAfter: Int
     let unhealthyAfter: Int
+    let clock: any WallClock
     let logger: Logger
 
     func run() async throws {
@@ -101,7 +102,7 @@ struct HealthChecker: Service {
                     } catch {
                         up = false
                     }
-                    pool.checked(index, up: up, healthyAfter: healthyAfter, unhealthyAfter: unhealthyAfter)
+                    pool.checked(index, up: up, healthyAfter: healthyAfter, unhealthyAfter: unhealthyAfter, at: clock.now())
                 }
             }
         }

@@ -1,3 +1,4 @@
+import Foundation
 import GatewayCore
 import Synchronization
 
@@ -16,6 +17,8 @@ final class UpstreamPool: Sendable {
         /// The active checks' verdict (up until they say otherwise).
         var up = true
         var checkStreak = 0
+        /// When the active checks last asked it, and what it answered then.
+        var lastCheck: (at: Date, up: Bool)?
     }
 
     enum Breaker {
@@ -141,10 +144,11 @@ final class UpstreamPool: Sendable {
         }
     }
 
-    /// An active check's answer for `index`.
-    func checked(_ index: Int, up: Bool, healthyAfter: Int, unhealthyAfter: Int) {
+    /// An active check's answer for `index`, given at `at`.
+    func checked(_ index: Int, up: Bool, healthyAfter: Int, unhealthyAfter: Int, at: Date = Date()) {
         state.withLock { state in
             var target = state.targets[index]
+            target.lastCheck = (at, up)
             if up == target.up {
                 target.checkStreak = 0
             } else {
@@ -156,6 +160,47 @@ final class UpstreamPool: Sendable {
                 }
             }
             state.targets[index] = target
+        }
+    }
+
+    /// An instance as the admin console shows it.
+    struct InstanceStatus: Sendable {
+        var base: String
+        /// The active checks' verdict.
+        var up: Bool
+        /// Checks in a row that disagree with the verdict (toward changing it).
+        var checkStreak: Int
+        var lastCheck: (at: Date, up: Bool)?
+        /// Failed requests in a row (toward an ejection).
+        var failuresInARow: Int
+        /// How long it stays ejected after failing (nil: not ejected).
+        var ejectedFor: Duration?
+        var outstanding: Int
+    }
+
+    /// The breaker as the admin console shows it.
+    enum BreakerStatus: Sendable, Equatable {
+        case closed(failuresInARow: Int)
+        case open(left: Duration)
+        case halfOpen
+    }
+
+    /// Every instance's state and the breaker's, read at once.
+    func status() -> (instances: [InstanceStatus], breaker: BreakerStatus) {
+        let now = ContinuousClock.now
+        return state.withLock { state in
+            let instances = state.targets.map { target in
+                InstanceStatus(base: target.base, up: target.up, checkStreak: target.checkStreak, lastCheck: target.lastCheck,
+                               failuresInARow: target.failuresInARow, ejectedFor: target.ejectedUntil.flatMap { now < $0 ? $0 - now : nil },
+                               outstanding: target.outstanding)
+            }
+            let breaker: BreakerStatus = switch state.breaker {
+            case .closed(let failures): .closed(failuresInARow: failures)
+            // An open breaker whose time is up lets the next request through as its trial.
+            case .open(let until): now < until ? .open(left: until - now) : .halfOpen
+            case .halfOpen: .halfOpen
+            }
+            return (instances, breaker)
         }
     }
 

@@ -44,9 +44,17 @@ struct UserCommand: AsyncParsableCommand {
         @Flag(help: "Make the user an administrator.") var admin = false
         @Option(help: "The display name.") var displayName: String?
         @Option(help: "The password (prefer standard input).") var password: String?
+        @OptionGroup var remote: RemoteOptions
 
         func run() async throws {
             let password = try readPassword(password)
+            if let client = try remote.client() {
+                var body: [String: JSONValue] = ["username": .string(username), "password": .string(password), "admin": .bool(admin)]
+                if let displayName { body["displayName"] = .string(displayName) }
+                let user = try await client.call(.POST, "/v1/admin/users", .object(body)).objectValue ?? [:]
+                print("created \(admin ? "administrator" : "user") \(user["username"]?.stringValue ?? username) (\(user["id"]?.stringValue ?? ""))")
+                return
+            }
             let user = try await withAccounts(options) { store in
                 try await store.register(username: username, secret: .plain(password), displayName: displayName, isAdmin: admin)
             }
@@ -57,10 +65,24 @@ struct UserCommand: AsyncParsableCommand {
     struct List: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "List users.")
         @OptionGroup var options: ConfigOptions
+        @OptionGroup var remote: RemoteOptions
 
         func run() async throws {
-            let users = try await withAccounts(options) { try await $0.users() }
             var rows = [["ID", "USERNAME", "ROLE", "STATE", "CREATED"]]
+            if let client = try remote.client() {
+                var cursor: String?
+                repeat {
+                    let page = try await client.call(.GET, "/v1/admin/users?limit=1000" + (cursor.map { "&cursor=" + AdminClient.segment($0) } ?? "")).objectValue ?? [:]
+                    for user in (page["items"]?.arrayValue ?? []).compactMap(\.objectValue) {
+                        rows.append([user["id"]?.stringValue ?? "", user["username"]?.stringValue ?? "", user["isAdmin"] == .bool(true) ? "admin" : "user",
+                                     user["disabled"] == .bool(true) ? "disabled" : "active", user["createdAt"]?.stringValue ?? ""])
+                    }
+                    cursor = page["nextCursor"]?.stringValue
+                } while cursor != nil
+                print(Table.render(rows))
+                return
+            }
+            let users = try await withAccounts(options) { try await $0.users() }
             for user in users {
                 rows.append([user.id, user.username, user.isAdmin ? "admin" : "user", user.disabled ? "disabled" : "active", UTCTimestamp.format(user.createdAt)])
             }
@@ -73,9 +95,15 @@ struct UserCommand: AsyncParsableCommand {
         @OptionGroup var options: ConfigOptions
         @Argument(help: "The username.") var username: String
         @Option(help: "The new password (prefer standard input).") var password: String?
+        @OptionGroup var remote: RemoteOptions
 
         func run() async throws {
             let password = try readPassword(password)
+            if let client = try remote.client() {
+                try await client.call(.PATCH, "/v1/admin/users/" + AdminClient.segment(username), .object(["password": .string(password)]))
+                print("password changed for \(username)")
+                return
+            }
             try await withAccounts(options) { store in
                 guard let user = try await store.user(named: username) else { throw ValidationError("no user named '\(username)'") }
                 try await store.setPassword(userID: user.id, secret: .plain(password))
@@ -89,8 +117,14 @@ struct UserCommand: AsyncParsableCommand {
         @OptionGroup var options: ConfigOptions
         @Argument(help: "The username.") var username: String
         @Flag(help: "Enable the user again instead.") var enable = false
+        @OptionGroup var remote: RemoteOptions
 
         func run() async throws {
+            if let client = try remote.client() {
+                try await client.call(.PATCH, "/v1/admin/users/" + AdminClient.segment(username), .object(["disabled": .bool(!enable)]))
+                print("\(username) \(enable ? "enabled" : "disabled")")
+                return
+            }
             try await withAccounts(options) { store in
                 guard let user = try await store.user(named: username) else { throw ValidationError("no user named '\(username)'") }
                 try await store.setDisabled(userID: user.id, !enable)
@@ -110,12 +144,18 @@ extension UserCommand {
         @Argument(help: "The username.") var username: String
         @Argument(help: "The group's name in limits.groups.") var group: String?
         @Flag(help: "Take the user out of their group.") var none = false
+        @OptionGroup var remote: RemoteOptions
 
         func validate() throws {
             guard (group == nil) != !none else { throw ValidationError("name a group, or give --none") }
         }
 
         func run() async throws {
+            if let client = try remote.client() {
+                try await client.call(.PATCH, "/v1/admin/users/" + AdminClient.segment(username), .object(["group": .string(group ?? "")]))
+                print(group.map { "\(username) is in group \($0)" } ?? "\(username) is in no group")
+                return
+            }
             if let group { try Self.check(group, options) }
             try await withAccounts(options) { store in
                 guard let user = try await store.user(named: username) else { throw ValidationError("no user named '\(username)'") }
@@ -167,8 +207,20 @@ extension UserCommand {
         @Argument(help: "The username.") var username: String
         @Argument(help: "Scopes: <plugin>:write, <plugin>:read, <plugin>:* or an upstream route's <plugin>:<scope>. None: only print.") var scopes: [String] = []
         @Flag(help: "Withdraw the scopes instead.") var revoke = false
+        @OptionGroup var remote: RemoteOptions
 
         func run() async throws {
+            if let client = try remote.client() {
+                let path = "/v1/admin/users/" + AdminClient.segment(username) + "/grants"
+                var grants = (try await client.call(.GET, path).objectValue?["scopes"]?.arrayValue ?? []).compactMap(\.stringValue)
+                if !scopes.isEmpty {
+                    grants = revoke ? grants.filter { !scopes.contains($0) } : grants + scopes.filter { !grants.contains($0) }
+                    grants = (try await client.call(.PUT, path, .object(["scopes": .array(grants.map(JSONValue.string))])).objectValue?["scopes"]?.arrayValue ?? [])
+                        .compactMap(\.stringValue)
+                }
+                print("\(username): \(grants.isEmpty ? "no grants" : grants.joined(separator: " "))")
+                return
+            }
             let grants = try await withAccounts(options) { store in
                 guard let user = try await store.user(named: username) else { throw ValidationError("no user named '\(username)'") }
                 do {
@@ -234,8 +286,21 @@ struct KeyCommand: AsyncParsableCommand {
         @Flag(help: "Count its requests in a rate-limit bucket of its own, not in its owner's (which all the owner's keys share).") var ownLimit = false
         @Option(name: .customLong("allow-address"), help: "An address or IPv4 CIDR it is accepted from (repeatable).") var addresses: [String] = []
         @Option(help: "The consumer group (limits.groups) its requests count in, before its owner's.") var group: String?
+        @OptionGroup var remote: RemoteOptions
 
         func run() async throws {
+            if let client = try remote.client() {
+                var body: [String: JSONValue] = ["label": .string(label), "scopes": .array(scopes.map(JSONValue.string)), "ownLimit": .bool(ownLimit)]
+                if let user { body["user"] = .string(user) }
+                if let rate { body["rate"] = .string(rate) }
+                if let group { body["group"] = .string(group) }
+                if !addresses.isEmpty { body["allowedAddresses"] = .array(addresses.map(JSONValue.string)) }
+                let created = try await client.call(.POST, "/v1/admin/keys", .object(body)).objectValue ?? [:]
+                let key = created["key"]?.objectValue ?? [:]
+                print(created["secret"]?.stringValue ?? "")
+                FileHandle.standardError.write(Data("key \(key["id"]?.stringValue ?? "") (\(label)); the secret above is not stored and will not be shown again\n".utf8))
+                return
+            }
             if let group { try UserCommand.Group.check(group, options) }
             let (secret, key) = try await withAccounts(options) { store in
                 var owner: String?
@@ -256,8 +321,19 @@ struct KeyCommand: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "List master keys, or a user's keys.")
         @OptionGroup var options: ConfigOptions
         @Option(help: "The owner's username.") var user: String?
+        @OptionGroup var remote: RemoteOptions
 
         func run() async throws {
+            if let client = try remote.client() {
+                let page = try await client.call(.GET, "/v1/admin/keys" + (user.map { "?user=" + AdminClient.segment($0) } ?? "")).objectValue ?? [:]
+                var rows = [["ID", "PREFIX", "LABEL", "SCOPES", "STATE"]]
+                for key in (page["items"]?.arrayValue ?? []).compactMap(\.objectValue) {
+                    rows.append([key["id"]?.stringValue ?? "", (key["prefix"]?.stringValue ?? "") + "…", key["label"]?.stringValue ?? "",
+                                 (key["scopes"]?.arrayValue ?? []).compactMap(\.stringValue).joined(separator: ","), key["revoked"] == .bool(true) ? "revoked" : "active"])
+                }
+                print(Table.render(rows))
+                return
+            }
             let keys = try await withAccounts(options) { store in
                 var owner: String?
                 if let user {
@@ -276,8 +352,14 @@ struct KeyCommand: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Revoke a key by id.")
         @OptionGroup var options: ConfigOptions
         @Argument(help: "The key's id (see `gateway key list`).") var id: String
+        @OptionGroup var remote: RemoteOptions
 
         func run() async throws {
+            if let client = try remote.client() {
+                try await client.call(.DELETE, "/v1/admin/keys/" + AdminClient.segment(id))
+                print("revoked \(id)")
+                return
+            }
             let found = try await withAccounts(options) { try await $0.revokeKey(id: id, userID: nil) }
             guard found else { throw ValidationError("no key with id '\(id)'") }
             print("revoked \(id)")

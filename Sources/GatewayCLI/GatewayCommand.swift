@@ -88,6 +88,18 @@ struct ConfigOptions: ParsableArguments {
     static func load(_ file: URL, registrations: [PluginRegistration]) throws -> GatewayConfiguration {
         let configuration = try GatewayConfiguration.load(contentsOf: file, knownPlugins: registrations.map(\.id),
                                                           instanceTypes: registrations.filter(\.multipleInstances).map(\.id))
+        return try validated(configuration, registrations: registrations)
+    }
+
+    /// A text of `file` (an edit the admin API checks), validated as ``load(_:registrations:)`` does.
+    static func parse(_ data: Data, file: URL, registrations: [PluginRegistration]) throws -> GatewayConfiguration {
+        let configuration = try GatewayConfiguration.parse(data, file: file.lastPathComponent, knownPlugins: registrations.map(\.id),
+                                                           instanceTypes: registrations.filter(\.multipleInstances).map(\.id),
+                                                           baseDirectory: file.deletingLastPathComponent())
+        return try validated(configuration, registrations: registrations)
+    }
+
+    private static func validated(_ configuration: GatewayConfiguration, registrations: [PluginRegistration]) throws -> GatewayConfiguration {
         for instance in PluginInstance.enabled(registrations, in: configuration) {
             try instance.registration.validate(instance.settings.config)
         }
@@ -143,6 +155,8 @@ struct ConfigOptions: ParsableArguments {
         let file = fileURL
         let registrations = PluginCatalog.registrations
         options.configurationSource = { try ConfigOptions.load(file, registrations: registrations) }
+        // The admin API and the console show, check and change the same file.
+        options.configurationFile = EditableConfiguration(url: file) { data in try ConfigOptions.parse(data, file: file, registrations: registrations) }
         return options
     }
 }

@@ -61,6 +61,8 @@ public protocol ServicePlugin: Sendable {
 
     /// The plugin's current health, for `/readyz` and `gateway plugins`. Must answer quickly.
     func health() async -> PluginHealth
+    /// Pages the plugin adds to the admin console (none by default).
+    var adminViews: [AdminView] { get }
     /// Loads the demo data the plugin ships. Called once per database, on a start with `demo: true`.
     func loadDemoData() async throws
 }
@@ -73,6 +75,7 @@ extension ServicePlugin {
     public var importers: [any Importer] { [] }
     public var schemas: [String: JSONValue] { [:] }
     public var documentedPaths: [String: JSONValue] { [:] }
+    public var adminViews: [AdminView] { [] }
     public func cacheAdmits(_ principal: Principal) async -> Bool { true }
     public func health() async -> PluginHealth { .ok }
     public func loadDemoData() async throws {}

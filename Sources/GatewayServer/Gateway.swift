@@ -103,6 +103,10 @@ public final class Gateway: Sendable {
         /// /v1/admin/reload`), throwing its located error when the file cannot be used; nil:
         /// only ``Gateway/reload(to:)`` reloads.
         public var configurationSource: (@Sendable () throws -> GatewayConfiguration)?
+        /// plugins.yaml for the admin API and the console to show (secrets masked), check and
+        /// change (written, then reloaded); nil: they cannot (409). A reload without a
+        /// ``configurationSource`` reads this file.
+        public var configurationFile: EditableConfiguration?
         /// How the host names of URLs callers set (trigger targets) are resolved before their
         /// addresses are checked (``EgressPolicy``); nil: the system's resolver.
         package var egressResolver: (any EgressResolver)?
@@ -278,13 +282,20 @@ public final class Gateway: Sendable {
         let directory = GatewayAccountDirectory(store: accounts, authenticator: accountAuthenticator, throttle: loginThrottle,
                                                 registration: configuration.auth.registration, resets: resets)
         let reloads = ReloadHandle()
+        let instances = InstanceRegistry(database: db, clock: options.clock, live: metrics.live, logger: logger)
+        let admin = AdminHandle(live: metrics.live, instances: instances, configurationFile: options.configurationFile,
+                                cacheLimits: (configuration.cache.maxEntries, configuration.cache.maxBytes.bytes), startedAt: options.clock.now())
+        let caller = InternalCaller()
+        let resources = try Console.resources()
+        let tls = configuration.server.tls != nil || configuration.server.publicURL?.lowercased().hasPrefix("https:") == true
+        let console = Console(templates: resources.templates, assets: resources.assets, caller: caller, admin: admin, secure: tls)
         let parts = Parts(
             registrations: registrations, options: options, database: database, metrics: metrics, cache: cache, http: http, inbox: inbox, events: events,
-            directory: directory, caller: InternalCaller(), authenticator: options.authenticator ?? accountAuthenticator,
+            directory: directory, caller: caller, authenticator: options.authenticator ?? accountAuthenticator,
             accountsService: AccountsService(store: accounts, authenticator: accountAuthenticator, throttle: loginThrottle,
-                                             registration: configuration.auth.registration, cache: cache, resets: resets, reloads: reloads,
+                                             registration: configuration.auth.registration, cache: cache, resets: resets, reloads: reloads, admin: admin,
                                              keyRules: .init(maxPerUser: configuration.auth.maxKeysPerUser, maxRate: configuration.limits.key)),
-            reloads: reloads, secrets: secrets, signer: signer)
+            reloads: reloads, secrets: secrets, signer: signer, console: console)
         let built: (plugins: [LoadedPlugin], created: [LoadedPlugin])
         let assembled: (live: LiveState, pipeline: PipelineState, callable: [String: (operation: GatewayCore.Route, mount: String)])
         do {
@@ -301,11 +312,22 @@ public final class Gateway: Sendable {
         let responder = GatewayResponder(state: assembled.pipeline, authenticator: parts.authenticator, cache: cache, metrics: metrics, logger: logger,
                                          messaging: messaging.first)
         parts.caller.attach(responder, operations: assembled.callable)
-        let gateway = Gateway(parts: parts, live: assembled.live, accounts: accounts, responder: responder, hostServices: messaging,
+        let gateway = Gateway(parts: parts, live: assembled.live, accounts: accounts, responder: responder, hostServices: messaging as [any Service] + [instances],
                               certificates: certificates, reloadChannel: reloadChannel)
         for plugin in built.plugins where plugin.reloadable {
             gateway.pluginServices.add(plugin.id, services: plugin.instance.services)
         }
+        admin.attach(AdminHandle.Views(
+            plugins: { [weak gateway] in await gateway?.pluginStatuses() ?? [] },
+            running: { [weak gateway] in gateway?.configuration ?? configuration },
+            plan: { [weak gateway] new in
+                guard let gateway else { return ([], []) }
+                let plan = ReloadPlan(running: gateway.configuration, read: new) { gateway.parts.isReplaceable($0, id: $1) }
+                return (plan.changes, plan.restartNeeded)
+            },
+            pluginViews: { [weak gateway] in
+                gateway?.servicePlugins.flatMap { plugin in plugin.instance.adminViews.map { AdminHandle.PluginView(plugin: plugin.id, view: $0) } } ?? []
+            }))
         reloads.attach { [weak gateway] in
             await gateway?.reloadFromSource(announce: true, trigger: "POST /v1/admin/reload") ?? .refused("The gateway is stopping.")
         }
@@ -345,6 +367,23 @@ public final class Gateway: Sendable {
     public func health() async -> [(id: String, health: PluginHealth)] {
         var result: [(String, PluginHealth)] = []
         for plugin in plugins { result.append((plugin.id, await plugin.instance.health())) }
+        return result
+    }
+
+    /// The plugins as the admin API shows them: health (with reasons), mounts, dialects and what
+    /// this instance served of each.
+    func pluginStatuses() async -> [AdminHandle.PluginStatus] {
+        let served = metrics.live.totals
+        let configuration = configuration
+        var result: [AdminHandle.PluginStatus] = []
+        for plugin in servicePlugins {
+            let health = await plugin.instance.health()
+            result.append(AdminHandle.PluginStatus(
+                id: plugin.id, type: configuration.plugins[plugin.id]?.type ?? plugin.id, summary: plugin.summary, mount: plugin.mount,
+                status: health.status.rawValue, reason: health.reason, operations: plugin.instance.operations.count,
+                dialects: plugin.instance.dialects.map { .init(name: $0.name, mount: plugin.dialectMount.isEmpty ? "/" : plugin.dialectMount) },
+                served: served[plugin.id] ?? LiveTraffic.Totals()))
+        }
         return result
     }
 
@@ -526,7 +565,7 @@ public final class Gateway: Sendable {
                     logger.error("TLS certificate not reloaded; the one in use stays", metadata: ["error": .string("\(error)")])
                 }
             }
-            if parts.options.configurationSource != nil {
+            if parts.options.configurationSource != nil || parts.options.configurationFile != nil {
                 _ = await reloadFromSource(announce: true, trigger: "SIGHUP")
             }
         }

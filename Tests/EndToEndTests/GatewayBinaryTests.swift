@@ -205,6 +205,29 @@ struct GatewayBinaryTests {
         let refused = try await run(["cache", "purge", "--url", url, "--key", "gk_wrong", "--tag", "x"], in: directory)
         #expect(refused.status != 0)
 
+        // `gateway user` and `gateway key` with --url work through the running gateway's admin API.
+        let remote = ["--url", url, "--key", masterKey]
+        let added = try await run(["user", "add", "ada", "--password", "a long user password"] + remote, in: directory)
+        #expect(added.status == 0 && added.output.contains("created user ada"), "\(added.output)\(added.errors)")
+        #expect(try await run(["user", "list"] + remote, in: directory).output.contains("ada"))
+        #expect(try await run(["user", "disable", "ada"] + remote, in: directory).output.contains("ada disabled"))
+        #expect(try await run(["user", "list"] + remote, in: directory).output.contains("disabled"))
+        #expect(try await run(["user", "disable", "ada", "--enable"] + remote, in: directory).output.contains("ada enabled"))
+        #expect(try await run(["user", "grant", "ada", "suggest:write"] + remote, in: directory).output.contains("ada: suggest:write"))
+        let userKey = try await run(["key", "create", "--user", "ada", "--label", "remote", "--scope", "todo:read"] + remote, in: directory)
+        let userSecret = try #require(userKey.output.split(separator: "\n").first { $0.hasPrefix("gk_") }.map(String.init), "\(userKey.output)\(userKey.errors)")
+        let listed = try await run(["key", "list", "--user", "ada"] + remote, in: directory)
+        let keyID = try #require(listed.output.split(separator: "\n").dropFirst().first?.split(separator: " ").first.map(String.init), "\(listed.output)")
+        #expect(listed.output.contains("remote") && listed.output.contains("todo:read"))
+        #expect(try await run(["key", "revoke", keyID] + remote, in: directory).output.contains("revoked \(keyID)"))
+        var check = URLRequest(url: URL(string: url + "/v1/me")!)
+        check.setValue(userSecret, forHTTPHeaderField: "X-Api-Key")
+        #expect((try await URLSession.shared.data(for: check).1 as? HTTPURLResponse)?.statusCode == 401, "the revoked key is refused at once")
+        let unknown = try await run(["user", "disable", "nobody"] + remote, in: directory)
+        #expect(unknown.status != 0 && unknown.errors.contains("404"), "\(unknown.errors)")
+        let noKey = try await run(["user", "list", "--url", url], in: directory)
+        #expect(noKey.status != 0)
+
         server.stop()
         #expect(server.process.terminationStatus == 0)
     }

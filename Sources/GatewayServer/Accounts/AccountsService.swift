@@ -29,6 +29,8 @@ struct AccountsService: HostService {
     let resets: PasswordResets
     let reloads: ReloadHandle
     let keyRules: KeyRules
+    /// What the admin API reads of the running gateway.
+    let admin: AdminHandle
 
     /// What a user may make of their own keys (an administrator, from the CLI, is not held to these).
     struct KeyRules: Sendable {
@@ -40,8 +42,9 @@ struct AccountsService: HostService {
     }
 
     init(store: AccountStore, authenticator: AccountAuthenticator, throttle: LoginThrottle, registration: AuthSettings.Registration,
-         cache: any ResponseCacheStore, resets: PasswordResets, reloads: ReloadHandle, keyRules: KeyRules = KeyRules()) {
+         cache: any ResponseCacheStore, resets: PasswordResets, reloads: ReloadHandle, admin: AdminHandle, keyRules: KeyRules = KeyRules()) {
         self.keyRules = keyRules
+        self.admin = admin
         self.resets = resets
         self.reloads = reloads
         self.store = store
@@ -285,6 +288,7 @@ struct AccountsService: HostService {
             + GrantOperations.operations(store: store, authenticator: authenticator, audit: audit)
             + AdminUserOperations.operations(store: store, authenticator: authenticator, audit: audit)
             + AdminKeyOperations.operations(store: store, authenticator: authenticator, audit: audit)
+            + AdminGatewayOperations.operations(admin: admin, cache: cache, reloads: reloads, audit: audit, clock: store.clock)
     }
 
     /// The audit log of the admin API's changes.

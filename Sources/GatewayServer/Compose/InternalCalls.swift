@@ -9,7 +9,7 @@ import NIOCore
 /// again, its authorization, rate-limit cost, cache and errors. The pipeline is attached once the
 /// gateway is assembled (the endpoints that call it are part of it).
 final class InternalCaller: Sendable {
-    private let responder = NIOLockedValueBox<GatewayResponder?>(nil)
+    fileprivate let responder = NIOLockedValueBox<GatewayResponder?>(nil)
     private let operations = NIOLockedValueBox<[String: (operation: Route, mount: String)]>([:])
 
     /// Makes the caller usable: the pipeline, and the operations callable by name with their mounts.
@@ -62,6 +62,22 @@ final class InternalCaller: Sendable {
         return await TimedCall.run(timeout: timeout, expired: {
             CallOutcome(problem: .gatewayTimeout("The call did not finish within \(ConfigDuration(timeout))."))
         }, run)
+    }
+}
+
+extension InternalCaller {
+    /// A request of the gateway's own making (the console's): through the whole pipeline with
+    /// only the fields given, from `address`.
+    func call(_ method: HTTPRequest.Method, _ target: String, fields: HTTPFields, body: ByteBuffer?, from address: String) async -> CallOutcome {
+        guard let responder = responder.withLockedValue({ $0 }) else {
+            return CallOutcome(problem: .unavailable("The gateway is starting."))
+        }
+        do {
+            let response = try await responder.handle(method, target, headers: fields, body: body, from: address)
+            return CallOutcome(status: response.status, headers: response.headers, body: response.body)
+        } catch {
+            return CallOutcome(problem: ProblemResponse.gatewayError(from: error) ?? .internalError())
+        }
     }
 }
 

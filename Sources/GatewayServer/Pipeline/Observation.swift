@@ -26,7 +26,7 @@ struct Observation {
 
     private func recorded(_ exchange: Exchange, _ target: Target, serve: () async -> Response) async -> Response {
         let response = await serve()
-        record(exchange, target, status: response.status)
+        record(exchange, target, response: response)
         return response
     }
 
@@ -49,11 +49,19 @@ struct Observation {
         }
     }
 
-    private func record(_ exchange: Exchange, _ target: Target, status: HTTPResponse.Status) {
-        let elapsed = ContinuousClock.now - exchange.start
+    private func record(_ exchange: Exchange, _ target: Target, response: Response) {
+        let status = response.status
+        let now = ContinuousClock.now
+        let elapsed = now - exchange.start
         if let series = target.metrics { series.record(status: status.code, duration: elapsed) } else {
             metrics.record(endpoint: target.name, status: status.code, duration: elapsed)
         }
+        let cache: LiveTraffic.CacheOutcome? = switch response.headers[CacheLookupStage.cacheField] {
+        case "HIT": .hit
+        case "MISS": .miss
+        default: nil
+        }
+        metrics.live.record(plugin: target.pluginID, status: status.code, duration: elapsed, cache: cache, at: now)
         let level: Logger.Level = accessLog ? .info : .debug
         guard logger.logLevel <= level else { return }
         var metadata: Logger.Metadata = [

@@ -37,6 +37,12 @@ enum Target {
         }
     }
 
+    /// The plugin that answers (`gateway` for the gateway's own endpoints, preflights and refusals).
+    var pluginID: String {
+        if case .route(let mounted, _) = self { return mounted.pluginID }
+        return "gateway"
+    }
+
     /// The endpoint's own metric series, when it has one.
     var metrics: GatewayMetrics.EndpointSeries? {
         switch self {

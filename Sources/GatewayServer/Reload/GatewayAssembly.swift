@@ -40,6 +40,8 @@ extension Gateway {
         let secrets: ConfiguredSecrets
         /// The signer of identity tokens (`auth.signingKeys`), when there are keys.
         let signer: GatewaySigner?
+        /// The admin console's pages at /admin.
+        let console: Console
 
         /// The context of the plugin `id`.
         func context(_ id: String, configuration: GatewayConfiguration) -> PluginContext {
@@ -203,6 +205,9 @@ extension Gateway {
                                                      identities: accountsService.authenticator.identities, signer: signer) {
                 try add(.get, endpoint.path, .gateway(endpoint.endpoint))
             }
+            for page in console.endpoints(metrics: metrics) {
+                try add(page.method, page.path, .gateway(page.endpoint))
+            }
             let adminEndpoints = Gateway.builtinEndpoints(plugins: plugins, metrics: metrics, openAPIJSON: openAPIJSON, database: database,
                                                           metricsReader: nil, administrators: authenticator,
                                                           identities: accountsService.authenticator.identities, signer: signer, trusted: true)
@@ -238,7 +243,8 @@ extension Gateway {
     }
 
     func reloadFromSource(announce: Bool, trigger: String) async -> ReloadReport {
-        guard let source = parts.options.configurationSource else {
+        let file = parts.options.configurationFile.map { file in { @Sendable () throws -> GatewayConfiguration in try file.parse(try Data(contentsOf: file.url)) } }
+        guard let source = parts.options.configurationSource ?? file else {
             return .refused("This gateway was not started from a configuration file.")
         }
         let configuration: GatewayConfiguration

@@ -13,6 +13,8 @@ public final class GatewayMetrics: Sendable {
     public let registry: PrometheusCollectorRegistry
     /// The swift-metrics factory handed to plugins, writing into ``registry``.
     public let factory: PrometheusMetricsFactory
+    /// The last minute of traffic, per second and plugin (the console's live charts).
+    public let live = LiveTraffic()
 
     private struct SeriesKey: Hashable {
         let endpoint: String

@@ -182,5 +182,19 @@ enum HostMigrations {
                 .run()
             try await db.create(index: "gateway_audit_at").on("gateway_audit").column("at").run()
         },
+        // The instances serving the database, each its row while it runs (`/v1/admin/instances`).
+        Migration(53, "instances") { db in
+            try await db.create(table: "gateway_instances")
+                .column("id", type: .text, .primaryKey(autoIncrement: false))
+                .column("host", type: .text, .notNull)
+                .column("pid", type: .bigint, .notNull)
+                .column("version", type: .text, .notNull)
+                .column("started_at", type: .double, .notNull)
+                .column("seen_at", type: .double, .notNull)
+                .column("rate", type: .double, .notNull)
+                .column("p99", type: .double)
+                .column("errors", type: .double, .notNull)
+                .run()
+        },
     ]
 }
