@@ -5,6 +5,7 @@ import GatewayTesting
 import HTTPTypes
 import NIOCore
 import NotesFixturePlugin
+import SQLKit
 import Testing
 
 /// `/v1/admin/users` and `/v1/admin/audit`: administrators manage accounts through the API, and
@@ -33,6 +34,53 @@ struct AdminUserTests {
                                                           body: ByteBuffer(string: #"{"username": "intruder", "password": "long enough password", "admin": true}"#))
             #expect(create.status == 403)
             #expect(try await gateway.gateway.accounts.user(named: "intruder") == nil)
+        }
+    }
+
+    @Test("deleting a user removes everything kept for them: sessions, keys, grants, notifications, history, reset links", arguments: TestStorage.available)
+    func deleteRemovesEverything(storage: TestStorage) async throws {
+        try await TestGateway.with(notes, yaml: notesYAML, storage: storage) { gateway in
+            let root = try await Self.administrator(gateway)
+            let ada = try await gateway.register("ada")
+            _ = try await gateway.createKey(token: ada.token, grant: #"{"label": "k", "scopes": ["*"]}"#)
+            let db = gateway.gateway.database.sql
+            let inbox = UserInbox(database: db)
+            try await inbox.post(userID: ada.userID, plugin: "notes", title: "Hello", body: "A note", link: nil)
+            try await inbox.record(userID: ada.userID, plugin: "notes", resource: "n1", title: "A note")
+            _ = try await gateway.gateway.accounts.grant(["notes:write"], to: ada.userID)
+            // A reset link and a verification link waiting (as their flows leave them).
+            try await db.raw("INSERT INTO gateway_password_resets (token_hash, user_id, created_at, expires_at) VALUES ('r1', \(bind: ada.userID), 0, 1)").run()
+            try await db.raw("""
+                INSERT INTO gateway_email_verifications (token_hash, user_id, email_key, created_at, expires_at) VALUES ('v1', \(bind: ada.userID), 'ada@example.org', 0, 1)
+                """).run()
+            #expect(try await gateway.gateway.handle(.delete, "/v1/admin/users/ada", headers: Self.bearer(root.token)).status == 204)
+            for table in ["gateway_users", "gateway_sessions", "gateway_api_keys", "gateway_user_grants", "gateway_notifications", "gateway_history",
+                          "gateway_password_resets", "gateway_email_verifications", "gateway_identities", "gateway_realm_members"] {
+                let column = table == "gateway_users" ? "id" : "user_id"
+                let rows = try await db.select().column(SQLFunction("COUNT", args: SQLLiteral.all), as: "n").from(table)
+                    .where(SQLColumn(column), .equal, SQLBind(ada.userID)).first(decoding: Count.self)
+                #expect(rows?.n == 0, "\(table) keeps \(rows?.n ?? -1) rows of the deleted user")
+            }
+        }
+    }
+
+    struct Count: Decodable { var n: Int }
+
+    @Test("a change whose audit entry cannot be written is not made")
+    func auditedOrNothing() async throws {
+        try await TestGateway.with(notes, yaml: notesYAML) { gateway in
+            let root = try await Self.administrator(gateway)
+            let ada = try await gateway.register("ada")
+            try await gateway.gateway.database.sql.raw("DROP TABLE gateway_audit").run()
+            let refused = try await gateway.gateway.handle(.patch, "/v1/admin/users/ada", headers: Self.bearer(root.token),
+                                                           body: ByteBuffer(string: #"{"disabled": true, "admin": true}"#))
+            #expect(refused.status >= 500, "\(refused.text)")
+            let kept = try #require(try await gateway.gateway.accounts.user(id: ada.userID))
+            #expect(!kept.disabled && !kept.isAdmin, "the change was rolled back with its entry")
+            let key = try await gateway.gateway.handle(.post, "/v1/admin/keys", headers: Self.bearer(root.token),
+                                                       body: ByteBuffer(string: #"{"user": "ada", "label": "x", "scopes": ["*"]}"#))
+            #expect(key.status >= 500)
+            #expect(try await gateway.gateway.accounts.keys(userID: ada.userID).isEmpty)
         }
     }
 

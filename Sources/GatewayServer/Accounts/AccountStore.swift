@@ -156,6 +156,10 @@ public struct AccountStore: Sendable {
         let row = UserRow(id: Self.newID(), username: name, username_key: key, display_name: displayName ?? name,
                           profile: String(decoding: try JSONEncoder().encode(profile), as: UTF8.self), password_hash: hash,
                           is_admin: isAdmin ? 1 : 0, disabled: 0, created_at: now, updated_at: now, email_key: emailKey, options: nil, prehash_name: nil)
+        // Looked up first too: inside a transaction (the admin API's) a failed insert ends it on
+        // PostgreSQL, and the look-up after it could not tell which name is taken.
+        if try await userRow(usernameKey: key) != nil { throw GatewayError.conflict("The username '\(name)' is taken.", duplicate: "username") }
+        if let emailKey, try await userRow(emailKey: emailKey) != nil { throw GatewayError.conflict("The email address is already registered.", duplicate: "email") }
         do {
             try await database.insert(into: "gateway_users").model(row).run()
         } catch {
@@ -318,16 +322,23 @@ public struct AccountStore: Sendable {
         return row.user
     }
 
-    /// Deletes a user with their sessions and keys; false when there is none.
+    /// Deletes a user with everything kept for them — sessions, keys, realm memberships, grants,
+    /// links to providers, notifications, history, reset and verification links; false when there
+    /// is none. (On the store of a transaction, as the admin API's `AuditLog.change` gives, it is
+    /// all or nothing.)
     public func deleteUser(id: String) async throws -> Bool {
         guard try await userRow(id: id) != nil else { return false }
-        try await database.delete(from: "gateway_sessions").where("user_id", .equal, id).run()
-        try await database.delete(from: "gateway_api_keys").where("user_id", .equal, id).run()
-        try await database.delete(from: "gateway_realm_members").where("user_id", .equal, id).run()
-        try await database.delete(from: "gateway_user_grants").where("user_id", .equal, id).run()
-        try await database.delete(from: "gateway_identities").where("user_id", .equal, id).run()
+        for table in ["gateway_sessions", "gateway_api_keys", "gateway_realm_members", "gateway_user_grants", "gateway_identities",
+                      "gateway_notifications", "gateway_history", "gateway_password_resets", "gateway_email_verifications"] {
+            try await database.delete(from: table).where("user_id", .equal, id).run()
+        }
         try await database.delete(from: "gateway_users").where("id", .equal, id).run()
         return true
+    }
+
+    /// The same store on `database` (a transaction's connection).
+    func on(_ database: any SQLDatabase) -> AccountStore {
+        AccountStore(database: database, clock: clock, bcryptCost: bcryptCost, sessionTTL: sessionTTL)
     }
 
     /// Updates the display name and profile fields (nil leaves one as it is).

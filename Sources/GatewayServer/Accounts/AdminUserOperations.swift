@@ -122,15 +122,15 @@ enum AdminUserOperations {
                 .body(NewUser.self)
                 .returns(AccountStore.User.self) { input, context in
                     let body = input.body
-                    var made = try await store.register(username: body.username, secret: .plain(body.password), displayName: body.displayName,
-                                                        isAdmin: body.admin == true, email: body.email)
-                    if let group = body.group, !group.isEmpty {
-                        try await store.setConsumerGroup(userID: made.id, group)
-                        made.consumerGroup = group
+                    return try await audit.change(context, action: "user.create", target: "user:" + body.username, store: store) { store in
+                        var made = try await store.register(username: body.username, secret: .plain(body.password), displayName: body.displayName,
+                                                            isAdmin: body.admin == true, email: body.email)
+                        if let group = body.group, !group.isEmpty {
+                            try await store.setConsumerGroup(userID: made.id, group)
+                            made.consumerGroup = group
+                        }
+                        return (made, ["admin": .bool(made.isAdmin), "group": made.consumerGroup.map(JSONValue.string) ?? .null])
                     }
-                    try await audit.record(context, action: "user.create", target: "user:" + made.username,
-                                           detail: ["admin": .bool(made.isAdmin), "group": made.consumerGroup.map(JSONValue.string) ?? .null])
-                    return made
                 },
             Route.define("accounts.admin.users.update", .patch, "/admin/users/{username}",
                          summary: "Disable or enable a user, make or unmake an administrator, set their consumer group or password")
@@ -143,31 +143,33 @@ enum AdminUserOperations {
                     if found.id == context.principal.userID, change.disabled == true || change.admin == false {
                         throw GatewayError.conflict("An administrator cannot disable or demote their own account; another administrator can.")
                     }
-                    var detail: [String: JSONValue] = [:]
-                    if let disabled = change.disabled, disabled != found.disabled {
-                        try await store.setDisabled(userID: found.id, disabled)
-                        detail["disabled"] = .bool(disabled)
-                    }
-                    if let admin = change.admin, admin != found.isAdmin {
-                        try await store.setAdmin(userID: found.id, admin)
-                        detail["admin"] = .bool(admin)
-                    }
-                    if let group = change.group {
-                        try await store.setConsumerGroup(userID: found.id, group.isEmpty ? nil : group)
-                        detail["group"] = group.isEmpty ? .null : .string(group)
-                    }
-                    if let password = change.password {
-                        try await store.setPassword(userID: found.id, secret: .plain(password))
-                        detail["password"] = .string("changed")
-                    }
-                    if let displayName = change.displayName {
-                        _ = try await store.updateProfile(userID: found.id, displayName: displayName, profile: nil)
-                        detail["displayName"] = .string(displayName)
+                    try await audit.change(context, action: "user.update", target: "user:" + found.username, store: store) { store in
+                        var detail: [String: JSONValue] = [:]
+                        if let disabled = change.disabled, disabled != found.disabled {
+                            try await store.setDisabled(userID: found.id, disabled)
+                            detail["disabled"] = .bool(disabled)
+                        }
+                        if let admin = change.admin, admin != found.isAdmin {
+                            try await store.setAdmin(userID: found.id, admin)
+                            detail["admin"] = .bool(admin)
+                        }
+                        if let group = change.group {
+                            try await store.setConsumerGroup(userID: found.id, group.isEmpty ? nil : group)
+                            detail["group"] = group.isEmpty ? .null : .string(group)
+                        }
+                        if let password = change.password {
+                            try await store.setPassword(userID: found.id, secret: .plain(password))
+                            detail["password"] = .string("changed")
+                        }
+                        if let displayName = change.displayName {
+                            _ = try await store.updateProfile(userID: found.id, displayName: displayName, profile: nil)
+                            detail["displayName"] = .string(displayName)
+                        }
+                        return ((), detail.isEmpty ? nil : detail)
                     }
                     // Remembered credentials of the user (here and on the other instances) are dropped:
                     // a disabled user's next request is refused, a new role or group applies at once.
                     authenticator.forget(userID: found.id)
-                    if !detail.isEmpty { try await audit.record(context, action: "user.update", target: "user:" + found.username, detail: detail) }
                     return try await user(found.username)
                 },
             Route.define("accounts.admin.users.delete", .delete, "/admin/users/{username}", summary: "Delete a user with their sessions and keys")
@@ -178,9 +180,10 @@ enum AdminUserOperations {
                     if found.id == context.principal.userID {
                         throw GatewayError.conflict("An administrator cannot delete their own account; another administrator can.")
                     }
-                    _ = try await store.deleteUser(id: found.id)
+                    try await audit.change(context, action: "user.delete", target: "user:" + found.username, store: store) { store in
+                        (try await store.deleteUser(id: found.id), [:])
+                    }
                     authenticator.forget(userID: found.id)
-                    try await audit.record(context, action: "user.delete", target: "user:" + found.username, detail: [:])
                     return NoContent()
                 },
             Route.define("accounts.admin.audit", .get, "/admin/audit", summary: "The audit log: every change made through the admin API, newest first")
@@ -229,7 +232,9 @@ extension AccountStore {
 }
 
 /// The audit log (`gateway_audit`): who changed what through the admin API, when and from where.
-/// Entries are written after the change they record, in the same request; they are never changed.
+/// A change of the database (users, keys, grants) and its entry are written in one transaction
+/// (``change(_:action:target:store:_:)``): both, or neither. A change elsewhere (the cache, the
+/// configuration file, a plugin's action) is recorded once it is made. Entries are never changed.
 struct AuditLog: Sendable {
     let database: any SQLDatabase
     let clock: any WallClock
@@ -264,6 +269,23 @@ struct AuditLog: Sendable {
         var entry: Entry {
             Entry(id: id, at: Date(timeIntervalSince1970: at), actor: actor, actorName: actor_name, credential: credential, address: address,
                   action: action, target: target, detail: (try? JSONValue.parse(detail)) ?? .object([:]))
+        }
+    }
+
+    /// Runs `work` on the store of one transaction and writes its entry there too (unless `work`
+    /// gives no detail: nothing changed): the change and its record are kept together or not at all.
+    func change<R: Sendable>(_ context: OperationContext, action: String, target: String?, store: AccountStore,
+                             _ work: @escaping @Sendable (AccountStore) async throws -> (result: R, detail: [String: JSONValue]?)) async throws -> R {
+        try await change(context, action: action, target: { _ in target }, store: store, work)
+    }
+
+    /// As above, for a change whose target is known once it is made (a new key's id).
+    func change<R: Sendable>(_ context: OperationContext, action: String, target: @escaping @Sendable (R) -> String?, store: AccountStore,
+                             _ work: @escaping @Sendable (AccountStore) async throws -> (result: R, detail: [String: JSONValue]?)) async throws -> R {
+        try await database.transaction { db in
+            let (result, detail) = try await work(store.on(db))
+            if let detail { try await AuditLog(database: db, clock: clock).record(context, action: action, target: target(result), detail: detail) }
+            return result
         }
     }
 
@@ -355,11 +377,13 @@ enum AdminKeyOperations {
                     if let name = body.user { owner = try await store.existingUser(named: name) }
                     let grant = AccountStore.KeyGrant(label: body.label, scopes: body.scopes, resources: body.resources, allowedAddresses: body.allowedAddresses,
                                                       expiresAt: body.expiresAt, rate: body.rate)
-                    let (secret, key) = try await store.createKey(userID: owner?.id, grant: grant, ownLimit: body.ownLimit == true,
-                                                                  consumerGroup: body.group.flatMap { $0.isEmpty ? nil : $0 })
-                    try await audit.record(context, action: "key.create", target: "key:" + key.id,
-                                           detail: ["owner": owner.map { .string($0.username) } ?? .null, "label": .string(key.label),
-                                                    "scopes": .array(key.scopes.map(JSONValue.string))])
+                    let (secret, key) = try await audit.change(context, action: "key.create", target: { (made: (secret: String, key: AccountStore.APIKey)) in "key:" + made.key.id },
+                                                               store: store) { [owner] store in
+                        let made = try await store.createKey(userID: owner?.id, grant: grant, ownLimit: body.ownLimit == true,
+                                                             consumerGroup: body.group.flatMap { $0.isEmpty ? nil : $0 })
+                        return (made, ["owner": owner.map { .string($0.username) } ?? .null, "label": .string(made.key.label),
+                                       "scopes": .array(made.key.scopes.map(JSONValue.string))])
+                    }
                     return Reply(AccountsService.CreatedKey(secret: secret, key: key), status: 201, headers: [.cacheControl: "no-store"])
                 },
             Route.define("accounts.admin.keys.revoke", .delete, "/admin/keys/{id}", summary: "Revoke any key")
@@ -369,11 +393,14 @@ enum AdminKeyOperations {
                     if case .apiKey(let own) = context.principal.kind, own == input.path.id {
                         throw GatewayError.conflict("A key cannot revoke itself through the admin API; another administrator, or `gateway key revoke`, can.")
                     }
-                    guard try await store.revokeKey(id: input.path.id, userID: nil) else { throw GatewayError.notFound("No such key.") }
+                    let id = input.path.id
+                    try await audit.change(context, action: "key.revoke", target: "key:" + id, store: store) { store in
+                        guard try await store.revokeKey(id: id, userID: nil) else { throw GatewayError.notFound("No such key.") }
+                        return ((), [:])
+                    }
                     // Whose it was is not looked up: every remembered credential is dropped (here and on
                     // the other instances), so the key is refused from its next request.
                     authenticator.forget(userID: nil)
-                    try await audit.record(context, action: "key.revoke", target: "key:" + input.path.id, detail: [:])
                     return NoContent()
                 },
             Route.define("accounts.admin.providers", .get, "/admin/providers", summary: "The identity providers of auth.providers and their keys")

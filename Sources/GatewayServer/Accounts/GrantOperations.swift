@@ -35,9 +35,12 @@ enum GrantOperations {
                 .body(Grants.self)
                 .returns(Grants.self) { input, context in
                     let found = try await user(input.path.username)
-                    let scopes = try await store.setGrants(input.body.scopes, of: found.id)
+                    let wanted = input.body.scopes
+                    let scopes = try await audit.change(context, action: "grants.set", target: "user:" + found.username, store: store) { store in
+                        let scopes = try await store.setGrants(wanted, of: found.id)
+                        return (scopes, ["scopes": .array(scopes.map(JSONValue.string))])
+                    }
                     authenticator.forget(userID: found.id)
-                    try await audit.record(context, action: "grants.set", target: "user:" + found.username, detail: ["scopes": .array(scopes.map(JSONValue.string))])
                     return Grants(scopes: scopes)
                 },
         ]
