@@ -51,7 +51,7 @@ extension SuggestPlugin {
             AdminFigure("Terms in the table", String(dictionaries.reduce(0) { $0 + $1.terms })),
         ]
         if let upstream {
-            figures.append(AdminFigure("Upstream service", upstream.settings.url))
+            figures.append(AdminFigure("Upstream service", AdminView.redacted(url: upstream.settings.url)))
             let circuit: String = switch upstream.circuit {
             case .closed: "closed (asked)"
             case .halfOpen: "half-open (a trial call decides)"

@@ -37,12 +37,12 @@ extension TransitPlugin {
             let refresh = configured[feed.id].map { source in source.refresh.map { "every \(Int64($0.seconds))s" } ?? "once" } ?? "not configured"
             rows.append(AdminRow([
                 feed.id, agencies.isEmpty ? "" : agencies.joined(separator: ", "), String(feed.summary.stops), String(feed.summary.routes),
-                String(feed.summary.trips), String(feed.summary.stopTimes), adminTime(feed.importedAt), feed.source, refresh,
+                String(feed.summary.trips), String(feed.summary.stopTimes), adminTime(feed.importedAt), AdminView.redacted(url: feed.source), refresh,
             ]))
         }
         // Configured feeds not imported yet.
         for source in sources where !served.contains(source.id) && rows.count < adminFeedRows {
-            rows.append(AdminRow([source.id, "", "", "", "", "", "not imported yet", source.source, source.refresh.map { "every \(Int64($0.seconds))s" } ?? "once"]))
+            rows.append(AdminRow([source.id, "", "", "", "", "", "not imported yet", AdminView.redacted(url: source.source), source.refresh.map { "every \(Int64($0.seconds))s" } ?? "once"]))
         }
         let feedCount = network.feeds.count + sources.filter { !served.contains($0.id) }.count
         var sections: [AdminSection] = [
@@ -83,7 +83,7 @@ extension TransitPlugin {
                 state += "; last attempt failed" + (status?.lastErrorAt.map { " at " + adminTime($0) } ?? "") + ": " + error
             }
             realtimeRows.append(AdminRow([
-                feed, realtime?.tripUpdates ?? "posted to the API", received.map { adminTime($0) } ?? "never", age.map { String($0) } ?? "",
+                feed, realtime.map { AdminView.redacted(url: $0.tripUpdates) } ?? "posted to the API", received.map { adminTime($0) } ?? "never", age.map { String($0) } ?? "",
                 status.map { String($0.tripUpdates) } ?? "", status.map { "\($0.unknownTrips) / \($0.unmatchedStops)" } ?? "", state,
             ]))
         }

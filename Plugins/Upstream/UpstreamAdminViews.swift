@@ -49,7 +49,7 @@ extension UpstreamPlugin {
             let lastCheck = instance.lastCheck.map { check in
                 UTCTimestamp.format(micros: UTCTimestamp.micros(check.at), fractionDigits: 0) + (check.up ? " (up)" : " (down)")
             } ?? (settings.health == nil ? "not checked" : "not yet")
-            return AdminRow([instance.base, health, lastCheck, String(instance.checkStreak), String(instance.failuresInARow), String(instance.outstanding)])
+            return AdminRow([AdminView.redacted(url: instance.base), health, lastCheck, String(instance.checkStreak), String(instance.failuresInARow), String(instance.outstanding)])
         }
         return [
             .figures(title: "Service", figures),

@@ -21,7 +21,11 @@ struct RemoteOptions: ParsableArguments {
         guard let key = key ?? ProcessInfo.processInfo.environment["GATEWAY_ADMIN_KEY"], !key.isEmpty else {
             throw ValidationError("--url needs an administrator's key: --key, or $GATEWAY_ADMIN_KEY")
         }
-        return AdminClient(base: url.trimmingCharacters(in: CharacterSet(charactersIn: "/")), key: key)
+        let base = url.trimmingCharacters(in: CharacterSet(charactersIn: "/"))
+        if let parsed = URL(string: base), parsed.scheme?.lowercased() == "http", let host = parsed.host, host != "localhost", host != "::1", host != "[::1]", !host.hasPrefix("127.") {
+            FileHandle.standardError.write(Data("warning: the administrator's key goes to \(host) unencrypted (http); use https beyond this machine\n".utf8))
+        }
+        return AdminClient(base: base, key: key)
     }
 }
 

@@ -102,3 +102,20 @@ public struct AdminPoint: Sendable {
         self.value = value
     }
 }
+
+extension AdminView {
+    /// A URL as a view may show it: the password of its user information and the values of its
+    /// secret-named query parameters (`token`, `key`, `secret`, `signature`, …) replaced by `***`.
+    /// The configuration a view repeats may hold credentials an administrator is not shown
+    /// elsewhere either.
+    public static func redacted(url text: String) -> String {
+        guard var components = URLComponents(string: text) else { return text.contains("@") ? "***" : text }
+        if components.password != nil { components.password = "***" }
+        components.queryItems = components.queryItems?.map { item in
+            let name = item.name.lowercased()
+            let secret = ["token", "secret", "password", "signature", "sig", "auth", "credential"].contains { name.contains($0) } || name.hasSuffix("key")
+            return secret ? URLQueryItem(name: item.name, value: "***") : item
+        }
+        return components.string ?? text
+    }
+}

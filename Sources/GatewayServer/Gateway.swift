@@ -288,7 +288,8 @@ public final class Gateway: Sendable {
         let caller = InternalCaller()
         let resources = try Console.resources()
         let tls = configuration.server.tls != nil || configuration.server.publicURL?.lowercased().hasPrefix("https:") == true
-        let console = Console(templates: resources.templates, assets: resources.assets, caller: caller, admin: admin, secure: tls)
+        let console = Console(templates: resources.templates, assets: resources.assets, caller: caller, admin: admin, secure: tls,
+                              publicURL: configuration.server.publicURL)
         let parts = Parts(
             registrations: registrations, options: options, database: database, metrics: metrics, cache: cache, http: http, inbox: inbox, events: events,
             directory: directory, caller: caller, authenticator: options.authenticator ?? accountAuthenticator,

@@ -112,7 +112,54 @@ struct AdminGatewayTests {
     func masking(original: String, expected: String) throws {
         let masked = ConfigurationMasking.masked(original).text
         #expect(masked == expected)
-        #expect(try ConfigurationMasking.unmasked(masked, original: original, file: "plugins.yaml") == original)
+        #expect(try ConfigurationMasking.unmasked(masked, original: original, file: "plugins.yaml").text == original)
+    }
+
+    @Test("masking also covers authorization headers and secret query parameters of URLs", arguments: [
+        ("headers:\n  set: { Authorization: \"Bearer sk-1\" }\n", "headers:\n  set: { Authorization: \"********\" }\n"),
+        ("source: https://feeds.example/gtfs.zip?token=abc123&city=1\n", "source: https://feeds.example/gtfs.zip?token=********&city=1\n"),
+        ("url: \"https://u:pw1@api.example/v1?api_key=k9\"\n", "url: \"https://u:********@api.example/v1?api_key=********\"\n"),
+    ])
+    func maskingMore(original: String, expected: String) throws {
+        let masked = ConfigurationMasking.masked(original).text
+        #expect(masked == expected)
+        #expect(try ConfigurationMasking.unmasked(masked, original: original, file: "plugins.yaml").text == original)
+    }
+
+    @Test("a mask never moves a secret: a list that changed length, an entry changed around its mask, a URL changed around its mask, a mask beside text, a new reference")
+    func maskingRefusals() throws {
+        func refusal(_ edited: String, _ original: String) -> ConfigurationFileError? {
+            do {
+                _ = try ConfigurationMasking.unmasked(edited, original: original, file: "plugins.yaml")
+                return nil
+            } catch {
+                return error
+            }
+        }
+        // Deleting the first of two masked keys would keep the first's value under the second's place.
+        let keys = "auth:\n  appKeys: [\"leaked\", \"good\"]\n"
+        #expect(refusal("auth:\n  appKeys: [\"********\"]\n", keys)?.keyPath == "auth.appKeys[0]")
+        #expect(refusal("auth:\n  appKeys: [\"********\", \"********\", \"new\"]\n", keys) != nil)
+        #expect(refusal("auth:\n  appKeys: [\"********\", \"********\"]\n", keys) == nil)
+        // Swapping two apps would give each the other's key.
+        let apps = "apps:\n  - { id: a, key: ka }\n  - { id: b, key: kb }\n"
+        let swapped = "apps:\n  - { id: b, key: \"********\" }\n  - { id: a, key: \"********\" }\n"
+        #expect(refusal(swapped, apps)?.line == 2)
+        // A URL's masked password moved to where it would be shown, or the URL changed around it.
+        let url = "upstreams: [\"http://u:S3CRET@api\"]\n"
+        #expect(refusal("upstreams: [\"http://api/x:********@\"]\n", url) != nil)
+        #expect(refusal("upstreams: [\"ftp://u:********@api\"]\n", url) != nil)
+        #expect(refusal("upstreams: [\"http://u:********@api\"]\n", url) == nil)
+        #expect(refusal("password: \"x********\"\n", "password: \"s\"\n") != nil)
+        // A reference to the host's environment or files, new at that place.
+        #expect(refusal("source: \"https://x/${file:/etc/ssl/private/key.pem}\"\n", "source: https://x/\n")?.keyPath == "source")
+        #expect(refusal("storage: \"${DB_URL}\"\n", "storage: \"${DB_URL}\"\n") == nil, "one the file holds stays")
+        // An error's line in the text with a block secret given back is the edited text's line.
+        let block = "signing:\n  pem: |\n    a\n    b\n    c\nnext: 1\n"
+        let whole = try ConfigurationMasking.unmasked("signing:\n  pem: \"********\"\nnext: 1\nbad: 2\n", original: block, file: "plugins.yaml")
+        #expect(whole.editedLine(7) == 4 && whole.editedLine(2) == 2 && whole.editedLine(4) == 2)
+        // Messages never quote a secret of the file.
+        #expect(ConfigurationMasking.redacted("\"ftp://u:S3CRET@api\" is not an http(s) base URL", secretsOf: url) == "\"ftp://u:********@api\" is not an http(s) base URL")
     }
 
     @Test("cache statistics, plugins with their health and counters, the instances of the database", arguments: TestStorage.available)
@@ -155,9 +202,11 @@ struct AdminGatewayTests {
             #expect(stream.headers[.contentType] == "text/event-stream")
             let events = stream.text.components(separatedBy: "\n\n").filter { $0.hasPrefix("event: traffic\ndata: ") }
             #expect(events.count == 3, "\(stream.text)")
+            // (The load's 40 requests spread over more than two seconds: a busy machine may put
+            // fewer in one second than an idle one, but some second holds several.)
             let samples = try events.map { try JSONDecoder().decode(JSONValue.self, from: Data($0.dropFirst("event: traffic\ndata: ".count).utf8)) }
             func notes(_ sample: JSONValue, _ field: String) -> JSONValue? { sample[path: ["plugins", "notes", field]] }
-            #expect(samples.contains { (notes($0, "rate")?.numberValue ?? 0) >= 5 }, "\(stream.text)")
+            #expect(samples.contains { (notes($0, "rate")?.numberValue ?? 0) >= 2 }, "\(stream.text)")
             #expect(samples.allSatisfy { $0[path: ["instances"]]?.arrayValue?.first?[path: ["current"]] == .bool(true) }, "\(stream.text)")
             let busy = try #require(samples.last { (notes($0, "rate")?.numberValue ?? 0) > 0 })
             #expect(notes(busy, "p50")?.numberValue != nil && notes(busy, "errors") == .number(0), "\(stream.text)")

@@ -160,4 +160,65 @@ struct ConsoleAttackTests {
             #expect(!page.body.contains("demo-master-key-change-me"))
         }
     }
+
+    @Test("an administrator cannot read the host's files or environment through the configuration, nor move a masked secret where it shows; a feed's huge value and a user's path-like name do not break the pages; a live stream ends when its key is revoked")
+    func escalation() async throws {
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("console-escalation-\(UUID().uuidString).yaml")
+        try ShippedGateway.shippedYAML.write(to: file, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(at: file) }
+        let editable = EditableConfiguration(url: file) { data in
+            try GatewayConfiguration.parse(data, file: "plugins.yaml", knownPlugins: ShippedGateway.registrations.map(\.id), instanceTypes: ["upstream"],
+                                           baseDirectory: ShippedGateway.root)
+        }
+        try await ShippedGateway.with(limits: false, configure: { $0.configurationFile = editable }) { gateway in
+            let root = try await gateway.administrator("root")
+            let admin = [("Authorization", "Bearer \(root.token)")]
+            let shown = try await gateway.send(.GET, "/v1/admin/configuration", headers: admin).json ?? [:]
+            let text = try #require(shown["text"] as? String)
+            // A new reference to a file or a variable of the host: refused at its line, nothing read.
+            let reading = text.replacingOccurrences(of: "  appKeys: [", with: "  appKeys: [\"${file:/etc/hostname}\", ")
+            let checked = try await gateway.send(.POST, "/v1/admin/configuration/validate", headers: admin,
+                                                 json: String(buffer: JSONValue.object(["text": .string(reading)]).serialized()))
+            #expect(checked.json?["valid"] as? Bool == false, "\(checked.body.prefix(300))")
+            #expect(((checked.json?["errors"] as? [[String: Any]])?.first?["message"] as? String)?.contains("environment or files") == true, "\(checked.body.prefix(300))")
+            let applied = try await gateway.send(.PUT, "/v1/admin/configuration", headers: admin,
+                                                 json: String(buffer: JSONValue.object(["text": .string(reading)]).serialized()))
+            #expect(applied.status == 422)
+            #expect(try String(contentsOf: file, encoding: .utf8) == ShippedGateway.shippedYAML)
+            // A masked secret moved into a list that shrank: refused.
+            let moved = text.replacingOccurrences(of: "appKeys: [\"********\"]", with: "appKeys: []")
+                .replacingOccurrences(of: "masterKey: \"********\"", with: "masterKey: \"********\", extra: [\"********\"]")
+            let movedReply = try await gateway.send(.POST, "/v1/admin/configuration/validate", headers: admin,
+                                                    json: String(buffer: JSONValue.object(["text": .string(moved)]).serialized()))
+            #expect(movedReply.json?["valid"] as? Bool == false && !movedReply.body.contains("demo-"), "\(movedReply.body.prefix(300))")
+
+            // A user named like a path: the console's links and forms keep the name whole.
+            let odd = try await gateway.send(.POST, "/v1/admin/users", headers: admin, json: #"{"username": "x/../root", "password": "long enough password"}"#)
+            #expect(odd.status == 201, "\(odd.body)")
+            let session = try #require(try await Self.signIn(gateway, "root"))
+            let users = try await Self.get(gateway, "/admin/users?q=x", cookie: session.cookie)
+            #expect(users.body.contains("/admin/users/x%2F..%2Froot") && !users.body.contains("href=\"/admin/users/x/../root\""), "\(users.body.prefix(200))")
+
+            // A sensor's value past what an integer holds: the feeds page answers.
+            let owner = try await gateway.register("sensor")
+            let feed = try await gateway.send(.POST, "/v1/feeds", headers: [("Authorization", "Bearer \(owner.token)")],
+                                              json: #"{"title": "Huge", "datastreams": [{"id": "big"}]}"#)
+            let feedID = try #require(feed.json?["id"] as? Int, "\(feed.body)")
+            let posted = try await gateway.send(.POST, "/v1/feeds/\(feedID)/datastreams/big/datapoints", headers: [("Authorization", "Bearer \(owner.token)")],
+                                                json: #"{"datapoints": [{"at": "2026-11-29T00:00:00Z", "value": 1e20}]}"#)
+            #expect(posted.status == 200, "\(posted.body)")
+            let page = try await Self.get(gateway, "/admin/plugins/feeds/datastream?feed=\(feedID)&stream=big", cookie: session.cookie)
+            #expect(page.status == 200 && page.body.contains("1e+20"), "\(page.status)")
+            #expect(try await gateway.send(.GET, "/healthz").status == 200, "the gateway still runs")
+
+            // A live stream read with a master key ends once the key is revoked.
+            let key = try await gateway.test.gateway.accounts.createKey(userID: nil, grant: .init(label: "watch", scopes: ["admin"]))
+            async let stream = gateway.send(.GET, "/v1/admin/metrics/live?seconds=20", headers: [("X-Api-Key", key.secret)], timeout: .seconds(40))
+            try await Task.sleep(for: .seconds(2))
+            _ = try await gateway.gateway.accounts.revokeKey(id: key.key.id, userID: nil)
+            gateway.gateway.forgetCredentials()
+            let events = try await stream.body.components(separatedBy: "event: traffic").count - 1
+            #expect(events >= 1 && events <= 10, "the stream went on after the key was revoked: \(events) events")
+        }
+    }
 }

@@ -288,7 +288,7 @@ struct AccountsService: HostService {
             + GrantOperations.operations(store: store, authenticator: authenticator, audit: audit)
             + AdminUserOperations.operations(store: store, authenticator: authenticator, audit: audit)
             + AdminKeyOperations.operations(store: store, authenticator: authenticator, audit: audit)
-            + AdminGatewayOperations.operations(admin: admin, cache: cache, reloads: reloads, audit: audit, clock: store.clock)
+            + AdminGatewayOperations.operations(admin: admin, cache: cache, reloads: reloads, audit: audit, clock: store.clock, authenticator: authenticator)
     }
 
     /// The audit log of the admin API's changes.

@@ -149,13 +149,13 @@ enum AdminGatewayOperations {
 
     struct LiveQuery: Codable, Sendable, ValidatableInput {
         static let fieldRules: [String: FieldRule] = [
-            "seconds": FieldRule.integer(1...3600).described("How long to stream (default: until the client goes)."),
+            "seconds": FieldRule.integer(1...3600).described("How long to stream, in seconds (default and most: an hour; an EventSource then reconnects)."),
         ]
         var seconds: Int?
 
         func validate() -> [GatewayError.FieldError] {
             guard let seconds, !(1...3600).contains(seconds) else { return [] }
-            return [.init(pointer: "seconds", detail: "must be 1 to 3600")]
+            return [.init(pointer: "/seconds", detail: "must be 1 to 3600")]
         }
     }
 
@@ -193,7 +193,7 @@ enum AdminGatewayOperations {
 
         func validate() -> [GatewayError.FieldError] {
             guard let arguments, arguments.unicodeScalars.count > 2000 else { return [] }
-            return [.init(pointer: "arguments", detail: "must be at most 2000 characters")]
+            return [.init(pointer: "/arguments", detail: "must be at most 2000 characters")]
         }
     }
 
@@ -285,16 +285,28 @@ enum AdminGatewayOperations {
     /// The edited text made whole (its masks given their values) and checked: the configuration,
     /// or the problem at its place.
     static func check(_ edit: ConfigurationEdit, file: EditableConfiguration, current: Data) -> Result<(Data, GatewayConfiguration), ConfigurationProblem> {
+        let original = String(decoding: current, as: UTF8.self)
+        let whole: ConfigurationMasking.Unmasked
         do {
-            let whole = try ConfigurationMasking.unmasked(edit.text, original: String(decoding: current, as: UTF8.self), file: file.url.lastPathComponent)
-            let data = Data(whole.utf8)
-            return .success((data, try file.parse(data)))
+            whole = try ConfigurationMasking.unmasked(edit.text, original: original, file: file.url.lastPathComponent)
         } catch {
             return .failure(problem(error))
         }
+        do {
+            let data = Data(whole.text.utf8)
+            return .success((data, try file.parse(data)))
+        } catch {
+            // Placed on the edited text's lines, and never quoting a secret the masks stood for.
+            var found = problem(error)
+            found.line = found.line.map(whole.editedLine)
+            found.message = ConfigurationMasking.redacted(found.message, secretsOf: original)
+            found.keyPath = ConfigurationMasking.redacted(found.keyPath, secretsOf: original)
+            return .failure(found)
+        }
     }
 
-    static func operations(admin: AdminHandle, cache: any ResponseCacheStore, reloads: ReloadHandle, audit: AuditLog, clock: any WallClock) -> [Route] {
+    static func operations(admin: AdminHandle, cache: any ResponseCacheStore, reloads: ReloadHandle, audit: AuditLog, clock: any WallClock,
+                           authenticator: any Authenticator) -> [Route] {
         @Sendable func file() throws -> EditableConfiguration {
             guard let file = admin.configurationFile else {
                 throw GatewayError.conflict("This gateway was not started from a configuration file: there is none to show or change.")
@@ -368,9 +380,15 @@ enum AdminGatewayOperations {
                             try data.write(to: file.url, options: .atomic)
                             let report = await reloads.reload()
                             if report.status == .refused {
+                                let reason = ConfigurationMasking.redacted(report.error ?? "", secretsOf: String(decoding: current, as: UTF8.self))
                                 // What the file held goes back: the running configuration and the file agree again.
-                                try? current.write(to: file.url, options: .atomic)
-                                return .failure(.invalid("The configuration was not applied; the running one stays. \(report.error ?? "")"))
+                                do {
+                                    try current.write(to: file.url, options: .atomic)
+                                } catch {
+                                    return .failure(.unavailable("The configuration was not applied (\(reason)), and \(file.url.lastPathComponent) "
+                                        + "could not be put back as it was (\(error.localizedDescription)): it holds the refused text; the running configuration stays."))
+                                }
+                                return .failure(.invalid("The configuration was not applied; the running one stays. \(reason)"))
                             }
                             return .success(report)
                         } catch let error as GatewayError {
@@ -412,10 +430,19 @@ enum AdminGatewayOperations {
                         throw GatewayError.notFound("The view \(view.plugin)/\(view.id) has no action '\(input.path.action)'.")
                     }
                     let arguments = input.body.arguments ?? [:]
-                    let message = try await action(AdminViewRequest(principal: context.principal, arguments: arguments))
-                    try await audit.record(context, action: "plugin.action", target: "\(view.plugin)/\(view.id)/\(input.path.action)",
-                                           detail: arguments.mapValues { JSONValue.string(String($0.prefix(200))) })
-                    return ActionOutcome(message: message)
+                    var detail = arguments.mapValues { JSONValue.string(String($0.prefix(200))) }
+                    let target = "\(view.plugin)/\(view.id)/\(input.path.action)"
+                    // Recorded whether it is done or refused.
+                    do {
+                        let message = try await action(AdminViewRequest(principal: context.principal, arguments: arguments))
+                        try await audit.record(context, action: "plugin.action", target: target, detail: detail)
+                        return ActionOutcome(message: message)
+                    } catch {
+                        let refusal = ProblemResponse.gatewayError(from: error) ?? .internalError()
+                        detail["refused"] = .string("\(refusal.status.code) \(refusal.detail)".prefix(300).description)
+                        try? await audit.record(context, action: "plugin.action", target: target, detail: detail)
+                        throw error
+                    }
                 },
             Route.define("accounts.admin.instances", .get, "/admin/instances",
                          summary: "The gateway instances serving the database, their version and load (this one first)")
@@ -428,8 +455,13 @@ enum AdminGatewayOperations {
                 .access(.admin)
                 .query(LiveQuery.self)
                 .documentRawOutput(mediaTypes: "text/event-stream")
-                .handleDecoded { input, _ in
-                    let stream = liveStream(admin: admin, clock: clock, seconds: input.query.seconds)
+                .handleDecoded { input, context in
+                    // The credential is checked again every few seconds: revoked, disabled or demoted, the stream ends.
+                    let credential = NativeCredentials.extract(from: context.headers)
+                    let address = context.principal.address
+                    let stream = liveStream(admin: admin, clock: clock, seconds: input.query.seconds ?? 3600) {
+                        (try? await authenticator.principal(for: credential, address: address))?.isAdmin == true
+                    }
                     return RouteReply(status: .ok, headers: [.cacheControl: "no-store", HTTPField.Name("X-Accel-Buffering")!: "no"],
                                       body: .stream(stream, contentType: "text/event-stream", length: nil))
                 },
@@ -454,23 +486,25 @@ enum AdminGatewayOperations {
         return result
     }
 
-    /// Server-sent events, one a second (`event: traffic`), for `seconds` or until the client goes;
-    /// the instances are read again every five seconds.
-    static func liveStream(admin: AdminHandle, clock: any WallClock, seconds: Int?) -> ByteStream {
-        let state = Mutex((sent: 0, instances: [InstanceRegistry.Instance](), read: -1))
+    /// Server-sent events, one a second (`event: traffic`), for `seconds` or until the client goes
+    /// or `allowed` (asked every five events) says no; the instances are read again every five.
+    static func liveStream(admin: AdminHandle, clock: any WallClock, seconds: Int, allowed: @escaping @Sendable () async -> Bool) -> ByteStream {
+        let state = Mutex((sent: 0, instances: [InstanceRegistry.Instance]()))
         return ByteStream(next: {
             let sent = state.withLock { $0.sent }
-            if let seconds, sent >= seconds { return nil }
+            if sent >= seconds { return nil }
             if sent > 0 {
-                // The next event at the next second's start, so that each carries a complete second.
-                let now = Date().timeIntervalSince1970
-                try await Task.sleep(for: .milliseconds(Int((1 - (now - now.rounded(.down))) * 1000) + 5))
+                // Each event just after a second of the counters ends, so that it carries that second whole.
+                try await Task.sleep(until: admin.live.nextSecond() + .milliseconds(2), clock: .continuous)
             }
             var instances = state.withLock { $0.instances }
-            if sent % 5 == 0 { instances = (try? await admin.instances.list()) ?? instances }
+            if sent % 5 == 0 {
+                if sent > 0, !(await allowed()) { return nil }
+                instances = (try? await admin.instances.list()) ?? instances
+            }
             let sample = admin.live.sample(lastSeconds: 1)
-            let event = LiveEvent(at: clock.now().timeIntervalSince1970.rounded(.down), overall: sample.overall, plugins: sample.plugins, instances: instances)
-            state.withLock { $0 = (sent + 1, instances, sent) }
+            let event = LiveEvent(at: clock.now().timeIntervalSince1970.rounded(.down) - 1, overall: sample.overall, plugins: sample.plugins, instances: instances)
+            state.withLock { $0 = (sent + 1, instances) }
             var buffer = ByteBuffer(string: "event: traffic\ndata: ")
             buffer.writeImmutableBuffer(try JSONStreamEncoder.encodeBuffer(event))
             buffer.writeString("\n\n")

@@ -44,13 +44,15 @@ final class Console: Sendable {
     let admin: AdminHandle
     /// Whether cookies are `Secure` (TLS, or an https public URL).
     let secure: Bool
-    /// The configuration's OpenID Connect providers offered at sign-in (none yet).
+    /// The origin of `server.publicURL`, which changes may come from too (behind a proxy).
+    let publicOrigin: String?
     static let contentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
         + "form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
     /// The largest form the console takes (a configuration text).
     static let maxForm = 2 << 20
 
-    init(templates: MustacheLibrary, assets: [String: Asset], caller: InternalCaller, admin: AdminHandle, secure: Bool) {
+    init(templates: MustacheLibrary, assets: [String: Asset], caller: InternalCaller, admin: AdminHandle, secure: Bool, publicURL: String?) {
+        self.publicOrigin = ConsoleRequest.origin(of: publicURL)
         self.templates = templates
         self.assets = assets
         self.caller = caller
@@ -181,7 +183,7 @@ final class Console: Sendable {
     /// from the console's own origin.
     func checkChange(_ request: Request, form: [String: String], session: Session) -> Response? {
         let sent = form["csrf"] ?? request.headers[ConsoleRequest.csrfField] ?? ""
-        guard ConsoleRequest.same(sent, session.csrf), ConsoleRequest.isSameOrigin(request.headers, host: request.head.authority) else {
+        guard ConsoleRequest.same(sent, session.csrf), ConsoleRequest.isSameOrigin(request.headers, host: request.head.authority, publicOrigin: publicOrigin) else {
             return errorPage(.forbidden, "This change did not come from the console's own page (its CSRF token is missing or wrong). Reload the page and try again.",
                              session: session)
         }

@@ -20,6 +20,11 @@ enum ConsolePages {
         return text.prefix(10) + " " + text.dropFirst(11).prefix(8) + " UTC"
     }
 
+    /// An ISO 8601 time, with or without fractional seconds.
+    static func date(_ text: String) -> Date? {
+        (try? Date(text, strategy: Date.ISO8601FormatStyle(includingFractionalSeconds: true))) ?? (try? Date(text, strategy: .iso8601))
+    }
+
     static func bytes(_ count: Int) -> String {
         ByteCountFormatter.string(fromByteCount: Int64(count), countStyle: .binary)
     }
@@ -46,7 +51,8 @@ enum ConsolePages {
     static func text(_ value: JSONValue?) -> String {
         switch value {
         case .string(let text)?: text
-        case .number(let number)?: number.rounded() == number ? String(Int(number)) : String(format: "%.2f", number)
+        // Whole numbers as integers while they fit exactly; others (a sensor's 1e20) as written.
+        case .number(let number)?: number.rounded() == number && abs(number) < 1e15 ? String(Int(number)) : String(number)
         case .bool(let flag)?: flag ? "yes" : "no"
         default: ""
         }
@@ -65,7 +71,7 @@ enum ConsolePages {
 
     static func user(_ value: JSONValue) -> [String: Any] {
         let user = members(value)
-        return ["username": text(user["username"]), "displayName": text(user["displayName"]),
+        return ["username": text(user["username"]), "usernamePath": ConsoleRequest.escaped(text(user["username"])), "displayName": text(user["displayName"]),
                 "email": members(user["profile"] ?? .null)["email"]?.stringValue ?? "", "isAdmin": user["isAdmin"] == .bool(true),
                 "disabled": user["disabled"] == .bool(true), "consumerGroup": text(user["consumerGroup"]), "createdAt": time(user["createdAt"]),
                 "emailVerified": user["emailVerified"] == .bool(true), "id": text(user["id"])]
@@ -124,12 +130,17 @@ extension Console {
                 let (context, cookies) = await frame(session, title: "Live traffic", current: "/admin/traffic", request: request, extra: ["plugins": plugins])
                 return page("traffic", context, cookies: cookies)
             },
-            pageRoute("/admin/live", "live") { [self] _, _ in
+            pageRoute("/admin/live", "live") { [self] _, session in
                 var headers = HTTPFields()
                 headers[.contentType] = "text/event-stream"
                 headers[.cacheControl] = "no-store"
                 Self.securityHeaders(&headers)
-                let stream = AdminGatewayOperations.liveStream(admin: admin, clock: SystemClock(), seconds: nil)
+                // For an hour at most (the page's EventSource then connects again, signed in or not),
+                // and only while the session stays an administrator's.
+                let stream = AdminGatewayOperations.liveStream(admin: admin, clock: SystemClock(), seconds: 3600) { [self] in
+                    let me = await call(session, .get, "/v1/me")
+                    return me.status == 200 && ConsolePages.members(me.body ?? .null)["isAdmin"] == .bool(true)
+                }
                 return Response(status: .ok, headers: headers, body: ResponseBody(asyncSequence: stream))
             },
             pageRoute("/admin/operations", "operations") { [self] request, session in try await operations(request, session) },
@@ -186,7 +197,7 @@ extension Console {
             pageRoute("/admin/cache", "cache") { [self] request, session in
                 let stats = ConsolePages.members(await call(session, .get, "/v1/admin/cache").body ?? .null)
                 func count(_ name: String) -> Int { Int(stats[name]?.numberValue ?? 0) }
-                let hitRate = stats[  "hitRate"]?.numberValue.map { String(format: "%.1f %%", $0 * 100) } ?? "no lookups yet"
+                let hitRate = stats["hitRate"]?.numberValue.map { String(format: "%.1f %%", $0 * 100) } ?? "no lookups yet"
                 let figures: [String: Any] = [
                     "entries": String(count("entries")), "bytes": ConsolePages.bytes(count("bytes")), "maxEntries": String(count("maxEntries")),
                     "maxBytes": ConsolePages.bytes(count("maxBytes")), "hits": String(count("hits")), "misses": String(count("misses")),
@@ -253,7 +264,7 @@ extension Console {
     func signIn(_ request: Request, _ context: GatewayRequestContext) async throws -> Response {
         let form = try await Self.readForm(request)
         guard let expected = ConsoleRequest.cookie(ConsoleRequest.loginCookie, in: request.headers), let sent = form["csrf"],
-              ConsoleRequest.same(expected, sent), ConsoleRequest.isSameOrigin(request.headers, host: request.head.authority)
+              ConsoleRequest.same(expected, sent), ConsoleRequest.isSameOrigin(request.headers, host: request.head.authority, publicOrigin: publicOrigin)
         else {
             return loginPage(error: "The sign-in form expired or did not come from this page. Try again.", username: form["username"], status: .forbidden)
         }
@@ -528,7 +539,8 @@ extension Console {
         let sections = (document["sections"]?.arrayValue ?? []).map { value -> [String: Any] in
             let section = ConsolePages.members(value)
             var entry: [String: Any] = [:]
-            if let title = section["title"]?.stringValue, !title.isEmpty { entry["title"] = title }
+            // Its own key: a missing `title` would be the page's, found by mustache in the context around.
+            if let title = section["title"]?.stringValue, !title.isEmpty { entry["sectionTitle"] = title }
             switch section["kind"]?.stringValue {
             case "figures":
                 entry["figures"] = (section["figures"]?.arrayValue ?? []).map { ConsolePages.members($0).compactMapValues(\.mustache) }
@@ -547,7 +559,7 @@ extension Console {
             case "chart":
                 let points = (section["points"]?.arrayValue ?? []).map { point -> JSONValue in
                     let fields = ConsolePages.members(point)
-                    let at = fields["at"]?.stringValue.flatMap { ISO8601DateFormatter().date(from: $0) }?.timeIntervalSince1970 ?? 0
+                    let at = fields["at"]?.stringValue.flatMap(ConsolePages.date)?.timeIntervalSince1970 ?? 0
                     return .array([.number(at), fields["value"] ?? .null])
                 }
                 entry["chart"] = ["id": "chart-" + ConsolePages.text(section["title"]).lowercased().filter { $0.isLetter || $0.isNumber },

@@ -62,11 +62,19 @@ enum ConsoleRequest {
         (0..<16).map { _ in String(format: "%02x", UInt8.random(in: 0...255)) }.joined()
     }
 
+    /// The origin of a public URL (`https://gw.example.com`), without its path.
+    static func origin(of url: String?) -> String? {
+        guard let url, let components = URLComponents(string: url), let scheme = components.scheme, let host = components.host else { return nil }
+        return "\(scheme)://\(host)" + (components.port.map { ":\($0)" } ?? "")
+    }
+
     /// Whether a change comes from the console's own pages: its `Origin` (when the browser sends
     /// one) is the gateway's own, and `Sec-Fetch-Site`, when sent, is not another site.
-    static func isSameOrigin(_ headers: HTTPFields, host: String?) -> Bool {
+    /// `publicOrigin`: the origin of `server.publicURL` (a proxy in front may change `Host`).
+    static func isSameOrigin(_ headers: HTTPFields, host: String?, publicOrigin: String? = nil) -> Bool {
         if let site = headers[HTTPField.Name("Sec-Fetch-Site")!], site != "same-origin", site != "none" { return false }
         guard let origin = headers[HTTPField.Name("Origin")!] else { return true }
+        if let publicOrigin, origin.lowercased() == publicOrigin.lowercased() { return true }
         guard origin != "null", let host, let url = URL(string: origin), let originHost = url.host else { return false }
         let originAuthority = url.port.map { "\(originHost):\($0)" } ?? originHost
         return originAuthority.lowercased() == host.lowercased()

@@ -61,8 +61,9 @@ public final class InstanceRegistry: Service, Sendable {
         let row = Row(id: id, host: ProcessInfo.processInfo.hostName, pid: Int(ProcessInfo.processInfo.processIdentifier), version: GatewayVersion.current,
                       started_at: startedAt.timeIntervalSince1970, seen_at: clock.now().timeIntervalSince1970,
                       rate: recent.rate, p99: recent.p99, errors: recent.errors)
-        try await database.insert(into: "gateway_instances").model(row)
-            .onConflict(with: ["id"]) { try $0.set(excludedContentOf: row) }
+        // Nil written as NULL: an instance with no request of late has no p99 any more.
+        try await database.insert(into: "gateway_instances").model(row, nilEncodingStrategy: .asNil)
+            .onConflict(with: ["id"]) { try $0.set(excludedContentOf: row, nilEncodingStrategy: .asNil) }
             .run()
     }
 

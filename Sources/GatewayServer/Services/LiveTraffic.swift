@@ -77,6 +77,12 @@ public final class LiveTraffic: Sendable {
 
     public init() {}
 
+    /// When the second after the one `instant` falls in starts: a sample taken then holds that
+    /// second whole.
+    public func nextSecond(after instant: ContinuousClock.Instant = .now) -> ContinuousClock.Instant {
+        origin + .seconds(second(instant) + 1)
+    }
+
     /// The second of the ring `instant` falls in.
     private func second(_ instant: ContinuousClock.Instant) -> Int {
         let elapsed = instant - origin
