@@ -18,6 +18,18 @@ struct ConsoleAttackTests {
     static let adminRoutes = ["/v1/admin/users", "/v1/admin/keys", "/v1/admin/providers", "/v1/admin/cache", "/v1/admin/plugins", "/v1/admin/instances",
                               "/v1/admin/audit", "/v1/admin/metrics/live?seconds=1", "/v1/admin/plugins/events/views/reservations"]
 
+    /// The shipped gateway whose plugins.yaml is a file of its own the admin API reads and writes.
+    static func withEditableFile(_ body: @Sendable (ShippedGateway, URL) async throws -> Void) async throws {
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("console-attack-\(UUID().uuidString).yaml")
+        try ShippedGateway.shippedYAML.write(to: file, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(at: file) }
+        let editable = EditableConfiguration(url: file) { data in
+            try GatewayConfiguration.parse(data, file: "plugins.yaml", knownPlugins: ShippedGateway.registrations.map(\.id), instanceTypes: ["upstream"],
+                                           baseDirectory: ShippedGateway.root)
+        }
+        try await ShippedGateway.with(limits: false, configure: { $0.configurationFile = editable }) { gateway in try await body(gateway, file) }
+    }
+
     /// A client that shows redirects rather than following them.
     static let client = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: .init(redirectConfiguration: .disallow))
 
@@ -119,14 +131,7 @@ struct ConsoleAttackTests {
 
     @Test("what the pages show is escaped; the policy forbids inline script; the explorer calls only this gateway; no open redirect; no secret in the configuration")
     func injection() async throws {
-        let file = FileManager.default.temporaryDirectory.appendingPathComponent("console-attack-\(UUID().uuidString).yaml")
-        try ShippedGateway.shippedYAML.write(to: file, atomically: true, encoding: .utf8)
-        defer { try? FileManager.default.removeItem(at: file) }
-        let editable = EditableConfiguration(url: file) { data in
-            try GatewayConfiguration.parse(data, file: "plugins.yaml", knownPlugins: ShippedGateway.registrations.map(\.id), instanceTypes: ["upstream"],
-                                           baseDirectory: ShippedGateway.root)
-        }
-        try await ShippedGateway.with(limits: false, configure: { $0.configurationFile = editable }) { gateway in
+        try await Self.withEditableFile { gateway, _ in
             let root = try await gateway.administrator("root")
             let session = try #require(try await Self.signIn(gateway, "root"))
             let script = #"<script>alert(1)</script><img src=x onerror=alert(2)>"#
@@ -163,14 +168,7 @@ struct ConsoleAttackTests {
 
     @Test("an administrator cannot read the host's files or environment through the configuration, nor move a masked secret where it shows; a feed's huge value and a user's path-like name do not break the pages; a live stream ends when its key is revoked")
     func escalation() async throws {
-        let file = FileManager.default.temporaryDirectory.appendingPathComponent("console-escalation-\(UUID().uuidString).yaml")
-        try ShippedGateway.shippedYAML.write(to: file, atomically: true, encoding: .utf8)
-        defer { try? FileManager.default.removeItem(at: file) }
-        let editable = EditableConfiguration(url: file) { data in
-            try GatewayConfiguration.parse(data, file: "plugins.yaml", knownPlugins: ShippedGateway.registrations.map(\.id), instanceTypes: ["upstream"],
-                                           baseDirectory: ShippedGateway.root)
-        }
-        try await ShippedGateway.with(limits: false, configure: { $0.configurationFile = editable }) { gateway in
+        try await Self.withEditableFile { gateway, file in
             let root = try await gateway.administrator("root")
             let admin = [("Authorization", "Bearer \(root.token)")]
             let shown = try await gateway.send(.GET, "/v1/admin/configuration", headers: admin).json ?? [:]
