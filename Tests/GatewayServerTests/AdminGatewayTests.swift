@@ -180,6 +180,7 @@ struct AdminGatewayTests {
             let items = instances.object["items"] as? [[String: Any]] ?? []
             #expect(items.first?["current"] as? Bool == true && items.first?["version"] as? String == GatewayVersion.current, "\(instances.text)")
             #expect(items.filter { $0["current"] as? Bool == true }.count == 1)
+            #expect(items.first?["limited"] != nil && items.first?["errors"] != nil && items.first?["rate"] != nil, "\(instances.text)")
         }
     }
 

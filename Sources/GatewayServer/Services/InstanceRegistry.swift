@@ -17,10 +17,14 @@ public final class InstanceRegistry: Service, Sendable {
         public var version: String
         public var startedAt: Date
         public var seenAt: Date
-        /// Requests per second over its last ten seconds, their p99 in milliseconds, 5xx per second.
+        /// Over its last ten seconds: requests per second, their p50 and p99 in milliseconds, 5xx
+        /// and 429s per second, the cache's hit rate (nil: no lookup).
         public var rate: Double
+        public var p50: Double?
         public var p99: Double?
         public var errors: Double
+        public var limited: Double
+        public var cacheHitRate: Double?
         /// Whether it is the instance that answers.
         public var current: Bool
     }
@@ -51,8 +55,11 @@ public final class InstanceRegistry: Service, Sendable {
         var started_at: Double
         var seen_at: Double
         var rate: Double
+        var p50: Double?
         var p99: Double?
         var errors: Double
+        var limited: Double
+        var cache_hit_rate: Double?
     }
 
     /// Writes this instance's row now.
@@ -60,7 +67,8 @@ public final class InstanceRegistry: Service, Sendable {
         let recent = live.sample(lastSeconds: 10).overall
         let row = Row(id: id, host: ProcessInfo.processInfo.hostName, pid: Int(ProcessInfo.processInfo.processIdentifier), version: GatewayVersion.current,
                       started_at: startedAt.timeIntervalSince1970, seen_at: clock.now().timeIntervalSince1970,
-                      rate: recent.rate, p99: recent.p99, errors: recent.errors)
+                      rate: recent.rate, p50: recent.p50, p99: recent.p99, errors: recent.errors, limited: recent.limited,
+                      cache_hit_rate: recent.cacheHitRate)
         // Nil written as NULL: an instance with no request of late has no p99 any more.
         try await database.insert(into: "gateway_instances").model(row, nilEncodingStrategy: .asNil)
             .onConflict(with: ["id"]) { try $0.set(excludedContentOf: row, nilEncodingStrategy: .asNil) }
@@ -95,13 +103,14 @@ public final class InstanceRegistry: Service, Sendable {
             .all(decoding: Row.self)
         var instances = rows.map { row in
             Instance(id: row.id, host: row.host, pid: row.pid, version: row.version, startedAt: Date(timeIntervalSince1970: row.started_at),
-                     seenAt: Date(timeIntervalSince1970: row.seen_at), rate: row.rate, p99: row.p99, errors: row.errors, current: row.id == id)
+                     seenAt: Date(timeIntervalSince1970: row.seen_at), rate: row.rate, p50: row.p50, p99: row.p99, errors: row.errors,
+                     limited: row.limited, cacheHitRate: row.cache_hit_rate, current: row.id == id)
         }
         // This instance is listed with its figures of now, whether or not its row was written yet.
         let recent = live.sample(lastSeconds: 10).overall
         let current = Instance(id: id, host: ProcessInfo.processInfo.hostName, pid: Int(ProcessInfo.processInfo.processIdentifier),
-                               version: GatewayVersion.current, startedAt: startedAt, seenAt: clock.now(), rate: recent.rate, p99: recent.p99,
-                               errors: recent.errors, current: true)
+                               version: GatewayVersion.current, startedAt: startedAt, seenAt: clock.now(), rate: recent.rate, p50: recent.p50,
+                               p99: recent.p99, errors: recent.errors, limited: recent.limited, cacheHitRate: recent.cacheHitRate, current: true)
         instances.removeAll { $0.id == id }
         instances.insert(current, at: 0)
         return instances

@@ -192,8 +192,11 @@ enum HostMigrations {
                 .column("started_at", type: .double, .notNull)
                 .column("seen_at", type: .double, .notNull)
                 .column("rate", type: .double, .notNull)
+                .column("p50", type: .double)
                 .column("p99", type: .double)
                 .column("errors", type: .double, .notNull)
+                .column("limited", type: .double, .notNull)
+                .column("cache_hit_rate", type: .double)
                 .run()
         },
     ]
