@@ -415,7 +415,7 @@ enum AdminGatewayOperations {
                 .query(ViewQuery.self)
                 .returns(ViewDocument.self) { input, context in
                     let view = try pluginView(admin, input.path.plugin, input.path.view)
-                    let arguments = parseArguments(input.query.arguments ?? "")
+                    let arguments = ConsoleRequest.form(input.query.arguments ?? "")
                     return ViewDocument(view, sections: try await view.view.load(AdminViewRequest(principal: context.principal, arguments: arguments)))
                 },
             Route.define("accounts.admin.views.act", .post, "/admin/plugins/{plugin}/views/{view}/actions/{action}",
@@ -473,17 +473,6 @@ enum AdminGatewayOperations {
             throw GatewayError.notFound("No plugin \(plugin) with a console view '\(id)'.")
         }
         return view
-    }
-
-    /// `name=value&…` as a dictionary (percent-decoded).
-    static func parseArguments(_ query: String) -> [String: String] {
-        var result: [String: String] = [:]
-        for pair in query.split(separator: "&") {
-            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-            guard let name = parts.first.flatMap({ String($0).replacingOccurrences(of: "+", with: " ").removingPercentEncoding }) else { continue }
-            result[name] = parts.count > 1 ? String(parts[1]).replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? "" : ""
-        }
-        return result
     }
 
     /// Server-sent events, one a second (`event: traffic`), for `seconds` or until the client goes

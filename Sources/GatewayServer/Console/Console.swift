@@ -60,8 +60,15 @@ final class Console: Sendable {
         self.secure = secure
     }
 
-    /// The templates and assets the package carries as resources.
+    /// The templates and assets the package carries as resources, read once per process (every
+    /// gateway a process starts shares them).
     static func resources() throws -> (templates: MustacheLibrary, assets: [String: Asset]) {
+        try bundled.get()
+    }
+
+    private static let bundled = Result { try readResources() }
+
+    private static func readResources() throws -> (templates: MustacheLibrary, assets: [String: Asset]) {
         guard let root = Bundle.module.url(forResource: "Resources", withExtension: nil) else {
             throw GatewayStartupError("the console's resources are missing from the build")
         }
@@ -183,7 +190,7 @@ final class Console: Sendable {
     /// from the console's own origin.
     func checkChange(_ request: Request, form: [String: String], session: Session) -> Response? {
         let sent = form["csrf"] ?? request.headers[ConsoleRequest.csrfField] ?? ""
-        guard ConsoleRequest.same(sent, session.csrf), ConsoleRequest.isSameOrigin(request.headers, host: request.head.authority, publicOrigin: publicOrigin) else {
+        guard ConfiguredSecrets.constantTimeEqual(sent, session.csrf), ConsoleRequest.isSameOrigin(request.headers, host: request.head.authority, publicOrigin: publicOrigin) else {
             return errorPage(.forbidden, "This change did not come from the console's own page (its CSRF token is missing or wrong). Reload the page and try again.",
                              session: session)
         }

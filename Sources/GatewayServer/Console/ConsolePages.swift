@@ -20,11 +20,6 @@ enum ConsolePages {
         return text.prefix(10) + " " + text.dropFirst(11).prefix(8) + " UTC"
     }
 
-    /// An ISO 8601 time, with or without fractional seconds.
-    static func date(_ text: String) -> Date? {
-        (try? Date(text, strategy: Date.ISO8601FormatStyle(includingFractionalSeconds: true))) ?? (try? Date(text, strategy: .iso8601))
-    }
-
     static func bytes(_ count: Int) -> String {
         ByteCountFormatter.string(fromByteCount: Int64(count), countStyle: .binary)
     }
@@ -253,7 +248,7 @@ extension Console {
     }
 
     func loginPage(error: String?, username: String?, status: HTTPResponse.Status = .ok) -> Response {
-        let token = ConsoleRequest.randomToken()
+        let token = AccountStore.randomToken(bytes: 16)
         var context: [String: Any] = ["title": "Sign in", "csrf": token, "version": GatewayVersion.current, "providers": [Any]()]
         if let error { context["error"] = error }
         if let username { context["username"] = username }
@@ -264,7 +259,7 @@ extension Console {
     func signIn(_ request: Request, _ context: GatewayRequestContext) async throws -> Response {
         let form = try await Self.readForm(request)
         guard let expected = ConsoleRequest.cookie(ConsoleRequest.loginCookie, in: request.headers), let sent = form["csrf"],
-              ConsoleRequest.same(expected, sent), ConsoleRequest.isSameOrigin(request.headers, host: request.head.authority, publicOrigin: publicOrigin)
+              ConfiguredSecrets.constantTimeEqual(expected, sent), ConsoleRequest.isSameOrigin(request.headers, host: request.head.authority, publicOrigin: publicOrigin)
         else {
             return loginPage(error: "The sign-in form expired or did not come from this page. Try again.", username: form["username"], status: .forbidden)
         }
@@ -559,7 +554,7 @@ extension Console {
             case "chart":
                 let points = (section["points"]?.arrayValue ?? []).map { point -> JSONValue in
                     let fields = ConsolePages.members(point)
-                    let at = fields["at"]?.stringValue.flatMap(ConsolePages.date)?.timeIntervalSince1970 ?? 0
+                    let at = fields["at"]?.stringValue.flatMap(UTCTimestamp.date)?.timeIntervalSince1970 ?? 0
                     return .array([.number(at), fields["value"] ?? .null])
                 }
                 entry["chart"] = ["id": "chart-" + ConsolePages.text(section["title"]).lowercased().filter { $0.isLetter || $0.isNumber },

@@ -1,4 +1,3 @@
-import Crypto
 import Foundation
 import HTTPTypes
 import Hummingbird
@@ -43,23 +42,7 @@ enum ConsoleRequest {
     /// The CSRF token of a session: derived from its token, which no other site knows, so it
     /// needs no storage and holds on every instance; the token cannot be found from it.
     static func csrfToken(session: String) -> String {
-        let digest = SHA256.hash(data: Data("gateway-console-csrf:\(session)".utf8))
-        return Data(digest).base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
-            .replacingOccurrences(of: "=", with: "")
-    }
-
-    /// Compares two secrets in time independent of where they differ.
-    static func same(_ left: String, _ right: String) -> Bool {
-        let a = Array(left.utf8), b = Array(right.utf8)
-        guard a.count == b.count else { return false }
-        var difference: UInt8 = 0
-        for index in a.indices { difference |= a[index] ^ b[index] }
-        return difference == 0
-    }
-
-    /// A random token for the login form.
-    static func randomToken() -> String {
-        (0..<16).map { _ in String(format: "%02x", UInt8.random(in: 0...255)) }.joined()
+        AccountStore.sha256("gateway-console-csrf:\(session)")
     }
 
     /// The origin of a public URL (`https://gw.example.com`), without its path.
@@ -82,7 +65,11 @@ enum ConsoleRequest {
 
     /// The fields of an `application/x-www-form-urlencoded` body (a name given twice: the last).
     static func form(_ body: ByteBuffer) -> [String: String] {
-        let text = String(buffer: body)
+        form(String(buffer: body))
+    }
+
+    /// The fields of `name=value&…` text, percent-decoded (`+` a space).
+    static func form(_ text: String) -> [String: String] {
         var fields: [String: String] = [:]
         for pair in text.split(separator: "&") {
             let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)

@@ -33,6 +33,25 @@ public final class LiveTraffic: Sendable {
         public var limited = 0
         public var cacheHits = 0
         public var cacheMisses = 0
+
+        mutating func add(status: Int, cache: CacheOutcome?) {
+            requests += 1
+            if status >= 500 { errors += 1 }
+            if status == 429 { limited += 1 }
+            switch cache {
+            case .hit?: cacheHits += 1
+            case .miss?: cacheMisses += 1
+            case nil: break
+            }
+        }
+
+        mutating func add(_ other: Totals) {
+            requests += other.requests
+            errors += other.errors
+            limited += other.limited
+            cacheHits += other.cacheHits
+            cacheMisses += other.cacheMisses
+        }
     }
 
     /// Whether a reply came from the cache.
@@ -50,15 +69,13 @@ public final class LiveTraffic: Sendable {
         var latency = [UInt32](repeating: 0, count: LiveTraffic.bucketCount)
 
         mutating func add(status: Int, bucket: Int, cache: CacheOutcome?) {
-            totals.requests += 1
-            if status >= 500 { totals.errors += 1 }
-            if status == 429 { totals.limited += 1 }
-            switch cache {
-            case .hit?: totals.cacheHits += 1
-            case .miss?: totals.cacheMisses += 1
-            case nil: break
-            }
+            totals.add(status: status, cache: cache)
             latency[bucket] &+= 1
+        }
+
+        mutating func add(_ other: Counts) {
+            totals.add(other.totals)
+            for bucket in 0..<LiveTraffic.bucketCount { latency[bucket] &+= other.latency[bucket] }
         }
     }
 
@@ -110,13 +127,7 @@ public final class LiveTraffic: Sendable {
                 state.slots[index] = Slot(second: second)
             }
             state.slots[index].plugins[plugin, default: Counts()].add(status: status, bucket: bucket, cache: cache)
-            var totals = state.totals[plugin, default: Totals()]
-            totals.requests += 1
-            if status >= 500 { totals.errors += 1 }
-            if status == 429 { totals.limited += 1 }
-            if cache == .hit { totals.cacheHits += 1 }
-            if cache == .miss { totals.cacheMisses += 1 }
-            state.totals[plugin] = totals
+            state.totals[plugin, default: Totals()].add(status: status, cache: cache)
         }
     }
 
@@ -129,27 +140,11 @@ public final class LiveTraffic: Sendable {
         var perPlugin: [String: Counts] = [:]
         state.withLock { state in
             for slot in state.slots where wanted.contains(slot.second) {
-                for (plugin, counts) in slot.plugins {
-                    var sum = perPlugin[plugin, default: Counts()]
-                    sum.totals.requests += counts.totals.requests
-                    sum.totals.errors += counts.totals.errors
-                    sum.totals.limited += counts.totals.limited
-                    sum.totals.cacheHits += counts.totals.cacheHits
-                    sum.totals.cacheMisses += counts.totals.cacheMisses
-                    for bucket in 0..<Self.bucketCount { sum.latency[bucket] &+= counts.latency[bucket] }
-                    perPlugin[plugin] = sum
-                }
+                for (plugin, counts) in slot.plugins { perPlugin[plugin, default: Counts()].add(counts) }
             }
         }
         var overall = Counts()
-        for counts in perPlugin.values {
-            overall.totals.requests += counts.totals.requests
-            overall.totals.errors += counts.totals.errors
-            overall.totals.limited += counts.totals.limited
-            overall.totals.cacheHits += counts.totals.cacheHits
-            overall.totals.cacheMisses += counts.totals.cacheMisses
-            for bucket in 0..<Self.bucketCount { overall.latency[bucket] &+= counts.latency[bucket] }
-        }
+        for counts in perPlugin.values { overall.add(counts) }
         return (Self.sample(overall, seconds: span), perPlugin.mapValues { Self.sample($0, seconds: span) })
     }
 
